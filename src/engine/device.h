@@ -1,0 +1,172 @@
+// softrnic's engine facade: one software RNIC per process.
+//
+// Every resource the verbs API knows (PD, MR, CQ, completion channel, SRQ,
+// AH, QP) is created and driven through Device. Objects are opaque to
+// callers; each carries the caller's `handle` (the verbs shim passes its own
+// ibv_* struct) so that events can name them.
+//
+// Errors: functions return 0 or a positive errno value as the verbs man pages
+// name them (EINVAL, ENOMEM, EBUSY, ...). PollCq returns a count or -errno.
+//
+// Thread-safety: every method is safe to call from any thread. Internally
+// one mutex guards the engine state; the progress thread and application
+// threads that poll take it in turn (see docs/progress.md).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "engine/types.h"
+
+namespace softrnic::engine {
+
+class Pd;
+class Mr;
+class Cq;
+class CompletionChannel;
+class Srq;
+class Ah;
+class Qp;
+class Engine;
+
+// What the device reports about itself (ibv_device_attr + port attributes).
+// Every limit here is one the engine enforces.
+struct DeviceAttr {
+  std::string fw_ver = "0.1.0";
+  uint64_t node_guid = 0;  // network order
+  uint64_t sys_image_guid = 0;
+  uint64_t max_mr_size = 1ull << 40;
+  uint64_t page_size_cap = 4096;
+  uint32_t vendor_id = 0;
+  uint32_t vendor_part_id = 0x5ef7;  // softrnic's own id: not a ConnectX/EFA id
+  uint32_t hw_ver = 1;
+  uint32_t max_qp = 4096;
+  uint32_t max_qp_wr = 16384;
+  uint32_t max_sge = 32;
+  uint32_t max_sge_rd = 32;
+  uint32_t max_cq = 4096;
+  uint32_t max_cqe = 1 << 20;
+  uint32_t max_mr = 1 << 16;
+  uint32_t max_pd = 4096;
+  uint32_t max_qp_rd_atom = 16;
+  uint32_t max_qp_init_rd_atom = 16;
+  uint32_t max_res_rd_atom = 16 * 4096;
+  uint32_t max_srq = 1024;
+  uint32_t max_srq_wr = 16384;
+  uint32_t max_srq_sge = 32;
+  uint32_t max_ah = 1 << 16;
+  uint32_t max_inline_data = 256;
+  uint32_t max_msg_sz = 1u << 31;
+  uint32_t max_pkeys = 1;
+  uint8_t local_ca_ack_delay = 15;
+  uint8_t phys_port_cnt = 1;
+  // Port
+  Mtu max_mtu = Mtu::k4096;
+  Mtu active_mtu = Mtu::k1024;
+  uint32_t gid_tbl_len = 16;
+};
+
+struct AsyncEvent {
+  AsyncEventType type = AsyncEventType::kPortActive;
+  void* handle = nullptr;  // handle of the QP / CQ / SRQ named by `type`, or null
+  uint8_t port = 1;
+};
+
+struct SrqAttr {
+  uint32_t max_wr = 0;
+  uint32_t max_sge = 0;
+  uint32_t srq_limit = 0;
+};
+
+class Device {
+ public:
+  // The process's device, created on first use (transport, progress thread).
+  // A forked child gets a fresh device of its own on its first call.
+  // Returns null and sets *error if no transport could be opened.
+  static std::shared_ptr<Device> Get(std::string* error);
+
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  const std::string& name() const;
+  const DeviceAttr& attr() const;
+  // GID table: one IPv4-mapped GID per local UDP endpoint (docs/addressing.md).
+  std::span<const Gid> gids() const;
+
+  int AllocPd(void* handle, Pd** out);
+  int DeallocPd(Pd* pd);  // EBUSY while MRs, QPs, SRQs or AHs use it
+
+  // Registers [addr, addr+length) with I/O virtual address `iova` (addr for
+  // ibv_reg_mr). access: Access bits. EINVAL for REMOTE_WRITE or
+  // REMOTE_ATOMIC without LOCAL_WRITE (IBA 10.6.3.1).
+  int RegMr(Pd* pd, void* addr, size_t length, uint64_t iova, uint32_t access, void* handle,
+            Mr** out);
+  int DeregMr(Mr* mr);
+  uint32_t MrLkey(const Mr* mr) const;
+  uint32_t MrRkey(const Mr* mr) const;
+
+  int CreateCompletionChannel(CompletionChannel** out);
+  int DestroyCompletionChannel(CompletionChannel* channel);  // EBUSY while CQs use it
+  int CompletionChannelFd(const CompletionChannel* channel) const;
+  // ibv_get_cq_event: waits (unless the fd is O_NONBLOCK: EAGAIN) for a CQ
+  // event and returns the CQ's handle.
+  int GetCqEvent(CompletionChannel* channel, void** cq_handle);
+
+  // cqe: at least this many entries (EINVAL if 0 or > max_cqe).
+  int CreateCq(uint32_t cqe, CompletionChannel* channel, void* handle, Cq** out);
+  uint32_t CqCapacity(const Cq* cq) const;
+  int ResizeCq(Cq* cq, uint32_t cqe);
+  int DestroyCq(Cq* cq);  // EBUSY while QPs or SRQs use it
+  // Returns the number of completions written (0..n) or -errno.
+  int PollCq(Cq* cq, int n, Completion* out);
+  int ArmCq(Cq* cq, bool solicited_only);
+  void AckCqEvents(Cq* cq, unsigned n);
+
+  int CreateSrq(Pd* pd, const SrqAttr& attr, void* handle, Srq** out);
+  // mask: 1 = max_wr (resize), 2 = srq_limit (IBV_SRQ_MAX_WR, IBV_SRQ_LIMIT).
+  int ModifySrq(Srq* srq, const SrqAttr& attr, uint32_t mask);
+  int QuerySrq(Srq* srq, SrqAttr* out);
+  int DestroySrq(Srq* srq);  // EBUSY while QPs use it
+  int PostSrqRecv(Srq* srq, const RecvWr& wr);
+
+  int CreateAh(Pd* pd, const AddressVector& av, void* handle, Ah** out);
+  int DestroyAh(Ah* ah);
+
+  // caps is rounded up to what the QP really has (as ibv_create_qp does).
+  int CreateQp(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, QpCaps* caps,
+               bool sq_sig_all, void* handle, Qp** out);
+  uint32_t QpNum(const Qp* qp) const;
+  QpState GetQpState(const Qp* qp) const;
+  // IBA 10.3 / man ibv_modify_qp: EINVAL for a mask that is wrong for the
+  // transition or an attribute out of range.
+  int ModifyQp(Qp* qp, const QpAttr& attr, uint32_t mask);
+  int QueryQp(Qp* qp, QpAttr* out);
+  int DestroyQp(Qp* qp);
+  // EINVAL for a WR the QP cannot take (bad opcode for its type, too many
+  // SGEs, inline too long); ENOMEM when the send queue is full; EINVAL when
+  // the QP state does not allow posting (RESET, INIT, RTR).
+  int PostSend(Qp* qp, const SendWr& wr);
+  int PostRecv(Qp* qp, const RecvWr& wr);
+
+  // Async events (ibv_get_async_event).
+  int async_fd() const;
+  int GetAsyncEvent(AsyncEvent* out);
+
+  // Runs one pass of the engine on the caller's thread (receive, timers,
+  // transmit) if no other thread is running one. Poll paths call this so a
+  // polling application pays no thread hop.
+  void ProgressInline();
+
+  // Internal: the implementation object.
+  Engine& engine() { return *engine_; }
+
+ private:
+  explicit Device(std::unique_ptr<Engine> engine);
+  std::unique_ptr<Engine> engine_;
+};
+
+}  // namespace softrnic::engine

@@ -1,0 +1,95 @@
+// The packet transport under the engine: a burst interface in the style of
+// eRPC's tx_burst/rx_burst.
+//
+// A transport owns one or more local endpoints (each one is a GID of the
+// device, in order). The engine hands it packets laid out from the BTH to
+// the end with 4 bytes of room for the ICRC; the transport fills the ICRC
+// for the IP/UDP headers the kernel will put on (UDP) or skips it (shared
+// memory), and verifies it on receive, dropping and counting bad packets.
+//
+// Thread-safety: a Transport is not internally synchronised; the engine
+// calls it under its own lock.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "transport/address.h"
+
+namespace softrnic::transport {
+
+struct TxPacket {
+  const uint8_t* data = nullptr;  // BTH .. ICRC (ICRC bytes are written by the transport)
+  uint32_t length = 0;            // including the 4 ICRC bytes
+  uint16_t local_index = 0;       // which local endpoint sends it (the QP's sgid_index)
+  Endpoint dst;
+};
+
+struct RxPacket {
+  uint8_t* data = nullptr;  // buffer owned by the transport until the next RecvBurst
+  uint32_t length = 0;      // BTH .. ICRC inclusive; ICRC already verified
+  uint16_t local_index = 0; // the local endpoint it arrived on
+  Endpoint src;
+  // IPv4 TOS / IPv6 traffic class if the transport knows it (ECN bits), else 0.
+  uint8_t traffic_class = 0;
+};
+
+struct TransportCounters {
+  uint64_t tx_packets = 0, tx_bytes = 0, tx_errors = 0;
+  uint64_t rx_packets = 0, rx_bytes = 0;
+  uint64_t rx_icrc_errors = 0, rx_runts = 0;
+  uint64_t injected_drops = 0, injected_dups = 0, injected_reorders = 0, injected_corrupts = 0;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  // The local endpoints, in GID-table order. Index 0 is the default.
+  virtual std::span<const Endpoint> locals() const = 0;
+
+  // Sends up to n packets; returns how many were handed to the kernel (the
+  // rest may be retried later; RC recovers loss anyway). Never blocks.
+  virtual int SendBurst(const TxPacket* packets, int n) = 0;
+
+  // Receives up to n packets without blocking; returns how many.
+  // Buffers stay valid until the next RecvBurst call.
+  virtual int RecvBurst(RxPacket* packets, int n) = 0;
+
+  // A descriptor that becomes readable when RecvBurst would return packets
+  // (an epoll fd over the sockets), for the engine's idle sleep.
+  virtual int pollable_fd() const = 0;
+
+  virtual const TransportCounters& counters() const = 0;
+};
+
+// Fault injection, applied to transmitted packets after the ICRC is
+// computed, so a corrupted packet is caught by the receiver's ICRC check the
+// way a real bit error would be. Probabilities are in [0, 1].
+struct FaultConfig {
+  double drop = 0, duplicate = 0, reorder = 0, corrupt = 0;
+  uint64_t seed = 1;
+  bool enabled() const { return drop > 0 || duplicate > 0 || reorder > 0 || corrupt > 0; }
+  // Parses "drop=0.01,dup=0.01,reorder=0.02,corrupt=0.001,seed=7".
+  static bool Parse(const std::string& text, FaultConfig* out);
+};
+
+struct UdpConfig {
+  // Addresses to bind, e.g. {"10.0.0.1", "127.0.0.1"}; empty means automatic
+  // (every non-loopback IPv4 address of the host whose port is free, then a
+  // per-process loopback address 127.x.y.z derived from the pid).
+  std::vector<std::string> bind_addresses;
+  uint16_t port = 4791;
+  FaultConfig faults;
+};
+
+// Creates the UDP transport. On failure returns nullptr and sets *error.
+std::unique_ptr<Transport> CreateUdpTransport(const UdpConfig& config, std::string* error);
+
+// Reads SOFTRNIC_BIND, SOFTRNIC_PORT and SOFTRNIC_FAULTS from the environment.
+UdpConfig UdpConfigFromEnvironment();
+
+}  // namespace softrnic::transport

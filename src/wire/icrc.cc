@@ -1,0 +1,89 @@
+#include "wire/icrc.h"
+
+#include <isa-l/crc.h>
+
+#include <cstring>
+
+#include "wire/byte_order.h"
+#include "wire/headers.h"
+
+namespace softrnic::wire {
+
+uint32_t Crc32(uint32_t crc, const uint8_t* data, size_t length) {
+  // ISA-L's crc32_gzip_refl takes and returns the finalised value, like zlib.
+  return crc32_gzip_refl(crc, data, length);
+}
+
+uint32_t ComputeIcrc(const IpUdpFields& ip, const uint8_t* bth_to_end, size_t length) {
+  // Pseudo header: 8 x 0xFF (LRH stand-in), masked IP header, masked UDP header.
+  uint8_t pseudo[8 + 40 + 8];
+  std::memset(pseudo, 0xFF, 8);
+  size_t n = 8;
+  const size_t udp_length = 8 + length + kIcrcSize;
+  if (!ip.ipv6) {
+    uint8_t* h = pseudo + n;
+    h[0] = 0x45;
+    h[1] = 0xFF;  // TOS masked
+    StoreBe16(h + 2, static_cast<uint16_t>(20 + udp_length));
+    StoreBe16(h + 4, ip.ipv4_id);
+    StoreBe16(h + 6, ip.ipv4_flags_frag);
+    h[8] = 0xFF;  // TTL masked
+    h[9] = 17;    // UDP
+    h[10] = 0xFF;  // header checksum masked
+    h[11] = 0xFF;
+    std::memcpy(h + 12, ip.src_ip, 4);
+    std::memcpy(h + 16, ip.dst_ip, 4);
+    n += 20;
+  } else {
+    uint8_t* h = pseudo + n;
+    // Version 6, traffic class and flow label masked to ones.
+    h[0] = 0x6F;
+    h[1] = 0xFF;
+    h[2] = 0xFF;
+    h[3] = 0xFF;
+    StoreBe16(h + 4, static_cast<uint16_t>(udp_length));
+    h[6] = 17;
+    h[7] = 0xFF;  // hop limit masked
+    std::memcpy(h + 8, ip.src_ip, 16);
+    std::memcpy(h + 24, ip.dst_ip, 16);
+    n += 40;
+  }
+  uint8_t* u = pseudo + n;
+  StoreBe16(u, ip.src_port);
+  StoreBe16(u + 2, ip.dst_port);
+  StoreBe16(u + 4, static_cast<uint16_t>(udp_length));
+  u[6] = 0xFF;  // UDP checksum masked
+  u[7] = 0xFF;
+  n += 8;
+
+  uint32_t crc = Crc32(0, pseudo, n);
+  if (length < sizeof(Bth)) return Crc32(crc, bth_to_end, length);
+  // BTH with byte 4 (FECN, BECN, resv6) masked.
+  uint8_t bth[sizeof(Bth)];
+  std::memcpy(bth, bth_to_end, sizeof(Bth));
+  bth[4] = 0xFF;
+  crc = Crc32(crc, bth, sizeof(Bth));
+  return Crc32(crc, bth_to_end + sizeof(Bth), length - sizeof(Bth));
+}
+
+void AppendIcrc(const IpUdpFields& ip, uint8_t* udp_payload, size_t length_with_icrc) {
+  const size_t body = length_with_icrc - kIcrcSize;
+  const uint32_t crc = ComputeIcrc(ip, udp_payload, body);
+  uint8_t* out = udp_payload + body;
+  out[0] = static_cast<uint8_t>(crc);
+  out[1] = static_cast<uint8_t>(crc >> 8);
+  out[2] = static_cast<uint8_t>(crc >> 16);
+  out[3] = static_cast<uint8_t>(crc >> 24);
+}
+
+bool CheckIcrc(const IpUdpFields& ip, const uint8_t* udp_payload, size_t length_with_icrc) {
+  if (length_with_icrc < sizeof(Bth) + kIcrcSize) return false;
+  const size_t body = length_with_icrc - kIcrcSize;
+  const uint32_t crc = ComputeIcrc(ip, udp_payload, body);
+  const uint8_t* in = udp_payload + body;
+  const uint32_t got = uint32_t{in[0]} | (uint32_t{in[1]} << 8) | (uint32_t{in[2]} << 16) |
+                       (uint32_t{in[3]} << 24);
+  return crc == got;
+}
+
+}  // namespace softrnic::wire
