@@ -20,6 +20,7 @@
 #include <string>
 
 #include "engine/types.h"
+#include "transport/transport.h"
 
 namespace softrnic::engine {
 
@@ -87,6 +88,10 @@ class Device {
   // A forked child gets a fresh device of its own on its first call.
   // Returns null and sets *error if no transport could be opened.
   static std::shared_ptr<Device> Get(std::string* error);
+
+  // A device of its own with an explicit transport configuration, for tests
+  // and tools that want several devices in one process.
+  static std::shared_ptr<Device> Create(const transport::UdpConfig& config, std::string* error);
 
   ~Device();
   Device(const Device&) = delete;

@@ -42,6 +42,9 @@ struct TransportCounters {
   uint64_t rx_packets = 0, rx_bytes = 0;
   uint64_t rx_icrc_errors = 0, rx_runts = 0;
   uint64_t injected_drops = 0, injected_dups = 0, injected_reorders = 0, injected_corrupts = 0;
+  // Sends refused because the socket buffer was full (EAGAIN/ENOBUFS); SendBurst
+  // returned fewer than offered and the caller retries the rest.
+  uint64_t tx_busy = 0;
 };
 
 class Transport {

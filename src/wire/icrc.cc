@@ -67,6 +67,9 @@ uint32_t ComputeIcrc(const IpUdpFields& ip, const uint8_t* bth_to_end, size_t le
 }
 
 void AppendIcrc(const IpUdpFields& ip, uint8_t* udp_payload, size_t length_with_icrc) {
+  // Without this guard, length - 4 would wrap and we would write before the
+  // buffer. A buffer too short for the ICRC itself is a caller bug; do nothing.
+  if (length_with_icrc < kIcrcSize) return;
   const size_t body = length_with_icrc - kIcrcSize;
   const uint32_t crc = ComputeIcrc(ip, udp_payload, body);
   uint8_t* out = udp_payload + body;

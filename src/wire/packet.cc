@@ -24,6 +24,14 @@ ParseError ParsePacket(const uint8_t* data, size_t length, Packet* out) {
   if (body < info.header_length) return ParseError::kTruncated;
   const size_t payload_and_pad = body - info.header_length;
   const uint8_t pad = out->bth.pad_count();
+  // PadCnt exists to bring the payload to a 4-byte multiple (IBA 9.2: the
+  // ICRC starts on a 4-byte boundary; in native IB the LRH PktLen counts
+  // 4-byte words, so an unaligned packet cannot even be expressed). Every
+  // extension header is a multiple of 4 bytes, so payload+pad must be too.
+  // Over UDP the length is free-form, so a datagram that is not a multiple
+  // of 4 is malformed and would otherwise yield a payload length that does
+  // not match what the sender's PadCnt says.
+  if (payload_and_pad % 4 != 0) return ParseError::kBadPad;
   if (pad > payload_and_pad) return ParseError::kBadPad;
   if (!info.has(kHasPayload) && payload_and_pad != 0) return ParseError::kBadPad;
   out->data = data;

@@ -21,7 +21,8 @@ enum class ParseError : uint8_t {
   kUnknownOpcode,   // not in the opcode table
   kBadTver,         // transport header version is not 0 (IBA 9.2.7)
   kTruncated,       // headers the opcode requires do not fit
-  kBadPad,          // pad count larger than the payload, or pad on a packet without payload
+  kBadPad,          // payload+pad not a 4-byte multiple, pad count larger than the
+                    // payload, or payload/pad bytes on an opcode that carries none
 };
 std::string_view ParseErrorName(ParseError e);
 

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# THE demo command: build softrnic and run Debian's own, unmodified RDMA tools
+# on it, first on one host, then across two "hosts" (network namespaces
+# joined by a veth pair, real RoCE v2 over UDP 4791 through the kernel stack).
+#
+#   scripts/demo.sh
+#   Environment:
+#     BUILD_DIR          default build (RelWithDebInfo)
+#     SOFTRNIC_SKIP_DEPS=1 / SOFTRNIC_SKIP_BUILD=1   skip those steps
+#     DEMO_GID_INDEX     GID index passed to the tools (default 0)
+#     DEMO_IP_A/B        default 10.77.0.1 / 10.77.0.2
+#     DEMO_CAPTURE=FILE  also capture the cross-namespace traffic to FILE
+#                        (open it in Wireshark: RoCE v2 decodes as InfiniBand)
+# Needs root for the namespace steps (skipped otherwise).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+BUILD_DIR=${BUILD_DIR:-build}
+[[ "$BUILD_DIR" = /* ]] || BUILD_DIR="$ROOT/$BUILD_DIR"
+GID=${DEMO_GID_INDEX:-0}
+IP_A=${DEMO_IP_A:-10.77.0.1}
+IP_B=${DEMO_IP_B:-10.77.0.2}
+NS_A=srn-demo-a
+NS_B=srn-demo-b
+STEP_TIMEOUT=${DEMO_STEP_TIMEOUT:-60}
+
+banner() { printf '\n\033[1m######## %s\033[0m\n' "$*"; }
+say()    { printf '\033[36m$ %s\033[0m\n' "$*"; }
+
+banner "1/6 dependencies"
+scripts/install-deps.sh
+
+banner "2/6 build (RelWithDebInfo -> ${BUILD_DIR#"$ROOT"/})"
+if [[ "${SOFTRNIC_SKIP_BUILD:-0}" != 1 ]]; then
+  scripts/build.sh RelWithDebInfo "$BUILD_DIR"
+fi
+
+export SOFTRNIC_BUILD_DIR="$BUILD_DIR" SOFTRNIC_LIB_DIR="$BUILD_DIR/lib"
+export SOFTRNIC_CMD_TIMEOUT=$STEP_TIMEOUT SOFTRNIC_NO_LOG_DUMP=1
+# Namespaces, background servers, captures: all cleaned up by one EXIT trap.
+# shellcheck source=../tests/integration/lib/common.sh
+source "$ROOT/tests/integration/lib/common.sh"
+
+if [[ ! -e "$SOFTRNIC_LIB_DIR/libibverbs.so.1" ]]; then
+  echo "demo: $SOFTRNIC_LIB_DIR/libibverbs.so.1 was not built (verbs shim missing?)" >&2
+  exit 1
+fi
+softrnic_env
+echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH${LD_PRELOAD:+ LD_PRELOAD=$LD_PRELOAD}"
+say "ldd $(command -v ibv_devinfo) | grep libibverbs"
+ldd "$(command -v ibv_devinfo)" | grep libibverbs || true
+
+results=()
+record() { results+=("$(printf '%-48s %s' "$1" "$2")"); }
+# step NAME CMD...: run CMD in the foreground, echo it, record PASS/FAIL.
+step() {
+  local name=$1; shift
+  say "$*"
+  local rc=0
+  "$@" || rc=$?
+  if (( rc == 0 )); then record "$name" PASS; else record "$name" "FAIL (exit $rc)"; fi
+  return 0
+}
+
+# client_server NAME SERVER_NS CLIENT_NS SERVER_ADDR TOOL ARGS...
+# Starts "TOOL ARGS" as server (in SERVER_NS, or this host if "-"), waits for
+# its TCP port 18515, then runs "TOOL ARGS SERVER_ADDR" as client.
+client_server() {
+  local name=$1 sns=$2 cns=$3 addr=$4; shift 4
+  local cli=(timeout -k 5 "$STEP_TIMEOUT")
+  [[ $cns != - ]] && cli+=(ip netns exec "$cns")
+  local tag=${name//[^A-Za-z0-9]/_}
+  local swhere="" cwhere=""
+  [[ $sns != - ]] && swhere=" in $sns"
+  [[ $cns != - ]] && cwhere=" in $cns"
+  say "[server$swhere] $*"
+  if [[ $sns == - ]]; then
+    start_bg "$tag" "$STEP_TIMEOUT" "$@"
+  else
+    start_bg "$tag" "$STEP_TIMEOUT" ip netns exec "$sns" "$@"
+  fi
+  local wargs=(-p "$tag")
+  [[ $sns != - ]] && wargs+=(-n "$sns")
+  if ! wait_for_port "${wargs[@]}" 18515 15; then
+    echo "--- server output:"; bg_log "$tag"
+    kill_bg "$tag"; record "$name" "FAIL (server did not start)"; return 0
+  fi
+  say "[client$cwhere] $* $addr"
+  local rc=0 src=0
+  "${cli[@]}" "$@" "$addr" || rc=$?
+  wait_bg "$tag" 15 || src=$?
+  echo "--- server output:"; bg_log "$tag"
+  if (( rc == 0 && src == 0 )); then record "$name" PASS
+  else record "$name" "FAIL (client exit $rc, server exit $src)"; fi
+}
+
+banner "3/6 ibv_devices / ibv_devinfo (Debian ibverbs-utils on softrnic)"
+step "ibv_devices" timeout 20 ibv_devices
+step "ibv_devinfo" timeout 20 ibv_devinfo -v
+
+banner "4/6 ibv_rc_pingpong, one host (client and server are two processes)"
+client_server "ibv_rc_pingpong same host" - - 127.0.0.1 ibv_rc_pingpong -g "$GID"
+
+have_ns=1
+if [[ $(id -u) -ne 0 ]]; then
+  have_ns=0; echo "not root: skipping the two-host (network namespace) steps"
+  record "two-namespace steps" "SKIPPED (needs root)"
+fi
+
+if (( have_ns )); then
+  banner "5/6 ibv_rc_pingpong across two hosts: $NS_A ($IP_A) <-> $NS_B ($IP_B) over veth"
+  netns_pair_up "$NS_A" "$NS_B" "$IP_A" "$IP_B"
+  say "ip -n $NS_B addr show $NETNS_IFACE"; ip -n "$NS_B" -br addr show "$NETNS_IFACE"
+  if [[ -n "${DEMO_CAPTURE:-}" ]]; then
+    capture_start "$NETNS_IFACE" "$DEMO_CAPTURE" "$NS_B" udp port 4791
+  fi
+  step "ibv_devinfo in $NS_A" timeout 20 ip netns exec "$NS_A" ibv_devinfo
+  client_server "ibv_rc_pingpong $NS_A -> $NS_B" "$NS_B" "$NS_A" "$IP_B" \
+    ibv_rc_pingpong -g "$GID"
+fi
+
+banner "6/6 perftest"
+if command -v ib_write_bw >/dev/null && command -v ib_send_lat >/dev/null; then
+  if (( have_ns )); then s=$NS_B c=$NS_A a=$IP_B where="$NS_A -> $NS_B"
+  else s=- c=- a=127.0.0.1 where="same host"; fi
+  client_server "ib_write_bw ($where)" "$s" "$c" "$a" \
+    ib_write_bw -x "$GID" -F -s 65536 -n 2000 --report_gbits
+  client_server "ib_send_lat ($where)" "$s" "$c" "$a" \
+    ib_send_lat -x "$GID" -F -s 8 -n 2000
+  client_server "ib_write_bw (same host)" - - 127.0.0.1 \
+    ib_write_bw -x "$GID" -F -s 65536 -n 2000 --report_gbits
+else
+  echo "perftest not installed: skipping"; record "perftest" "SKIPPED (not installed)"
+fi
+
+if [[ -n "${DEMO_CAPTURE:-}" ]] && (( have_ns )); then
+  capture_stop
+  say "tshark -r $DEMO_CAPTURE -c 10"
+  timeout 30 tshark -r "$DEMO_CAPTURE" -c 10 2>/dev/null || true
+fi
+
+banner "summary"
+fail=0
+for r in "${results[@]}"; do echo "  $r"; [[ $r == *FAIL* ]] && fail=1; done
+if (( fail )); then echo "demo: some steps FAILED"; exit 1; fi
+echo "demo: all steps passed"

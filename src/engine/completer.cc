@@ -1,0 +1,328 @@
+// Completer: matches ACKs, NAKs, READ responses and atomic ACKs to send
+// WQEs, produces completions in order, and drives retry (IBA 9.7.5.2,
+// 9.7.6; rxe_comp.c).
+//
+// Recovery is go-back-N from the oldest unacknowledged PSN (comp_psn): on a
+// PSN-sequence NAK, an RNR NAK (after its timer), an implied NAK (an ACK
+// beyond a READ/atomic whose response never came, IBA 9.7.5.2.3), a gap in
+// READ responses, or the local ACK timeout.
+#include <algorithm>
+#include <cstring>
+
+#include "engine/engine.h"
+#include "wire/headers.h"
+#include "wire/opcode.h"
+
+namespace softrnic::engine {
+namespace {
+
+WcOpcode SendWcOpcode(WrOpcode op) {
+  switch (op) {
+    case WrOpcode::kRdmaWrite:
+    case WrOpcode::kRdmaWriteWithImm: return WcOpcode::kRdmaWrite;
+    case WrOpcode::kRdmaRead: return WcOpcode::kRdmaRead;
+    case WrOpcode::kAtomicCmpSwp: return WcOpcode::kCompSwap;
+    case WrOpcode::kAtomicFetchAdd: return WcOpcode::kFetchAdd;
+    case WrOpcode::kLocalInv: return WcOpcode::kLocalInv;
+    case WrOpcode::kBindMw: return WcOpcode::kBindMw;
+    default: return WcOpcode::kSend;
+  }
+}
+
+bool NeedsResponseData(WrOpcode op) {
+  return op == WrOpcode::kRdmaRead || op == WrOpcode::kAtomicCmpSwp ||
+         op == WrOpcode::kAtomicFetchAdd;
+}
+
+uint32_t LastPsn(const SendWqe& w) { return wire::PsnAdd(w.first_psn, w.npackets - 1); }
+
+}  // namespace
+
+void Engine::CompleteSendWqe(Qp* qp, SendWqe& w, WcStatus status) {
+  // IBA 10.7.2.2: unsignaled WQEs produce no completion unless in error.
+  if (status == WcStatus::kSuccess && !(w.send_flags & kSignaled)) return;
+  Completion c;
+  c.wr_id = w.wr_id;
+  c.status = status;
+  c.opcode = SendWcOpcode(w.opcode);
+  c.byte_len = w.length;
+  c.qp_num = qp->qpn;
+  if (!qp->send_cq->Push(c, false)) {
+    ++stats_.cq_overflows;
+    PostAsyncEvent(AsyncEventType::kCqErr, qp->send_cq->handle);
+  }
+}
+
+void Engine::RetireCompletedWqes(Qp* qp) {
+  while (qp->sq_head != qp->sq_tail && qp->sq_head != qp->sq_next) {
+    SendWqe& w = qp->Wqe(qp->sq_head);
+    if (!w.done) break;
+    CompleteSendWqe(qp, w, w.status);
+    ++qp->sq_head;
+  }
+  if (qp->attr.qp_state == QpState::kSqd && qp->attr.sq_draining && qp->sq_head == qp->sq_tail) {
+    qp->attr.sq_draining = false;
+    if (qp->attr.en_sqd_async_notify) PostAsyncEvent(AsyncEventType::kSqDrained, qp->handle);
+  }
+}
+
+void Engine::ArmRetransmitTimer(Qp* qp) {
+  if (qp->attr.timeout == 0 || qp->comp_psn == qp->sq_psn) {
+    qp->retransmit_armed = false;
+    return;
+  }
+  qp->retransmit_deadline = Clock::now() + LocalAckTimeout(qp->attr.timeout);
+  qp->retransmit_armed = true;
+}
+
+bool Engine::ImplicitAck(Qp* qp, uint32_t psn) {
+  bool progressed = false;
+  for (uint64_t i = qp->sq_head; i != qp->sq_tail; ++i) {
+    SendWqe& w = qp->Wqe(i);
+    if (!w.started) break;
+    if (w.done) continue;
+    if (wire::PsnDiff(psn, w.first_psn) < 0) break;
+    const uint32_t last = LastPsn(w);
+    if (wire::PsnDiff(psn, last) < 0) {
+      // Part of a multi-packet SEND/WRITE is acknowledged.
+      if (!NeedsResponseData(w.opcode) && wire::PsnDiff(psn + 1, qp->comp_psn) > 0) {
+        qp->comp_psn = wire::PsnAdd(psn, 1);
+        progressed = true;
+      }
+      break;
+    }
+    if (NeedsResponseData(w.opcode)) {
+      // IBA 9.7.5.2.3: an acknowledgement beyond a READ or atomic whose
+      // response has not arrived means that response was lost.
+      RetireCompletedWqes(qp);
+      Rewind(qp);
+      return false;
+    }
+    w.done = true;
+    w.status = WcStatus::kSuccess;
+    qp->comp_psn = wire::PsnAdd(last, 1);
+    progressed = true;
+  }
+  if (progressed) {
+    qp->retry_left = qp->attr.retry_cnt;
+    qp->rnr_retry_left = qp->attr.rnr_retry;
+    qp->rewound = false;
+    RetireCompletedWqes(qp);
+    ArmRetransmitTimer(qp);
+    MarkWork(qp);
+  }
+  return true;
+}
+
+void Engine::Rewind(Qp* qp) {
+  if (qp->rewound && qp->rewound_psn == qp->comp_psn) return;
+  if (qp->sq_head == qp->sq_tail) return;
+  SendWqe& head = qp->Wqe(qp->sq_head);
+  if (!head.started) return;
+  const int32_t into = wire::PsnDiff(qp->comp_psn, head.first_psn);
+  if (into < 0 || static_cast<uint32_t>(into) >= head.npackets) return;
+  qp->sq_next = qp->sq_head;
+  qp->send_offset = static_cast<uint32_t>(into) * qp->mtu_bytes;
+  qp->sq_psn = qp->comp_psn;
+  qp->outstanding_rd_atomic = 0;
+  qp->rewound = true;
+  qp->rewound_psn = qp->comp_psn;
+  ++stats_.retransmitted_rewinds;
+  MarkWork(qp);
+}
+
+void Engine::RequesterError(Qp* qp, WcStatus status) {
+  if (qp->sq_head != qp->sq_tail) {
+    // The failing WQE is the oldest one not yet successfully done.
+    for (uint64_t i = qp->sq_head; i != qp->sq_tail; ++i) {
+      SendWqe& w = qp->Wqe(i);
+      if (w.done && w.status == WcStatus::kSuccess) continue;
+      w.done = true;
+      w.status = status;
+      break;
+    }
+  }
+  MoveToError(qp);
+}
+
+void Engine::CheckTimers(Qp* qp, Clock::time_point now) {
+  const QpState s = qp->attr.qp_state;
+  if (s != QpState::kRts && s != QpState::kSqd) return;
+  if (qp->rnr_waiting) {
+    if (now >= qp->rnr_deadline) {
+      qp->rnr_waiting = false;
+      ArmRetransmitTimer(qp);
+      MarkWork(qp);
+    }
+    return;
+  }
+  if (!qp->retransmit_armed || now < qp->retransmit_deadline) return;
+  if (qp->comp_psn == qp->sq_psn && qp->sq_next == qp->sq_head) {
+    qp->retransmit_armed = false;
+    return;
+  }
+  // IBA 9.7.6.1.3: the local ACK timer expired; retry or give up.
+  if (qp->retry_left == 0) {
+    RequesterError(qp, WcStatus::kRetryExcErr);
+    return;
+  }
+  --qp->retry_left;
+  ++stats_.retransmit_timeouts;
+  qp->rewound = false;
+  Rewind(qp);
+  ArmRetransmitTimer(qp);
+}
+
+void Engine::HandleResponse(Qp* qp, const wire::Packet& pkt) {
+  const QpState s = qp->attr.qp_state;
+  if (s != QpState::kRts && s != QpState::kSqd) {
+    ++stats_.rx_dropped_qp_state;
+    return;
+  }
+  const uint32_t psn = pkt.bth.psn();
+  // Only PSNs we have sent can be answered (IBA 9.7.5.2.1): anything else is
+  // stale or forged.
+  // After a go-back-N rewind, answers to packets sent before it fall here
+  // too; the resent packets will be answered again.
+  if (wire::PsnDiff(psn, qp->sq_psn) >= 0) {
+    ++stats_.rx_out_of_sequence;
+    return;
+  }
+  const uint8_t opcode = pkt.opcode();
+
+  if (opcode == wire::op::kRcAck) {
+    const wire::Aeth aeth = pkt.aeth();
+    const uint8_t syn = aeth.syndrome();
+    switch (wire::SyndromeKind(syn)) {
+      case wire::AckKind::kAck:
+        if (wire::PsnDiff(psn, qp->comp_psn) < 0) return;  // old ACK
+        ImplicitAck(qp, psn);
+        return;
+      case wire::AckKind::kRnrNak: {
+        ++stats_.rx_rnr_naks;
+        if (wire::PsnDiff(psn, qp->comp_psn) < 0) return;
+        if (!ImplicitAck(qp, wire::PsnAdd(psn, wire::kPsnMask))) return;
+        if (qp->rnr_retry_left == 0) {
+          RequesterError(qp, WcStatus::kRnrRetryExcErr);
+          return;
+        }
+        if (qp->attr.rnr_retry != 7) --qp->rnr_retry_left;  // 7 = retry forever
+        qp->rnr_waiting = true;
+        qp->rnr_deadline = Clock::now() + RnrTimerDelay(wire::SyndromeValue(syn));
+        qp->retransmit_armed = false;
+        qp->rewound = false;
+        Rewind(qp);
+        return;
+      }
+      case wire::AckKind::kNak: {
+        ++stats_.rx_naks;
+        if (wire::PsnDiff(psn, qp->comp_psn) < 0) return;
+        // A NAK acknowledges every PSN before it (IBA 9.7.5.2.2).
+        if (!ImplicitAck(qp, wire::PsnAdd(psn, wire::kPsnMask))) return;
+        switch (static_cast<wire::NakCode>(wire::SyndromeValue(syn))) {
+          case wire::NakCode::kPsnSequenceError:
+            if (qp->rewound && qp->rewound_psn == qp->comp_psn) return;
+            if (qp->retry_left == 0) {
+              RequesterError(qp, WcStatus::kRetryExcErr);
+              return;
+            }
+            --qp->retry_left;
+            Rewind(qp);
+            return;
+          case wire::NakCode::kInvalidRequest:
+            RequesterError(qp, WcStatus::kRemInvReqErr);
+            return;
+          case wire::NakCode::kRemoteAccessError:
+            RequesterError(qp, WcStatus::kRemAccessErr);
+            return;
+          case wire::NakCode::kRemoteOperationalError:
+            RequesterError(qp, WcStatus::kRemOpErr);
+            return;
+          default:
+            RequesterError(qp, WcStatus::kRemInvRdReqErr);
+            return;
+        }
+      }
+      default:
+        return;
+    }
+  }
+
+  if (wire::PsnDiff(psn, qp->comp_psn) < 0) {
+    ++stats_.rx_duplicates;
+    return;
+  }
+  // Every response acknowledges the PSNs before it.
+  if (!ImplicitAck(qp, wire::PsnAdd(psn, wire::kPsnMask))) return;
+  if (psn != qp->comp_psn) {
+    // A response in the middle is missing: go back to the oldest.
+    ++stats_.rx_out_of_sequence;
+    Rewind(qp);
+    return;
+  }
+  if (qp->sq_head == qp->sq_tail) return;
+  SendWqe& w = qp->Wqe(qp->sq_head);
+  if (!w.started || w.done) return;
+
+  if (opcode == wire::op::kRcAtomicAck) {
+    if ((w.opcode != WrOpcode::kAtomicCmpSwp && w.opcode != WrOpcode::kAtomicFetchAdd) ||
+        w.first_psn != psn)
+      return;
+    const uint8_t syn = pkt.aeth().syndrome();
+    if (wire::SyndromeKind(syn) != wire::AckKind::kAck) return;
+    const uint64_t orig = pkt.atomic_ack_eth().orig();
+    uint8_t bytes[8];
+    std::memcpy(bytes, &orig, 8);  // the result lands in host order
+    const WcStatus st = ScatterSges(qp->pd, qp->WqeSges(qp->sq_head), w.num_sge, 0, bytes, 8)
+                            ? WcStatus::kSuccess
+                            : WcStatus::kLocProtErr;
+    if (st != WcStatus::kSuccess) {
+      RequesterError(qp, st);
+      return;
+    }
+    w.done = true;
+    w.status = WcStatus::kSuccess;
+    qp->comp_psn = wire::PsnAdd(psn, 1);
+    if (qp->outstanding_rd_atomic) --qp->outstanding_rd_atomic;
+    qp->retry_left = qp->attr.retry_cnt;
+    qp->rewound = false;
+    RetireCompletedWqes(qp);
+    ArmRetransmitTimer(qp);
+    MarkWork(qp);
+    return;
+  }
+
+  if (pkt.info->has(wire::kIsReadResponse)) {
+    if (w.opcode != WrOpcode::kRdmaRead) return;
+    const int32_t idx = wire::PsnDiff(psn, w.first_psn);
+    if (idx < 0 || static_cast<uint32_t>(idx) >= w.npackets) return;
+    const bool is_final = static_cast<uint32_t>(idx) == w.npackets - 1;
+    const bool op_last = pkt.info->has(wire::kLast);
+    const uint32_t offset = static_cast<uint32_t>(idx) * qp->mtu_bytes;
+    const uint32_t expect = is_final ? w.length - offset : qp->mtu_bytes;
+    if (op_last != is_final || pkt.payload_length != expect) {
+      // IBA 9.7.5.2.4 (C9-168): a malformed response is a bad response.
+      RequesterError(qp, WcStatus::kBadRespErr);
+      return;
+    }
+    if (pkt.payload_length > 0 &&
+        !ScatterSges(qp->pd, qp->WqeSges(qp->sq_head), w.num_sge, offset, pkt.payload,
+                     pkt.payload_length)) {
+      RequesterError(qp, WcStatus::kLocProtErr);
+      return;
+    }
+    qp->comp_psn = wire::PsnAdd(psn, 1);
+    qp->retry_left = qp->attr.retry_cnt;
+    qp->rewound = false;
+    if (is_final) {
+      w.done = true;
+      w.status = WcStatus::kSuccess;
+      if (qp->outstanding_rd_atomic) --qp->outstanding_rd_atomic;
+      RetireCompletedWqes(qp);
+    }
+    ArmRetransmitTimer(qp);
+    MarkWork(qp);
+  }
+}
+
+}  // namespace softrnic::engine

@@ -1,0 +1,495 @@
+// Device: the locked facade over Engine. Argument checks that the verbs man
+// pages specify live here; protocol work lives in the engine files.
+#include "engine/device.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "engine/engine.h"
+
+namespace softrnic::engine {
+namespace {
+
+std::mutex g_device_mu;
+// Deliberately never destroyed: the progress thread may still run while
+// static destructors do, and a forked child must not touch the parent's.
+std::shared_ptr<Device>* g_device = nullptr;
+pid_t g_device_pid = 0;
+
+template <typename T>
+bool EraseOwned(std::vector<std::unique_ptr<T>>& v, T* p) {
+  auto it = std::find_if(v.begin(), v.end(), [p](const auto& u) { return u.get() == p; });
+  if (it == v.end()) return false;
+  v.erase(it);
+  return true;
+}
+
+// Blocking read of one byte honouring the descriptor's O_NONBLOCK flag.
+int ReadEventByte(int fd) {
+  char byte;
+  for (;;) {
+    ssize_t r = read(fd, &byte, 1);
+    if (r == 1) return 0;
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return errno;
+    return EIO;
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<Device> Device::Get(std::string* error) {
+  std::lock_guard<std::mutex> lock(g_device_mu);
+  if (g_device != nullptr && g_device_pid == getpid()) return *g_device;
+  // First use, or first use in a forked child: build a device of our own.
+  auto device = Create(transport::UdpConfigFromEnvironment(), error);
+  if (!device) return nullptr;
+  g_device = new std::shared_ptr<Device>(device);
+  g_device_pid = getpid();
+  return *g_device;
+}
+
+std::shared_ptr<Device> Device::Create(const transport::UdpConfig& config, std::string* error) {
+  std::string err;
+  auto transport = transport::CreateUdpTransport(config, &err);
+  if (!transport) {
+    if (error) *error = "softrnic: cannot open UDP transport: " + err;
+    return nullptr;
+  }
+  DeviceAttr attr;
+  auto engine = std::make_unique<Engine>(std::move(transport), attr);
+  engine->udp_port_ = config.port;
+  engine->StartProgressThread();
+  return std::shared_ptr<Device>(new Device(std::move(engine)));
+}
+
+Device::Device(std::unique_ptr<Engine> engine) : engine_(std::move(engine)) {}
+Device::~Device() { engine_->StopProgressThread(); }
+
+const std::string& Device::name() const { return engine_->name_; }
+const DeviceAttr& Device::attr() const { return engine_->attr_; }
+std::span<const Gid> Device::gids() const { return engine_->gids_; }
+
+int Device::AllocPd(void* handle, Pd** out) {
+  std::lock_guard<std::mutex> lock(engine_->mu_);
+  if (engine_->pds_.size() >= engine_->attr_.max_pd) return ENOMEM;
+  auto pd = std::make_unique<Pd>();
+  pd->handle = handle;
+  *out = pd.get();
+  engine_->pds_.push_back(std::move(pd));
+  return 0;
+}
+
+int Device::DeallocPd(Pd* pd) {
+  std::lock_guard<std::mutex> lock(engine_->mu_);
+  if (pd->users > 0) return EBUSY;
+  return EraseOwned(engine_->pds_, pd) ? 0 : EINVAL;
+}
+
+int Device::RegMr(Pd* pd, void* addr, size_t length, uint64_t iova, uint32_t access, void* handle,
+                  Mr** out) {
+  // IBA 10.6.3.1 (man ibv_reg_mr): remote write or remote atomic requires
+  // local write.
+  if ((access & (kRemoteWrite | kRemoteAtomic)) && !(access & kLocalWrite)) return EINVAL;
+  if (access & ~uint32_t{kLocalWrite | kRemoteWrite | kRemoteRead | kRemoteAtomic | kMwBind |
+                         kZeroBased})
+    return EINVAL;
+  if (length > engine_->attr_.max_mr_size) return EINVAL;
+  if (addr == nullptr && length > 0) return EINVAL;
+  std::lock_guard<std::mutex> lock(engine_->mu_);
+  if (engine_->mrs_.size() >= engine_->attr_.max_mr) return ENOMEM;
+  auto mr = std::make_unique<Mr>();
+  mr->pd = pd;
+  mr->addr = static_cast<uint8_t*>(addr);
+  mr->length = length;
+  mr->iova = (access & kZeroBased) ? 0 : iova;
+  mr->access = access;
+  mr->lkey = engine_->mr_table_.NewKey();
+  mr->rkey = engine_->mr_table_.NewKey();
+  mr->handle = handle;
+  engine_->mr_table_.Insert(mr.get());
+  ++pd->users;
+  *out = mr.get();
+  engine_->mrs_.push_back(std::move(mr));
+  return 0;
+}
+
+int Device::DeregMr(Mr* mr) {
+  std::lock_guard<std::mutex> lock(engine_->mu_);
+  // Removing the keys under the lock revokes access at once: every packet
+  // is checked against the table under the same lock.
+  engine_->mr_table_.Erase(mr);
+  --mr->pd->users;
+  return EraseOwned(engine_->mrs_, mr) ? 0 : EINVAL;
+}
+
+uint32_t Device::MrLkey(const Mr* mr) const { return mr->lkey; }
+uint32_t Device::MrRkey(const Mr* mr) const { return mr->rkey; }
+
+int Device::CreateCompletionChannel(CompletionChannel** out) {
+  auto ch = std::make_unique<CompletionChannel>();
+  if (!ch->ok()) return errno ? errno : EMFILE;
+  std::lock_guard<std::mutex> lock(engine_->mu_);
+  *out = ch.get();
+  engine_->channels_.push_back(std::move(ch));
+  return 0;
+}
+
+int Device::DestroyCompletionChannel(CompletionChannel* channel) {
+  std::lock_guard<std::mutex> lock(engine_->mu_);
+  if (channel->users > 0) return EBUSY;
+  return EraseOwned(engine_->channels_, channel) ? 0 : EINVAL;
+}
+
+int Device::CompletionChannelFd(const CompletionChannel* channel) const { return channel->read_fd; }
+
+int Device::GetCqEvent(CompletionChannel* channel, void** cq_handle) {
+  // Read outside the lock: a blocking reader must not stall the engine.
+  if (int err = ReadEventByte(channel->read_fd)) return err;
+  std::lock_guard<std::mutex> lock(engine_->mu_);
+  if (channel->pending.empty()) return EIO;
+  Cq* cq = channel->pending.front();
+  channel->pending.pop_front();
+  *cq_handle = cq->handle;
+  return 0;
+}
+
+int Device::CreateCq(uint32_t cqe, CompletionChannel* channel, void* handle, Cq** out) {
+  if (cqe == 0 || cqe > engine_->attr_.max_cqe) return EINVAL;
+  std::lock_guard<std::mutex> lock(engine_->mu_);
+  if (engine_->cqs_.size() >= engine_->attr_.max_cq) return ENOMEM;
+  auto cq = std::make_unique<Cq>();
+  cq->ring.resize(cqe);
+  cq->channel = channel;
+  cq->handle = handle;
+  if (channel) ++channel->users;
+  *out = cq.get();
+  engine_->cqs_.push_back(std::move(cq));
+  return 0;
+}
+
+uint32_t Device::CqCapacity(const Cq* cq) const { return static_cast<uint32_t>(cq->ring.size()); }
+
+int Device::ResizeCq(Cq* cq, uint32_t cqe) {
+  if (cqe == 0 || cqe > engine_->attr_.max_cqe) return EINVAL;
+  std::lock_guard<std::mutex> lock(engine_->mu_);
+  return cq->Resize(cqe) ? 0 : EINVAL;
+}
+
+int Device::DestroyCq(Cq* cq) {
+  std::lock_guard<std::mutex> lock(engine_->mu_);
+  if (cq->users > 0) return EBUSY;
+  if (cq->channel) {
+    --cq->channel->users;
+    auto& pending = cq->channel->pending;
+    // Events not yet read stay in the pipe; drop the queue entries so no
+    // dangling CQ is handed out (ibv_destroy_cq requires events acked).
+    std::replace(pending.begin(), pending.end(), cq, static_cast<Cq*>(nullptr));
+  }
+  return EraseOwned(engine_->cqs_, cq) ? 0 : EINVAL;
+}
+
+int Device::PollCq(Cq* cq, int n, Completion* out) {
+  if (n < 0) return -EINVAL;
+  std::lock_guard<std::mutex> lock(engine_->mu_);
+  // The polling application does the engine's work itself (no thread hop).
+  if (cq->count < static_cast<size_t>(n)) engine_->PollOnceLocked();
+  engine_->last_app_progress_ns_.store(Clock::now().time_since_epoch().count(),
+                                       std::memory_order_relaxed);
+  return cq->Poll(n, out);
+}
+
+int Device::ArmCq(Cq* cq, bool solicited_only) {
+  std::lock_guard<std::mutex> lock(engine_->mu_);
+  if (!cq->channel) return EINVAL;
+  // Keep the stronger arm: "next completion" covers "next solicited".
+  if (cq->armed != 1) cq->armed = solicited_only ? 2 : 1;
+  return 0;
+}
+
+void Device::AckCqEvents(Cq* cq, unsigned n) {
+  std::lock_guard<std::mutex> lock(engine_->mu_);
+  cq->events_acked += n;
+}
+
+int Device::CreateSrq(Pd* pd, const SrqAttr& attr, void* handle, Srq** out) {
+  const auto& dev = engine_->attr_;
+  if (attr.max_wr == 0 || attr.max_wr > dev.max_srq_wr || attr.max_sge > dev.max_srq_sge ||
+      attr.srq_limit > attr.max_wr)
+    return EINVAL;
+  std::lock_guard<std::mutex> lock(engine_->mu_);
+  if (engine_->srqs_.size() >= dev.max_srq) return ENOMEM;
+  auto srq = std::make_unique<Srq>();
+  srq->pd = pd;
+  srq->rq.Init(attr.max_wr, std::max<uint32_t>(attr.max_sge, 1));
+  srq->limit = attr.srq_limit;
+  srq->handle = handle;
+  ++pd->users;
+  *out = srq.get();
+  engine_->srqs_.push_back(std::move(srq));
+  return 0;
+}
+
+int Device::ModifySrq(Srq* srq, const SrqAttr& attr, uint32_t mask) {
+  std::lock_guard<std::mutex> lock(engine_->mu_);
+  if (mask & ~3u) return EINVAL;
+  if (mask & 1) {  // IBV_SRQ_MAX_WR: resize
+    if (attr.max_wr == 0 || attr.max_wr > engine_->attr_.max_srq_wr) return EINVAL;
+    if (!srq->rq.Resize(attr.max_wr)) return EINVAL;
+  }
+  if (mask & 2) {  // IBV_SRQ_LIMIT: arm the limit event
+    if (attr.srq_limit > srq->rq.wr_ids.size()) return EINVAL;
+    srq->limit = attr.srq_limit;
+  }
+  return 0;
+}
+
+int Device::QuerySrq(Srq* srq, SrqAttr* out) {
+  std::lock_guard<std::mutex> lock(engine_->mu_);
+  out->max_wr = static_cast<uint32_t>(srq->rq.wr_ids.size());
+  out->max_sge = srq->rq.max_sge;
+  out->srq_limit = srq->limit;
+  return 0;
+}
+
+int Device::DestroySrq(Srq* srq) {
+  std::lock_guard<std::mutex> lock(engine_->mu_);
+  if (srq->users > 0) return EBUSY;
+  --srq->pd->users;
+  return EraseOwned(engine_->srqs_, srq) ? 0 : EINVAL;
+}
+
+int Device::PostSrqRecv(Srq* srq, const RecvWr& wr) {
+  std::lock_guard<std::mutex> lock(engine_->mu_);
+  if (wr.sges.size() > srq->rq.max_sge) return EINVAL;
+  if (srq->rq.Full()) return ENOMEM;
+  srq->rq.Push(wr);
+  return 0;
+}
+
+int Device::CreateAh(Pd* pd, const AddressVector& av, void* handle, Ah** out) {
+  // RoCE needs a GRH: the GID is the address (IBA A17.4.5.1).
+  if (!av.is_global || av.sgid_index >= engine_->gids_.size() || av.port_num != 1) return EINVAL;
+  std::lock_guard<std::mutex> lock(engine_->mu_);
+  if (engine_->ahs_.size() >= engine_->attr_.max_ah) return ENOMEM;
+  auto ah = std::make_unique<Ah>();
+  ah->pd = pd;
+  ah->av = av;
+  ah->handle = handle;
+  ++pd->users;
+  *out = ah.get();
+  engine_->ahs_.push_back(std::move(ah));
+  return 0;
+}
+
+int Device::DestroyAh(Ah* ah) {
+  std::lock_guard<std::mutex> lock(engine_->mu_);
+  --ah->pd->users;
+  return EraseOwned(engine_->ahs_, ah) ? 0 : EINVAL;
+}
+
+int Device::CreateQp(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, QpCaps* caps,
+                     bool sq_sig_all, void* handle, Qp** out) {
+  const auto& dev = engine_->attr_;
+  if (type != QpType::kRc && type != QpType::kUc && type != QpType::kUd) return EOPNOTSUPP;
+  if (send_cq == nullptr || recv_cq == nullptr) return EINVAL;
+  if (caps->max_send_wr > dev.max_qp_wr || caps->max_send_sge > dev.max_sge ||
+      caps->max_inline_data > dev.max_inline_data)
+    return EINVAL;
+  if (srq == nullptr && (caps->max_recv_wr > dev.max_qp_wr || caps->max_recv_sge > dev.max_sge))
+    return EINVAL;
+  std::lock_guard<std::mutex> lock(engine_->mu_);
+  if (engine_->qps_.size() >= dev.max_qp) return ENOMEM;
+  auto qp = std::make_unique<Qp>();
+  // QPN: skip 0 and 1 (SMI/GSI) and any in use; 24 bits.
+  do {
+    engine_->next_qpn_ = (engine_->next_qpn_ + 1) & wire::kQpnMask;
+  } while (engine_->next_qpn_ < 2 || engine_->qps_.contains(engine_->next_qpn_));
+  qp->qpn = engine_->next_qpn_;
+  qp->type = type;
+  qp->pd = pd;
+  qp->send_cq = send_cq;
+  qp->recv_cq = recv_cq;
+  qp->srq = srq;
+  qp->handle = handle;
+  qp->sq_sig_all = sq_sig_all;
+  // Round up as hardware does; at least one of each so rings are valid.
+  caps->max_send_wr = std::max<uint32_t>(caps->max_send_wr, 1);
+  caps->max_send_sge = std::max<uint32_t>(caps->max_send_sge, 1);
+  if (srq) {
+    caps->max_recv_wr = 0;
+    caps->max_recv_sge = 0;
+  } else {
+    caps->max_recv_wr = std::max<uint32_t>(caps->max_recv_wr, 1);
+    caps->max_recv_sge = std::max<uint32_t>(caps->max_recv_sge, 1);
+  }
+  qp->caps = *caps;
+  qp->sq.resize(caps->max_send_wr);
+  qp->sq_sges.resize(size_t{caps->max_send_wr} * qp->SgeStride());
+  qp->sq_inline.resize(size_t{caps->max_send_wr} * caps->max_inline_data);
+  if (!srq) qp->rq.Init(caps->max_recv_wr, caps->max_recv_sge);
+  qp->attr.cap = *caps;
+  ++pd->users;
+  ++send_cq->users;
+  ++recv_cq->users;
+  if (srq) ++srq->users;
+  *out = qp.get();
+  engine_->qps_[qp->qpn] = std::move(qp);
+  return 0;
+}
+
+uint32_t Device::QpNum(const Qp* qp) const { return qp->qpn; }
+
+QpState Device::GetQpState(const Qp* qp) const {
+  std::lock_guard<std::mutex> lock(engine_->mu_);
+  return qp->attr.qp_state;
+}
+
+int Device::ModifyQp(Qp* qp, const QpAttr& attr, uint32_t mask) {
+  std::lock_guard<std::mutex> lock(engine_->mu_);
+  int rc = engine_->ModifyQpLocked(qp, attr, mask);
+  engine_->FlushTx();
+  return rc;
+}
+
+int Device::QueryQp(Qp* qp, QpAttr* out) {
+  std::lock_guard<std::mutex> lock(engine_->mu_);
+  *out = qp->attr;
+  out->cur_qp_state = qp->attr.qp_state;
+  out->cap = qp->caps;
+  out->sq_psn = qp->sq_psn;
+  return 0;
+}
+
+int Device::DestroyQp(Qp* qp) {
+  std::lock_guard<std::mutex> lock(engine_->mu_);
+  auto it = engine_->qps_.find(qp->qpn);
+  if (it == engine_->qps_.end() || it->second.get() != qp) return EINVAL;
+  auto& wl = engine_->work_list_;
+  wl.erase(std::remove(wl.begin(), wl.end(), qp), wl.end());
+  --qp->pd->users;
+  --qp->send_cq->users;
+  --qp->recv_cq->users;
+  if (qp->srq) --qp->srq->users;
+  engine_->qps_.erase(it);
+  return 0;
+}
+
+int Device::PostSend(Qp* qp, const SendWr& wr) {
+  const bool rc = qp->type == QpType::kRc;
+  const bool ud = qp->type == QpType::kUd;
+  switch (wr.opcode) {
+    case WrOpcode::kSend:
+    case WrOpcode::kSendWithImm:
+      break;
+    case WrOpcode::kRdmaWrite:
+    case WrOpcode::kRdmaWriteWithImm:
+      if (ud) return EINVAL;
+      break;
+    case WrOpcode::kRdmaRead:
+    case WrOpcode::kAtomicCmpSwp:
+    case WrOpcode::kAtomicFetchAdd:
+    case WrOpcode::kSendWithInv:
+      if (!rc) return EINVAL;
+      break;
+    default:
+      return EINVAL;  // LOCAL_INV, BIND_MW: no memory windows in softrnic
+  }
+  if (wr.sges.size() > qp->caps.max_send_sge) return EINVAL;
+  uint64_t length = 0;
+  for (const Sge& s : wr.sges) length += s.length;
+  if (length > engine_->attr_.max_msg_sz) return EINVAL;
+  const bool is_inline = (wr.send_flags & kInline) && wr.opcode != WrOpcode::kRdmaRead &&
+                         wr.opcode != WrOpcode::kAtomicCmpSwp &&
+                         wr.opcode != WrOpcode::kAtomicFetchAdd;
+  if (is_inline && length > qp->caps.max_inline_data) return EINVAL;
+  if (wr.opcode == WrOpcode::kAtomicCmpSwp || wr.opcode == WrOpcode::kAtomicFetchAdd) {
+    // IBA 9.4.5: an atomic operates on 8 naturally aligned bytes.
+    if (length != 8 || (wr.remote_addr & 7)) return EINVAL;
+  }
+  if (ud && wr.ah == nullptr) return EINVAL;
+
+  std::lock_guard<std::mutex> lock(engine_->mu_);
+  const QpState state = qp->attr.qp_state;
+  if (state == QpState::kReset || state == QpState::kInit || state == QpState::kRtr) return EINVAL;
+  if (ud && length > qp->mtu_bytes) return EINVAL;
+  if (qp->sq_tail - qp->sq_head >= qp->sq.size()) return ENOMEM;
+
+  const uint64_t index = qp->sq_tail;
+  SendWqe& w = qp->Wqe(index);
+  w = SendWqe{};
+  w.wr_id = wr.wr_id;
+  w.opcode = wr.opcode;
+  w.send_flags = wr.send_flags | (qp->sq_sig_all ? uint32_t{kSignaled} : 0u);
+  w.imm_data = wr.imm_data;
+  w.remote_addr = wr.remote_addr;
+  w.rkey = wr.rkey;
+  w.compare_add = wr.compare_add;
+  w.swap = wr.swap;
+  if (ud) {
+    w.ud_av = wr.ah->av;
+    w.remote_qpn = wr.remote_qpn & wire::kQpnMask;
+    // IBA 10.2.5: a Q_Key with the high bit set means "use the QP's Q_Key".
+    w.remote_qkey = (wr.remote_qkey & 0x80000000u) ? qp->attr.qkey : wr.remote_qkey;
+  }
+  w.length = static_cast<uint32_t>(length);
+  w.is_inline = is_inline;
+  if (is_inline) {
+    // Inline data is copied now: the application may reuse its buffer as
+    // soon as ibv_post_send returns (man ibv_post_send, IBV_SEND_INLINE).
+    uint8_t* dst = &qp->sq_inline[(index % qp->sq.size()) * qp->caps.max_inline_data];
+    for (const Sge& s : wr.sges) {
+      std::memcpy(dst, reinterpret_cast<const void*>(s.addr), s.length);
+      dst += s.length;
+    }
+  } else {
+    Sge* dst = &qp->sq_sges[(index % qp->sq.size()) * qp->SgeStride()];
+    std::copy(wr.sges.begin(), wr.sges.end(), dst);
+    w.num_sge = static_cast<uint32_t>(wr.sges.size());
+  }
+  ++qp->sq_tail;
+  if (state == QpState::kErr || state == QpState::kSqe) {
+    engine_->FlushQp(qp);
+    return 0;
+  }
+  engine_->RunRequester(qp);
+  engine_->FlushTx();
+  engine_->WakeProgressThread();
+  return 0;
+}
+
+int Device::PostRecv(Qp* qp, const RecvWr& wr) {
+  if (qp->srq) return EINVAL;
+  if (wr.sges.size() > qp->caps.max_recv_sge) return EINVAL;
+  std::lock_guard<std::mutex> lock(engine_->mu_);
+  if (qp->attr.qp_state == QpState::kReset) return EINVAL;
+  if (qp->rq.Full()) return ENOMEM;
+  qp->rq.Push(wr);
+  if (qp->attr.qp_state == QpState::kErr) engine_->FlushQp(qp);
+  return 0;
+}
+
+int Device::async_fd() const { return engine_->async_read_fd_; }
+
+int Device::GetAsyncEvent(AsyncEvent* out) {
+  if (int err = ReadEventByte(engine_->async_read_fd_)) return err;
+  std::lock_guard<std::mutex> lock(engine_->mu_);
+  if (engine_->async_events_.empty()) return EIO;
+  *out = engine_->async_events_.front();
+  engine_->async_events_.pop_front();
+  return 0;
+}
+
+void Device::ProgressInline() {
+  std::unique_lock<std::mutex> lock(engine_->mu_, std::try_to_lock);
+  if (lock.owns_lock()) engine_->PollOnceLocked();
+}
+
+}  // namespace softrnic::engine

@@ -1,0 +1,155 @@
+#include "engine/engine.h"
+
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+namespace softrnic::engine {
+
+Engine::Engine(std::unique_ptr<transport::Transport> transport, DeviceAttr attr)
+    : attr_(std::move(attr)), transport_(std::move(transport)) {
+  for (const auto& ep : transport_->locals()) gids_.push_back(ep.gid);
+  attr_.gid_tbl_len = static_cast<uint32_t>(gids_.size());
+  // Node GUID from the first GID's address, EUI-64 style, so it is stable for
+  // a given address and differs between hosts and processes.
+  uint64_t guid = 0x02005E0000000000ull;
+  if (!gids_.empty()) {
+    const auto& g = gids_.back().raw;
+    guid |= (uint64_t{g[12]} << 24) | (uint64_t{g[13]} << 16) | (uint64_t{g[14]} << 8) | g[15];
+  }
+  attr_.node_guid = __builtin_bswap64(guid);
+  attr_.sys_image_guid = attr_.node_guid;
+  tx_storage_.resize(size_t{kTxBatch} * kTxBufferSize);
+  // Start QPNs at a random point so a restarted process does not reuse the
+  // QPNs its previous incarnation's peers may still send to.
+  std::random_device rd;
+  next_qpn_ = (rd() & 0xFFFF) << 4;
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) == 0) {
+    async_read_fd_ = fds[0];
+    async_write_fd_ = fds[1];
+    fcntl(async_write_fd_, F_SETFL, fcntl(async_write_fd_, F_GETFL) | O_NONBLOCK);
+  }
+  if (const char* spin = std::getenv("SOFTRNIC_SPIN_US")) spin_us_ = std::atoi(spin);
+}
+
+Engine::~Engine() {
+  StopProgressThread();
+  if (async_read_fd_ >= 0) close(async_read_fd_);
+  if (async_write_fd_ >= 0) close(async_write_fd_);
+}
+
+void Engine::PostAsyncEvent(AsyncEventType type, void* handle) {
+  async_events_.push_back(AsyncEvent{type, handle, 1});
+  const char byte = 1;
+  (void)!write(async_write_fd_, &byte, 1);
+}
+
+void Engine::MarkWork(Qp* qp) {
+  if (qp->on_work_list) return;
+  qp->on_work_list = true;
+  work_list_.push_back(qp);
+}
+
+void Engine::RunWorkList() {
+  // Requesters may add QPs back (e.g. after an ACK opens the window), so
+  // iterate over a snapshot.
+  std::vector<Qp*> list;
+  list.swap(work_list_);
+  for (Qp* qp : list) {
+    qp->on_work_list = false;
+    FlushAck(qp);
+    RunRequester(qp);
+  }
+  if (work_list_.empty()) {
+    list.clear();
+    work_list_.swap(list);  // keep the capacity: no allocation next time
+  }
+}
+
+uint8_t* Engine::TxBuffer() {
+  if (tx_count_ == kTxBatch) FlushTx();
+  return &tx_storage_[size_t(tx_count_) * kTxBufferSize];
+}
+
+void Engine::TxCommit(uint32_t length, uint16_t local_index, const Gid& dst) {
+  transport::TxPacket& p = tx_batch_[tx_count_++];
+  p.data = &tx_storage_[size_t(tx_count_ - 1) * kTxBufferSize];
+  p.length = length;
+  p.local_index = local_index;
+  p.dst = transport::Endpoint{dst, udp_port_};
+  ++stats_.tx_packets;
+}
+
+void Engine::FlushTx() {
+  int sent = 0;
+  int stalls = 0;
+  while (sent < tx_count_) {
+    const int r = transport_->SendBurst(tx_batch_ + sent, tx_count_ - sent);
+    if (r > 0) {
+      sent += r;
+      continue;
+    }
+    // The socket buffer is full: give the receiver a moment, then let RC
+    // recovery handle what could not be sent.
+    if (++stalls > 8) break;
+    sched_yield();
+  }
+  tx_count_ = 0;
+}
+
+void Engine::DispatchPacket(const transport::RxPacket& rx) {
+  ++stats_.rx_packets;
+  wire::Packet pkt;
+  if (wire::ParsePacket(rx.data, rx.length, &pkt) != wire::ParseError::kOk) {
+    ++stats_.rx_dropped_parse;
+    return;
+  }
+  const wire::Service service = wire::ServiceOf(pkt.opcode());
+  if (service == wire::Service::kCnp) {
+    ++stats_.rx_cnp;
+    return;
+  }
+  // IBA 9.2.4 / 10.9: P_Key must match the only entry, 0xFFFF (full) or
+  // 0x7FFF (limited), in the low 15 bits.
+  if ((pkt.bth.pkey() & 0x7FFF) != 0x7FFF) {
+    ++stats_.rx_dropped_pkey;
+    return;
+  }
+  auto it = qps_.find(pkt.bth.dest_qp());
+  if (it == qps_.end()) {
+    ++stats_.rx_dropped_unknown_qp;
+    return;
+  }
+  Qp* qp = it->second.get();
+  const bool type_ok = (service == wire::Service::kRc && qp->type == QpType::kRc) ||
+                       (service == wire::Service::kUc && qp->type == QpType::kUc) ||
+                       (service == wire::Service::kUd && qp->type == QpType::kUd);
+  if (!type_ok) {
+    ++stats_.rx_dropped_service;
+    return;
+  }
+  if (qp->type == QpType::kUd) {
+    HandleUdRequest(qp, pkt, rx);
+    return;
+  }
+  // A connected QP only hears from its peer (IBA 9.6.1.5: the source must
+  // match the QP's path).
+  const QpState s = qp->attr.qp_state;
+  if (s == QpState::kReset || s == QpState::kInit || !(rx.src.gid == qp->attr.ah_attr.dgid)) {
+    ++stats_.rx_dropped_source;
+    return;
+  }
+  if (pkt.info->has(wire::kIsRequest)) {
+    HandleRequest(qp, pkt, rx);
+  } else {
+    HandleResponse(qp, pkt);
+  }
+}
+
+}  // namespace softrnic::engine

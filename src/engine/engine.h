@@ -1,0 +1,144 @@
+// The engine behind Device: object tables, packet dispatch, the three QP
+// engines, timers and the progress thread.
+//
+// Locking: one mutex (mu_) guards all engine state. Application threads take
+// it for each verb; the progress thread takes it for each pass and releases
+// it between passes. Nothing here blocks while holding it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/device.h"
+#include "engine/mr_table.h"
+#include "engine/qp.h"
+#include "engine/queues.h"
+#include "engine/stats.h"
+#include "transport/transport.h"
+#include "wire/packet.h"
+
+namespace softrnic::engine {
+
+class Engine {
+ public:
+  Engine(std::unique_ptr<transport::Transport> transport, DeviceAttr attr);
+  ~Engine();
+
+  void StartProgressThread();
+  void StopProgressThread();
+
+  std::mutex mu_;
+  DeviceAttr attr_;
+  std::vector<Gid> gids_;
+  std::string name_ = "softrnic0";
+  EngineStats stats_;
+
+  // Objects (owned).
+  std::vector<std::unique_ptr<Pd>> pds_;
+  std::vector<std::unique_ptr<Mr>> mrs_;
+  std::vector<std::unique_ptr<Cq>> cqs_;
+  std::vector<std::unique_ptr<CompletionChannel>> channels_;
+  std::vector<std::unique_ptr<Srq>> srqs_;
+  std::vector<std::unique_ptr<Ah>> ahs_;
+  std::unordered_map<uint32_t, std::unique_ptr<Qp>> qps_;
+  MrTable mr_table_;
+  uint32_t next_qpn_ = 0;
+
+  // Async events: a pipe byte per queued event.
+  int async_read_fd_ = -1;
+  int async_write_fd_ = -1;
+  std::deque<AsyncEvent> async_events_;
+  void PostAsyncEvent(AsyncEventType type, void* handle);
+
+  // --- Progress (progress.cc) ---
+  // One pass: receive a burst, dispatch, flush ACKs, run timers and
+  // requesters, transmit. Returns true if it did any work. REQUIRES: mu_.
+  bool PollOnceLocked();
+  void ProgressThreadMain();
+  Clock::time_point NextDeadlineLocked() const;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> sleeping_{false};
+  std::atomic<int64_t> last_app_progress_ns_{0};
+  int wake_fd_ = -1;   // eventfd to wake a sleeping progress thread
+  int epoll_fd_ = -1;
+  std::thread progress_thread_;
+  void WakeProgressThread();
+  unsigned spin_us_ = 200;
+  Clock::time_point next_timer_check_{};
+
+  // --- Transmit (progress.cc) ---
+  // Returns a buffer for one packet (BTH .. ICRC); valid until FlushTx.
+  uint8_t* TxBuffer();
+  void TxCommit(uint32_t length, uint16_t local_index, const Gid& dst);
+  void FlushTx();
+  std::unique_ptr<transport::Transport> transport_;
+  static constexpr int kTxBatch = 64;
+  static constexpr uint32_t kTxBufferSize = 4096 + 128;
+  std::vector<uint8_t> tx_storage_;
+  transport::TxPacket tx_batch_[kTxBatch];
+  int tx_count_ = 0;
+  uint16_t udp_port_ = wire::kRoceV2UdpPort;
+
+  // Work list: QPs whose requester may be able to send or that owe an ACK.
+  std::vector<Qp*> work_list_;
+  void MarkWork(Qp* qp);
+  void RunWorkList();
+
+  // --- QP control (qp_control.cc) ---
+  int ModifyQpLocked(Qp* qp, const QpAttr& attr, uint32_t mask);
+  void MoveToError(Qp* qp);
+  void FlushQp(Qp* qp);
+  void ResetQp(Qp* qp);
+
+  // --- Requester (requester.cc) ---
+  void RunRequester(Qp* qp);
+  // Builds and queues the next packet of Wqe(sq_next). Returns false if the
+  // WQE failed locally (completion already generated).
+  bool SendNextPacket(Qp* qp, SendWqe& wqe, uint64_t index);
+  bool CanSend(const Qp* qp, const SendWqe& wqe) const;
+
+  // --- Completer (completer.cc) ---
+  void HandleResponse(Qp* qp, const wire::Packet& pkt);
+  void CompleteSendWqe(Qp* qp, SendWqe& wqe, WcStatus status);
+  void RetireCompletedWqes(Qp* qp);
+  bool ImplicitAck(Qp* qp, uint32_t psn_inclusive);
+  void Rewind(Qp* qp);
+  void RequesterError(Qp* qp, WcStatus status);
+  void CheckTimers(Qp* qp, Clock::time_point now);
+  void ArmRetransmitTimer(Qp* qp);
+
+  // --- Responder (responder.cc) ---
+  void HandleRequest(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx);
+  void HandleUdRequest(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx);
+  void QueueAck(Qp* qp, uint8_t syndrome, uint32_t psn);
+  void SendAckNow(Qp* qp, uint8_t syndrome, uint32_t psn);
+  void FlushAck(Qp* qp);
+  void ResponderError(Qp* qp, wire::NakCode code, uint32_t psn, WcStatus recv_status);
+  void SendReadResponses(Qp* qp, uint32_t first_psn, uint64_t va, uint32_t rkey, uint32_t length,
+                         uint32_t skip_packets);
+  void SendAtomicAck(Qp* qp, uint32_t psn, uint64_t orig);
+  bool TakeRecvWqe(Qp* qp);
+  void CompleteRecv(Qp* qp, WcStatus status, WcOpcode opcode, uint32_t byte_len, uint32_t imm,
+                    uint32_t wc_flags, uint32_t src_qp, bool solicited);
+  // Scatter `len` bytes into the active receive WQE at recv_offset.
+  bool ScatterToRecv(Qp* qp, const uint8_t* data, uint32_t len);
+
+  // --- Packet helpers (packet_builder.cc) ---
+  void DispatchPacket(const transport::RxPacket& rx);
+  uint16_t SourceIndex(const Qp* qp) const { return qp->attr.ah_attr.sgid_index; }
+
+  // Gathers `len` bytes at `offset` of a WQE's data (inline or SGEs) into out.
+  bool GatherWqe(Qp* qp, uint64_t index, uint32_t offset, uint32_t len, uint8_t* out);
+  // Scatters into an SGE list at offset (local write required).
+  bool ScatterSges(const Pd* pd, const Sge* sges, uint32_t num_sge, uint32_t offset,
+                   const uint8_t* data, uint32_t len);
+};
+
+}  // namespace softrnic::engine

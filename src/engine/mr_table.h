@@ -1,0 +1,70 @@
+// Memory regions and the key table that checks every access to them.
+//
+// Every byte the engine reads from or writes to application memory is first
+// resolved here: key -> region, same protection domain, the access right,
+// and bounds (IBA 10.6.3 / 9.7.5.1.4 / C9-88). Keys are random 32-bit values
+// so a remote peer cannot guess them, and registering the same memory again
+// yields new keys.
+//
+// Thread-safety: not synchronised; the engine calls it under its lock.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <unordered_map>
+
+#include "engine/types.h"
+
+namespace softrnic::engine {
+
+class Pd;
+
+class Mr {
+ public:
+  Pd* pd = nullptr;
+  uint8_t* addr = nullptr;
+  uint64_t length = 0;
+  uint64_t iova = 0;
+  uint32_t access = 0;
+  uint32_t lkey = 0;
+  uint32_t rkey = 0;
+  void* handle = nullptr;
+  // Cleared by SEND_WITH_INVALIDATE: remote access stops, local stays.
+  bool remote_valid = true;
+};
+
+enum class KeyCheck : uint8_t { kOk, kBadKey, kWrongPd, kNoRight, kOutOfBounds };
+
+class MrTable {
+ public:
+  MrTable();
+  // Takes ownership of nothing: the engine owns Mr objects.
+  void Insert(Mr* mr);
+  void Erase(Mr* mr);
+  // Draws a fresh key not used by any region (nor 0).
+  uint32_t NewKey();
+
+  Mr* FindByRkey(uint32_t rkey) const;
+  Mr* FindByLkey(uint32_t lkey) const;
+
+  // Resolves [va, va+len) under `rkey` for a remote peer of `pd` needing
+  // `right` (kRemoteWrite/kRemoteRead/kRemoteAtomic). A zero-length access
+  // needs no key (IBA 9.7.5.1.4: "DMA length of zero ... R_Key not checked").
+  KeyCheck ResolveRemote(uint32_t rkey, const Pd* pd, uint64_t va, uint64_t len, uint32_t right,
+                         uint8_t** out) const;
+  // Resolves a local SGE; need_write for receive buffers and READ/atomic
+  // results (IBA 10.6.3.1: the consumer must grant Local Write).
+  KeyCheck ResolveLocal(uint32_t lkey, const Pd* pd, uint64_t addr, uint64_t len, bool need_write,
+                        uint8_t** out) const;
+
+  size_t size() const { return by_lkey_.size(); }
+
+ private:
+  static KeyCheck Bounds(const Mr& mr, uint64_t va, uint64_t len, uint8_t** out);
+  std::unordered_map<uint32_t, Mr*> by_lkey_;
+  std::unordered_map<uint32_t, Mr*> by_rkey_;
+  std::mt19937 rng_;
+};
+
+}  // namespace softrnic::engine

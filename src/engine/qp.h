@@ -1,0 +1,156 @@
+// A queue pair: its attributes, its send and receive queues, and the state
+// of its three engines — requester (WQEs -> packets), responder (requests ->
+// memory + responses) and completer (responses -> completions, retry).
+//
+// The split and the names follow IBA ch. 9 and Linux rxe (rxe_req.c,
+// rxe_resp.c, rxe_comp.c). Thread-safety: guarded by the engine lock.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "engine/queues.h"
+#include "engine/types.h"
+
+namespace softrnic::engine {
+
+using Clock = std::chrono::steady_clock;
+
+inline constexpr uint32_t kMaxSge = 32;
+
+struct SendWqe {
+  uint64_t wr_id = 0;
+  WrOpcode opcode = WrOpcode::kSend;
+  uint32_t send_flags = 0;
+  uint32_t imm_data = 0;
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
+  uint64_t compare_add = 0;
+  uint64_t swap = 0;
+  AddressVector ud_av;  // UD: the AH's address, copied at post time
+  uint32_t remote_qpn = 0;
+  uint32_t remote_qkey = 0;
+  uint32_t num_sge = 0;
+  uint32_t length = 0;  // total bytes of the message
+  bool is_inline = false;
+
+  // Requester: PSNs this WQE consumes, assigned when it is first sent.
+  bool started = false;
+  uint32_t first_psn = 0;
+  uint32_t npackets = 0;
+  // Completer.
+  bool done = false;
+  WcStatus status = WcStatus::kSuccess;
+};
+
+// Saved per READ / atomic request so a duplicate can be answered without
+// executing the operation again (IBA 9.7.5.1.3, C9-104..C9-106).
+struct RdAtomicResource {
+  bool valid = false;
+  bool is_read = false;
+  uint32_t first_psn = 0;
+  uint32_t npackets = 0;
+  uint64_t va = 0;
+  uint32_t rkey = 0;
+  uint32_t length = 0;
+  uint64_t atomic_orig = 0;
+};
+
+// Which message the responder is in the middle of (opcode sequence check,
+// IBA 9.7.5.1.2 / C9-95).
+enum class InMessage : uint8_t { kNone, kSend, kWrite };
+
+class Qp {
+ public:
+  // Identity and wiring.
+  uint32_t qpn = 0;
+  QpType type = QpType::kRc;
+  Pd* pd = nullptr;
+  Cq* send_cq = nullptr;
+  Cq* recv_cq = nullptr;
+  Srq* srq = nullptr;
+  void* handle = nullptr;
+  bool sq_sig_all = false;
+  QpCaps caps;
+
+  // Attributes (ibv_modify_qp).
+  QpAttr attr;
+  uint32_t mtu_bytes = 1024;
+
+  // Send queue: a ring indexed by monotonically increasing counters.
+  std::vector<SendWqe> sq;
+  std::vector<Sge> sq_sges;           // caps.max_send_sge per slot
+  std::vector<uint8_t> sq_inline;     // caps.max_inline_data per slot
+  uint64_t sq_head = 0;  // oldest WQE not yet completed
+  uint64_t sq_next = 0;  // requester: WQE being (re)sent
+  uint64_t sq_tail = 0;  // next free slot
+  SendWqe& Wqe(uint64_t index) { return sq[index % sq.size()]; }
+  const Sge* WqeSges(uint64_t index) const { return &sq_sges[(index % sq.size()) * SgeStride()]; }
+  const uint8_t* WqeInline(uint64_t index) const {
+    return &sq_inline[(index % sq.size()) * caps.max_inline_data];
+  }
+  size_t SgeStride() const { return caps.max_send_sge == 0 ? 1 : caps.max_send_sge; }
+
+  // Receive queue (unused when srq is set).
+  RecvQueue rq;
+
+  // --- Requester (IBA 9.7.4, rxe_req.c) ---
+  uint32_t sq_psn = 0;          // next PSN to send
+  uint32_t send_offset = 0;     // bytes of Wqe(sq_next) already sent
+  uint32_t outstanding_rd_atomic = 0;
+  uint32_t ssn = 0;
+
+  // --- Completer (IBA 9.7.5.2, rxe_comp.c) ---
+  uint32_t comp_psn = 0;        // oldest PSN not yet acknowledged
+  uint8_t retry_left = 0;
+  uint8_t rnr_retry_left = 0;
+  Clock::time_point retransmit_deadline{};
+  bool retransmit_armed = false;
+  Clock::time_point rnr_deadline{};
+  bool rnr_waiting = false;
+  // A go-back-N rewind to this PSN was already started; further out-of-order
+  // responses for older requests must not trigger another one.
+  bool rewound = false;
+  uint32_t rewound_psn = 0;
+
+  // --- Responder (IBA 9.7.5.1, rxe_resp.c) ---
+  uint32_t epsn = 0;            // expected PSN
+  uint32_t msn = 0;             // message sequence number
+  InMessage in_message = InMessage::kNone;
+  bool nak_sequence_sent = false;  // one PSN-sequence NAK per gap (C9-111)
+  // Receive WQE being filled by a multi-packet SEND.
+  bool recv_active = false;
+  uint64_t recv_wr_id = 0;
+  uint32_t recv_num_sge = 0;
+  std::array<Sge, kMaxSge> recv_sges{};
+  uint32_t recv_offset = 0;
+  // RDMA WRITE in progress.
+  uint64_t write_va = 0;
+  uint32_t write_rkey = 0;
+  uint32_t write_remaining = 0;
+  uint32_t write_total = 0;
+  // READ / atomic responder resources.
+  std::vector<RdAtomicResource> resources;
+  uint32_t next_resource = 0;
+  // Coalesced ACK to send at the end of the receive burst.
+  bool ack_pending = false;
+  uint32_t ack_psn = 0;
+  uint8_t ack_syndrome = 0;
+
+  // Engine bookkeeping.
+  bool on_work_list = false;
+  bool destroyed = false;
+};
+
+// 4.096 us * 2^timeout (IBA 9.7.6.1.3); 0 means "no timeout".
+inline Clock::duration LocalAckTimeout(uint8_t timeout) {
+  if (timeout == 0) return Clock::duration::max();
+  return std::chrono::nanoseconds(static_cast<int64_t>(4096) << timeout);
+}
+
+// RNR NAK timer field to a delay, IBA 9.7.5.2.8 table 45 (microseconds x100).
+Clock::duration RnrTimerDelay(uint8_t timer_field);
+
+}  // namespace softrnic::engine

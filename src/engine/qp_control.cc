@@ -1,0 +1,290 @@
+// QP state machine (IBA 10.3.1, figure 120) and the attribute masks each
+// transition requires and allows (IBA 11.2.5.2 table 91; the same table as
+// the Linux kernel's ib_modify_qp_is_ok), plus the transitions' effects.
+#include <algorithm>
+#include <cerrno>
+
+#include "engine/engine.h"
+
+namespace softrnic::engine {
+namespace {
+
+struct Transition {
+  bool valid = false;
+  uint32_t required[3] = {};  // indexed by TypeIndex: UD, UC, RC
+  uint32_t optional[3] = {};
+};
+
+int TypeIndex(QpType t) { return t == QpType::kUd ? 0 : t == QpType::kUc ? 1 : 2; }
+
+constexpr int kStates = 7;
+
+struct TransitionTableT {
+  Transition t[kStates][kStates];
+};
+
+// table.t[from][to]; transitions to RESET and ERR are always valid with no
+// other attributes.
+TransitionTableT BuildTransitionTable() {
+    TransitionTableT table;
+    auto& t = table.t;
+    const auto R = [](QpState s) { return static_cast<int>(s); };
+    for (int from = 0; from < kStates; ++from) {
+      t[from][R(QpState::kReset)].valid = true;
+      t[from][R(QpState::kErr)].valid = true;
+    }
+    // RESET -> INIT
+    {
+      Transition& x = t[R(QpState::kReset)][R(QpState::kInit)];
+      x.valid = true;
+      x.required[0] = kQpPkeyIndex | kQpPort | kQpQkey;
+      x.required[1] = kQpPkeyIndex | kQpPort | kQpAccessFlags;
+      x.required[2] = kQpPkeyIndex | kQpPort | kQpAccessFlags;
+    }
+    // INIT -> INIT
+    {
+      Transition& x = t[R(QpState::kInit)][R(QpState::kInit)];
+      x.valid = true;
+      x.optional[0] = kQpPkeyIndex | kQpPort | kQpQkey;
+      x.optional[1] = kQpPkeyIndex | kQpPort | kQpAccessFlags;
+      x.optional[2] = kQpPkeyIndex | kQpPort | kQpAccessFlags;
+    }
+    // INIT -> RTR
+    {
+      Transition& x = t[R(QpState::kInit)][R(QpState::kRtr)];
+      x.valid = true;
+      x.required[1] = kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn;
+      x.required[2] = kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic |
+                      kQpMinRnrTimer;
+      x.optional[0] = kQpPkeyIndex | kQpQkey;
+      x.optional[1] = kQpAltPath | kQpAccessFlags | kQpPkeyIndex;
+      x.optional[2] = kQpAltPath | kQpAccessFlags | kQpPkeyIndex;
+    }
+    // RTR -> RTS
+    {
+      Transition& x = t[R(QpState::kRtr)][R(QpState::kRts)];
+      x.valid = true;
+      x.required[0] = kQpSqPsn;
+      x.required[1] = kQpSqPsn;
+      x.required[2] = kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpSqPsn | kQpMaxQpRdAtomic;
+      x.optional[0] = kQpCurState | kQpQkey;
+      x.optional[1] = kQpCurState | kQpAltPath | kQpAccessFlags | kQpPathMigState;
+      x.optional[2] = kQpCurState | kQpAltPath | kQpAccessFlags | kQpMinRnrTimer | kQpPathMigState;
+    }
+    // RTS -> RTS, SQD -> RTS
+    for (QpState from : {QpState::kRts, QpState::kSqd}) {
+      Transition& x = t[R(from)][R(QpState::kRts)];
+      x.valid = true;
+      x.optional[0] = kQpCurState | kQpQkey;
+      x.optional[1] = kQpCurState | kQpAccessFlags | kQpAltPath | kQpPathMigState;
+      x.optional[2] = kQpCurState | kQpAccessFlags | kQpAltPath | kQpPathMigState | kQpMinRnrTimer;
+    }
+    // RTS -> SQD
+    {
+      Transition& x = t[R(QpState::kRts)][R(QpState::kSqd)];
+      x.valid = true;
+      for (int i = 0; i < 3; ++i) x.optional[i] = kQpEnSqdAsyncNotify;
+    }
+    // SQD -> SQD
+    {
+      Transition& x = t[R(QpState::kSqd)][R(QpState::kSqd)];
+      x.valid = true;
+      x.optional[0] = kQpPkeyIndex | kQpQkey;
+      x.optional[1] = kQpAv | kQpAltPath | kQpAccessFlags | kQpPkeyIndex | kQpPathMigState;
+      x.optional[2] = kQpPort | kQpAv | kQpTimeout | kQpRetryCnt | kQpRnrRetry |
+                      kQpMaxQpRdAtomic | kQpMaxDestRdAtomic | kQpAltPath | kQpAccessFlags |
+                      kQpPkeyIndex | kQpMinRnrTimer | kQpPathMigState;
+    }
+    // SQE -> RTS (UD and UC only; an RC QP never enters SQE, IBA 10.3.1.6)
+    {
+      Transition& x = t[R(QpState::kSqe)][R(QpState::kRts)];
+      x.valid = true;
+      x.optional[0] = kQpCurState | kQpQkey;
+      x.optional[1] = kQpCurState | kQpAccessFlags;
+    }
+    return table;
+}
+
+const TransitionTableT& TransitionTable() {
+  static const TransitionTableT table = BuildTransitionTable();
+  return table;
+}
+
+}  // namespace
+
+const char* QpStateName(QpState s) {
+  switch (s) {
+    case QpState::kReset: return "RESET";
+    case QpState::kInit: return "INIT";
+    case QpState::kRtr: return "RTR";
+    case QpState::kRts: return "RTS";
+    case QpState::kSqd: return "SQD";
+    case QpState::kSqe: return "SQE";
+    case QpState::kErr: return "ERR";
+  }
+  return "?";
+}
+
+Clock::duration RnrTimerDelay(uint8_t field) {
+  // IBA table 45, in units of 10 microseconds; field 0 means 655.36 ms.
+  static constexpr uint32_t kTensOfMicros[32] = {
+      65536, 1,    2,    3,    4,    6,    8,    12,   16,   24,   32,
+      48,    64,   96,   128,  192,  256,  384,  512,  768,  1024, 1536,
+      2048,  3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152};
+  return std::chrono::microseconds(10ull * kTensOfMicros[field & 31]);
+}
+
+int Engine::ModifyQpLocked(Qp* qp, const QpAttr& a, uint32_t mask) {
+  const QpState cur = qp->attr.qp_state;
+  const QpState next = (mask & kQpState) ? a.qp_state : cur;
+  if (static_cast<int>(next) >= kStates) return EINVAL;
+  if ((mask & kQpCurState) && a.cur_qp_state != cur) return EINVAL;
+  const Transition& tr = TransitionTable().t[static_cast<int>(cur)][static_cast<int>(next)];
+  if (!tr.valid) return EINVAL;
+  if (cur == QpState::kSqe && next == QpState::kRts && qp->type == QpType::kRc) return EINVAL;
+  const int ti = TypeIndex(qp->type);
+  const uint32_t attrs = mask & ~uint32_t{kQpState};
+  if ((attrs & tr.required[ti]) != tr.required[ti]) return EINVAL;
+  if (attrs & ~(tr.required[ti] | tr.optional[ti])) return EINVAL;
+
+  // Range checks (man ibv_modify_qp; IBA 11.2.5.2).
+  if ((mask & kQpPort) && a.port_num != 1) return EINVAL;
+  if ((mask & kQpPkeyIndex) && a.pkey_index >= attr_.max_pkeys) return EINVAL;
+  if ((mask & kQpAccessFlags) &&
+      (a.qp_access_flags & ~uint32_t{kLocalWrite | kRemoteWrite | kRemoteRead | kRemoteAtomic | kMwBind}))
+    return EINVAL;
+  if ((mask & kQpPathMtu) &&
+      (static_cast<uint8_t>(a.path_mtu) < 1 || a.path_mtu > attr_.max_mtu))
+    return EINVAL;
+  if (mask & kQpAv) {
+    // RoCE addresses by GID: the AV must carry a GRH (IBA A17.4.5).
+    if (!a.ah_attr.is_global || a.ah_attr.sgid_index >= gids_.size()) return EINVAL;
+  }
+  if ((mask & kQpTimeout) && a.timeout > 31) return EINVAL;
+  if ((mask & kQpRetryCnt) && a.retry_cnt > 7) return EINVAL;
+  if ((mask & kQpRnrRetry) && a.rnr_retry > 7) return EINVAL;
+  if ((mask & kQpMinRnrTimer) && a.min_rnr_timer > 31) return EINVAL;
+  if ((mask & kQpMaxQpRdAtomic) && a.max_rd_atomic > attr_.max_qp_init_rd_atom) return EINVAL;
+  if ((mask & kQpMaxDestRdAtomic) && a.max_dest_rd_atomic > attr_.max_qp_rd_atom) return EINVAL;
+  if ((mask & kQpDestQpn) && a.dest_qp_num > wire::kQpnMask) return EINVAL;
+
+  // Apply.
+  QpAttr& q = qp->attr;
+  if (mask & kQpPort) q.port_num = a.port_num;
+  if (mask & kQpPkeyIndex) q.pkey_index = a.pkey_index;
+  if (mask & kQpAccessFlags) q.qp_access_flags = a.qp_access_flags;
+  if (mask & kQpQkey) q.qkey = a.qkey;
+  if (mask & kQpAv) q.ah_attr = a.ah_attr;
+  if (mask & kQpPathMtu) {
+    q.path_mtu = a.path_mtu;
+    qp->mtu_bytes = MtuBytes(a.path_mtu);
+  }
+  if (mask & kQpDestQpn) q.dest_qp_num = a.dest_qp_num;
+  if (mask & kQpRqPsn) q.rq_psn = a.rq_psn & wire::kPsnMask;
+  if (mask & kQpSqPsn) q.sq_psn = a.sq_psn & wire::kPsnMask;
+  if (mask & kQpMaxDestRdAtomic) q.max_dest_rd_atomic = a.max_dest_rd_atomic;
+  if (mask & kQpMaxQpRdAtomic) q.max_rd_atomic = a.max_rd_atomic;
+  if (mask & kQpMinRnrTimer) q.min_rnr_timer = a.min_rnr_timer;
+  if (mask & kQpTimeout) q.timeout = a.timeout;
+  if (mask & kQpRetryCnt) q.retry_cnt = a.retry_cnt;
+  if (mask & kQpRnrRetry) q.rnr_retry = a.rnr_retry;
+  if (mask & kQpEnSqdAsyncNotify) q.en_sqd_async_notify = a.en_sqd_async_notify;
+
+  if (next == QpState::kReset) {
+    ResetQp(qp);
+    return 0;
+  }
+  if (next == QpState::kErr) {
+    q.qp_state = QpState::kErr;
+    MoveToError(qp);
+    return 0;
+  }
+  if (cur == QpState::kReset && next == QpState::kInit && qp->type == QpType::kUd) {
+    // UD has no path: its MTU is the port's (IBA 10.2.5: UD messages are one packet).
+    qp->mtu_bytes = MtuBytes(attr_.active_mtu);
+    q.path_mtu = attr_.active_mtu;
+  }
+  if (cur == QpState::kInit && next == QpState::kRtr) {
+    qp->epsn = q.rq_psn;
+    qp->msn = 0;
+    qp->in_message = InMessage::kNone;
+    qp->nak_sequence_sent = false;
+    qp->resources.assign(std::max<uint32_t>(q.max_dest_rd_atomic, 1), RdAtomicResource{});
+    qp->next_resource = 0;
+  }
+  if (cur == QpState::kRtr && next == QpState::kRts) {
+    qp->sq_psn = q.sq_psn;
+    qp->comp_psn = q.sq_psn;
+    qp->retry_left = q.retry_cnt;
+    qp->rnr_retry_left = q.rnr_retry;
+  }
+  if (cur == QpState::kRts && next == QpState::kSqd) {
+    q.qp_state = QpState::kSqd;
+    q.sq_draining = true;
+    // softrnic drains at once when nothing is in flight.
+    if (qp->sq_next == qp->sq_tail && qp->comp_psn == qp->sq_psn) {
+      q.sq_draining = false;
+      if (q.en_sqd_async_notify) PostAsyncEvent(AsyncEventType::kSqDrained, qp->handle);
+    }
+    return 0;
+  }
+  q.qp_state = next;
+  if (next == QpState::kRts) MarkWork(qp);
+  return 0;
+}
+
+void Engine::ResetQp(Qp* qp) {
+  // IBA 10.3.1.1: RESET empties both queues without completions.
+  QpCaps caps = qp->caps;
+  QpAttr fresh;
+  fresh.cap = caps;
+  qp->attr = fresh;
+  qp->sq_head = qp->sq_next = qp->sq_tail = 0;
+  if (!qp->srq) qp->rq.Init(caps.max_recv_wr, caps.max_recv_sge);
+  qp->sq_psn = qp->comp_psn = qp->epsn = qp->msn = 0;
+  qp->send_offset = 0;
+  qp->outstanding_rd_atomic = 0;
+  qp->retransmit_armed = false;
+  qp->rnr_waiting = false;
+  qp->rewound = false;
+  qp->in_message = InMessage::kNone;
+  qp->recv_active = false;
+  qp->ack_pending = false;
+  qp->nak_sequence_sent = false;
+  qp->resources.clear();
+}
+
+void Engine::MoveToError(Qp* qp) {
+  qp->attr.qp_state = QpState::kErr;
+  qp->retransmit_armed = false;
+  qp->rnr_waiting = false;
+  FlushQp(qp);
+}
+
+void Engine::FlushQp(Qp* qp) {
+  // IBA 10.3.1.7 / 11.4.2: in the Error state every outstanding WQE completes
+  // with a flush error, signaled or not.
+  while (qp->sq_head != qp->sq_tail) {
+    SendWqe& w = qp->Wqe(qp->sq_head);
+    if (!w.done) {
+      w.done = true;
+      w.status = WcStatus::kWrFlushErr;
+    }
+    CompleteSendWqe(qp, w, w.status);
+    ++qp->sq_head;
+  }
+  qp->sq_next = qp->sq_tail;
+  if (qp->recv_active) {
+    qp->recv_active = false;
+    CompleteRecv(qp, WcStatus::kWrFlushErr, WcOpcode::kRecv, 0, 0, 0, 0, false);
+  }
+  if (!qp->srq) {
+    while (!qp->rq.Empty()) {
+      qp->recv_wr_id = qp->rq.FrontWrId();
+      qp->rq.Pop();
+      CompleteRecv(qp, WcStatus::kWrFlushErr, WcOpcode::kRecv, 0, 0, 0, 0, false);
+    }
+  }
+}
+
+}  // namespace softrnic::engine

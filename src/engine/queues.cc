@@ -1,0 +1,104 @@
+#include "engine/queues.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace softrnic::engine {
+
+CompletionChannel::CompletionChannel() {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) == 0) {
+    read_fd = fds[0];
+    write_fd = fds[1];
+    // The writer is the engine, which must never block on a full pipe.
+    fcntl(write_fd, F_SETFL, fcntl(write_fd, F_GETFL) | O_NONBLOCK);
+  }
+}
+
+CompletionChannel::~CompletionChannel() {
+  if (read_fd >= 0) close(read_fd);
+  if (write_fd >= 0) close(write_fd);
+}
+
+void CompletionChannel::Notify(Cq* cq) {
+  pending.push_back(cq);
+  const char byte = 1;
+  // A full pipe (64 KiB of unread events) cannot happen while each armed CQ
+  // produces at most one event per ibv_req_notify_cq.
+  (void)!write(write_fd, &byte, 1);
+}
+
+bool Cq::Push(const Completion& c, bool solicited) {
+  if (count == ring.size()) {
+    overflowed = true;
+    return false;
+  }
+  ring[(head + count) % ring.size()] = c;
+  ++count;
+  // IBA 11.4.2.2: a solicited-only arm fires on solicited completions and on
+  // completions in error.
+  if (armed == 1 || (armed == 2 && (solicited || c.status != WcStatus::kSuccess))) {
+    armed = 0;
+    if (channel) {
+      ++events_delivered;
+      channel->Notify(this);
+    }
+  }
+  return true;
+}
+
+int Cq::Poll(int n, Completion* out) {
+  int got = 0;
+  while (got < n && count > 0) {
+    out[got++] = ring[head];
+    head = (head + 1) % ring.size();
+    --count;
+  }
+  return got;
+}
+
+bool Cq::Resize(uint32_t entries) {
+  if (entries < count) return false;
+  std::vector<Completion> next(entries);
+  for (size_t i = 0; i < count; ++i) next[i] = ring[(head + i) % ring.size()];
+  ring.swap(next);
+  head = 0;
+  return true;
+}
+
+void RecvQueue::Init(uint32_t capacity, uint32_t max_sge_per_wr) {
+  max_sge = max_sge_per_wr == 0 ? 1 : max_sge_per_wr;
+  wr_ids.assign(capacity, 0);
+  num_sge.assign(capacity, 0);
+  sges.assign(size_t{capacity} * max_sge, Sge{});
+  head = 0;
+  count = 0;
+}
+
+void RecvQueue::Push(const RecvWr& wr) {
+  const size_t slot = (head + count) % wr_ids.size();
+  wr_ids[slot] = wr.wr_id;
+  num_sge[slot] = static_cast<uint32_t>(wr.sges.size());
+  for (size_t i = 0; i < wr.sges.size(); ++i) sges[slot * max_sge + i] = wr.sges[i];
+  ++count;
+}
+
+void RecvQueue::Pop() {
+  head = (head + 1) % wr_ids.size();
+  --count;
+}
+
+bool RecvQueue::Resize(uint32_t capacity) {
+  if (capacity < count) return false;
+  RecvQueue next;
+  next.Init(capacity, max_sge);
+  while (!Empty()) {
+    RecvWr wr{FrontWrId(), {FrontSges(), FrontNumSge()}};
+    next.Push(wr);
+    Pop();
+  }
+  *this = std::move(next);
+  return true;
+}
+
+}  // namespace softrnic::engine

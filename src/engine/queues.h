@@ -1,0 +1,101 @@
+// Completion queues, completion channels, receive queues and SRQs.
+//
+// Thread-safety: not synchronised; the engine calls these under its lock.
+// CompletionChannel's fd is read by application threads without the lock
+// (see GetCqEvent in engine.cc).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "engine/types.h"
+
+namespace softrnic::engine {
+
+class Pd {
+ public:
+  void* handle = nullptr;
+  int users = 0;  // MRs, QPs, SRQs, AHs
+};
+
+class Ah {
+ public:
+  Pd* pd = nullptr;
+  AddressVector av;
+  void* handle = nullptr;
+};
+
+class Cq;
+
+// A pipe carrying one byte per event plus the queue of CQs the bytes stand
+// for; readers honour O_NONBLOCK on the read end because they read() it.
+class CompletionChannel {
+ public:
+  CompletionChannel();
+  ~CompletionChannel();
+  bool ok() const { return read_fd >= 0; }
+  void Notify(Cq* cq);
+
+  int read_fd = -1;
+  int write_fd = -1;
+  std::deque<Cq*> pending;
+  int users = 0;
+};
+
+class Cq {
+ public:
+  // Appends a completion; returns false on overflow (the entry is lost and
+  // the CQ is marked in error, IBA 11.4.2.1: CQ overrun is an async error).
+  bool Push(const Completion& c, bool solicited);
+  int Poll(int n, Completion* out);
+  uint32_t capacity() const { return static_cast<uint32_t>(ring.size()); }
+  bool Resize(uint32_t entries);
+
+  std::vector<Completion> ring;
+  size_t head = 0;
+  size_t count = 0;
+  CompletionChannel* channel = nullptr;
+  void* handle = nullptr;
+  // 0: not armed; 1: next completion; 2: next solicited or error completion.
+  int armed = 0;
+  bool overflowed = false;
+  unsigned events_delivered = 0;
+  unsigned events_acked = 0;
+  int users = 0;
+};
+
+// A ring of receive WQEs with preallocated SGE storage (no allocation when
+// posting).
+class RecvQueue {
+ public:
+  void Init(uint32_t capacity, uint32_t max_sge);
+  bool Full() const { return count == wr_ids.size(); }
+  bool Empty() const { return count == 0; }
+  // REQUIRES: !Full() and wr.sges.size() <= max_sge.
+  void Push(const RecvWr& wr);
+  uint64_t FrontWrId() const { return wr_ids[head]; }
+  const Sge* FrontSges() const { return &sges[head * max_sge]; }
+  uint32_t FrontNumSge() const { return num_sge[head]; }
+  void Pop();
+  bool Resize(uint32_t capacity);
+
+  std::vector<uint64_t> wr_ids;
+  std::vector<uint32_t> num_sge;
+  std::vector<Sge> sges;
+  uint32_t max_sge = 0;
+  size_t head = 0;
+  size_t count = 0;
+};
+
+class Srq {
+ public:
+  Pd* pd = nullptr;
+  RecvQueue rq;
+  uint32_t limit = 0;  // armed when non-zero (IBA 10.2.9.3)
+  void* handle = nullptr;
+  int users = 0;
+  bool in_error = false;
+};
+
+}  // namespace softrnic::engine

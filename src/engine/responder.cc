@@ -1,0 +1,526 @@
+// Responder: checks and executes requests arriving at a QP (IBA 9.7.5.1,
+// 9.8; rxe_resp.c).
+//
+// Order of checks, each before any memory is touched: QP state, PSN
+// (duplicate / out of sequence), opcode sequence, packet length, receive
+// WQE (or RNR), then key, protection domain, QP and MR access rights, bounds
+// and atomic alignment. A failed RC check is NAKed with the code the spec
+// names and moves the responder to the Error state (IBA 9.9.3 class B/C/D
+// errors); UC and UD silently drop.
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "engine/engine.h"
+#include "wire/headers.h"
+#include "wire/opcode.h"
+
+namespace softrnic::engine {
+namespace {
+
+bool ResponderState(QpState s) {
+  return s == QpState::kRtr || s == QpState::kRts || s == QpState::kSqd || s == QpState::kSqe;
+}
+
+uint32_t PacketsFor(uint32_t length, uint32_t mtu) {
+  return length == 0 ? 1 : (length + mtu - 1) / mtu;
+}
+
+// Builds the 40-byte GRH area of a UD receive buffer. For an IPv4 source
+// RoCE v2 delivers the IPv4 header in the last 20 bytes, as Linux rxe and
+// mlx5 do and as ibv_init_ah_from_wc expects.
+void BuildGrh(const transport::RxPacket& rx, const Gid& local, uint32_t udp_payload_len,
+              uint8_t out[40]) {
+  std::memset(out, 0, 40);
+  if (rx.src.gid.IsV4Mapped()) {
+    uint8_t* ip = out + 20;
+    ip[0] = 0x45;
+    ip[1] = rx.traffic_class;
+    wire::StoreBe16(ip + 2, static_cast<uint16_t>(20 + 8 + udp_payload_len));
+    wire::StoreBe16(ip + 6, 0x4000);
+    ip[8] = 64;
+    ip[9] = 17;
+    std::memcpy(ip + 12, &rx.src.gid.raw[12], 4);
+    std::memcpy(ip + 16, &local.raw[12], 4);
+    uint32_t sum = 0;
+    for (int i = 0; i < 20; i += 2) sum += wire::LoadBe16(ip + i);
+    while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
+    wire::StoreBe16(ip + 10, static_cast<uint16_t>(~sum));
+  } else {
+    wire::Grh grh;
+    grh.set_version_class_flow(6, rx.traffic_class, 0);
+    grh.set_payload_length(static_cast<uint16_t>(8 + udp_payload_len));
+    grh.set_next_header(17);
+    grh.set_hop_limit(64);
+    std::memcpy(grh.mutable_sgid(), rx.src.gid.raw.data(), 16);
+    std::memcpy(grh.mutable_dgid(), local.raw.data(), 16);
+    std::memcpy(out, grh.b.data(), 40);
+  }
+}
+
+}  // namespace
+
+bool Engine::ScatterSges(const Pd* pd, const Sge* sges, uint32_t num_sge, uint32_t offset,
+                         const uint8_t* data, uint32_t len) {
+  for (uint32_t i = 0; i < num_sge && len > 0; ++i) {
+    const Sge& s = sges[i];
+    if (offset >= s.length) {
+      offset -= s.length;
+      continue;
+    }
+    const uint32_t chunk = std::min(len, s.length - offset);
+    uint8_t* dst = nullptr;
+    if (mr_table_.ResolveLocal(s.lkey, pd, s.addr + offset, chunk, true, &dst) != KeyCheck::kOk)
+      return false;
+    std::memcpy(dst, data, chunk);
+    data += chunk;
+    len -= chunk;
+    offset = 0;
+  }
+  return len == 0;
+}
+
+bool Engine::TakeRecvWqe(Qp* qp) {
+  RecvQueue& rq = qp->srq ? qp->srq->rq : qp->rq;
+  if (rq.Empty()) return false;
+  qp->recv_wr_id = rq.FrontWrId();
+  qp->recv_num_sge = rq.FrontNumSge();
+  std::copy_n(rq.FrontSges(), qp->recv_num_sge, qp->recv_sges.begin());
+  rq.Pop();
+  qp->recv_active = true;
+  qp->recv_offset = 0;
+  if (qp->srq && qp->srq->limit > 0 && rq.count < qp->srq->limit) {
+    // IBA 10.2.9.3: the limit event fires once, then the limit disarms.
+    qp->srq->limit = 0;
+    PostAsyncEvent(AsyncEventType::kSrqLimitReached, qp->srq->handle);
+  }
+  return true;
+}
+
+bool Engine::ScatterToRecv(Qp* qp, const uint8_t* data, uint32_t len) {
+  uint64_t capacity = 0;
+  for (uint32_t i = 0; i < qp->recv_num_sge; ++i) capacity += qp->recv_sges[i].length;
+  if (qp->recv_offset + uint64_t{len} > capacity) return false;
+  if (!ScatterSges(qp->pd, qp->recv_sges.data(), qp->recv_num_sge, qp->recv_offset, data, len))
+    return false;
+  qp->recv_offset += len;
+  return true;
+}
+
+void Engine::CompleteRecv(Qp* qp, WcStatus status, WcOpcode opcode, uint32_t byte_len,
+                          uint32_t imm, uint32_t wc_flags, uint32_t src_qp, bool solicited) {
+  Completion c;
+  c.wr_id = qp->recv_wr_id;
+  c.status = status;
+  c.opcode = opcode;
+  c.byte_len = byte_len;
+  c.imm_data = imm;
+  c.qp_num = qp->qpn;
+  c.src_qp = src_qp;
+  c.wc_flags = wc_flags;
+  qp->recv_active = false;
+  if (!qp->recv_cq->Push(c, solicited)) {
+    ++stats_.cq_overflows;
+    PostAsyncEvent(AsyncEventType::kCqErr, qp->recv_cq->handle);
+  }
+}
+
+void Engine::QueueAck(Qp* qp, uint8_t syndrome, uint32_t psn) {
+  qp->ack_pending = true;
+  qp->ack_syndrome = syndrome;
+  qp->ack_psn = psn;
+  MarkWork(qp);
+}
+
+void Engine::FlushAck(Qp* qp) {
+  if (!qp->ack_pending) return;
+  qp->ack_pending = false;
+  SendAckNow(qp, qp->ack_syndrome, qp->ack_psn);
+}
+
+void Engine::SendAckNow(Qp* qp, uint8_t syndrome, uint32_t psn) {
+  if (wire::SyndromeKind(syndrome) != wire::AckKind::kAck) FlushAck(qp);
+  uint8_t* buf = TxBuffer();
+  const wire::OpcodeInfo& info = wire::GetOpcodeInfo(wire::op::kRcAck);
+  wire::Bth bth;
+  bth.set_opcode(wire::op::kRcAck);
+  bth.set_pkey(wire::kDefaultPkey);
+  bth.set_dest_qp(qp->attr.dest_qp_num);
+  bth.set_psn(psn);
+  std::memcpy(buf, bth.b.data(), sizeof(bth));
+  wire::Aeth aeth;
+  aeth.set_syndrome(syndrome);
+  aeth.set_msn(qp->msn);
+  std::memcpy(buf + info.aeth_offset, aeth.b.data(), sizeof(aeth));
+  TxCommit(info.header_length + wire::kIcrcSize, SourceIndex(qp), qp->attr.ah_attr.dgid);
+}
+
+void Engine::ResponderError(Qp* qp, wire::NakCode code, uint32_t psn, WcStatus recv_status) {
+  switch (code) {
+    case wire::NakCode::kInvalidRequest: ++stats_.tx_naks_invalid_request; break;
+    case wire::NakCode::kRemoteAccessError: ++stats_.tx_naks_remote_access; break;
+    case wire::NakCode::kRemoteOperationalError: ++stats_.tx_naks_remote_operational; break;
+    default: break;
+  }
+  if (qp->type != QpType::kRc) {
+    // UC: the message is dropped, the QP stays usable (IBA 9.8.3.2).
+    qp->in_message = InMessage::kNone;
+    return;
+  }
+  SendAckNow(qp, wire::MakeSyndrome(wire::AckKind::kNak, static_cast<uint8_t>(code)), psn);
+  if (qp->recv_active)
+    CompleteRecv(qp, recv_status, WcOpcode::kRecv, 0, 0, 0, 0, false);
+  PostAsyncEvent(code == wire::NakCode::kRemoteAccessError ? AsyncEventType::kQpAccessErr
+                                                           : AsyncEventType::kQpReqErr,
+                 qp->handle);
+  MoveToError(qp);
+}
+
+void Engine::SendReadResponses(Qp* qp, uint32_t first_psn, uint64_t va, uint32_t rkey,
+                               uint32_t length, uint32_t /*skip_packets*/) {
+  FlushAck(qp);
+  const uint32_t mtu = qp->mtu_bytes;
+  const uint32_t n = PacketsFor(length, mtu);
+  uint8_t* src = nullptr;
+  if (length > 0 &&
+      mr_table_.ResolveRemote(rkey, qp->pd, va, length, kRemoteRead, &src) != KeyCheck::kOk)
+    return;  // checked by the caller; the region cannot vanish under the lock
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t offset = i * mtu;
+    const uint32_t payload = std::min(mtu, length - offset);
+    uint8_t opc;
+    if (n == 1) opc = wire::op::kRcReadResponseOnly;
+    else if (i == 0) opc = wire::op::kRcReadResponseFirst;
+    else if (i == n - 1) opc = wire::op::kRcReadResponseLast;
+    else opc = wire::op::kRcReadResponseMiddle;
+    const wire::OpcodeInfo& info = wire::GetOpcodeInfo(opc);
+    uint8_t* buf = TxBuffer();
+    wire::Bth bth;
+    bth.set_opcode(opc);
+    bth.set_pkey(wire::kDefaultPkey);
+    bth.set_dest_qp(qp->attr.dest_qp_num);
+    bth.set_psn(wire::PsnAdd(first_psn, i));
+    const uint8_t pad = static_cast<uint8_t>((4 - (payload & 3)) & 3);
+    bth.set_pad_count(pad);
+    std::memcpy(buf, bth.b.data(), sizeof(bth));
+    if (info.aeth_offset) {
+      wire::Aeth aeth;
+      aeth.set_syndrome(wire::kAckSyndromeNoCredit);
+      aeth.set_msn(qp->msn);
+      std::memcpy(buf + info.aeth_offset, aeth.b.data(), sizeof(aeth));
+    }
+    if (payload) std::memcpy(buf + info.header_length, src + offset, payload);
+    std::memset(buf + info.header_length + payload, 0, pad);
+    TxCommit(info.header_length + payload + pad + wire::kIcrcSize, SourceIndex(qp),
+             qp->attr.ah_attr.dgid);
+  }
+}
+
+void Engine::SendAtomicAck(Qp* qp, uint32_t psn, uint64_t orig) {
+  FlushAck(qp);
+  const wire::OpcodeInfo& info = wire::GetOpcodeInfo(wire::op::kRcAtomicAck);
+  uint8_t* buf = TxBuffer();
+  wire::Bth bth;
+  bth.set_opcode(wire::op::kRcAtomicAck);
+  bth.set_pkey(wire::kDefaultPkey);
+  bth.set_dest_qp(qp->attr.dest_qp_num);
+  bth.set_psn(psn);
+  std::memcpy(buf, bth.b.data(), sizeof(bth));
+  wire::Aeth aeth;
+  aeth.set_syndrome(wire::kAckSyndromeNoCredit);
+  aeth.set_msn(qp->msn);
+  std::memcpy(buf + info.aeth_offset, aeth.b.data(), sizeof(aeth));
+  wire::AtomicAckEth ack;
+  ack.set_orig(orig);
+  std::memcpy(buf + info.atomic_ack_eth_offset, ack.b.data(), sizeof(ack));
+  TxCommit(info.header_length + wire::kIcrcSize, SourceIndex(qp), qp->attr.ah_attr.dgid);
+}
+
+void Engine::HandleRequest(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx) {
+  (void)rx;
+  if (!ResponderState(qp->attr.qp_state)) {
+    ++stats_.rx_dropped_qp_state;
+    return;
+  }
+  const wire::OpcodeInfo& info = *pkt.info;
+  const uint32_t psn = pkt.bth.psn();
+  const bool rc = qp->type == QpType::kRc;
+
+  if (rc) {
+    const int32_t diff = wire::PsnDiff(psn, qp->epsn);
+    if (diff > 0) {
+      // IBA 9.7.5.1.1 (C9-111): NAK the first out-of-sequence packet once,
+      // then stay silent until the expected PSN arrives.
+      ++stats_.rx_out_of_sequence;
+      if (!qp->nak_sequence_sent) {
+        qp->nak_sequence_sent = true;
+        ++stats_.tx_naks_sequence;
+        SendAckNow(qp,
+                   wire::MakeSyndrome(wire::AckKind::kNak,
+                                      static_cast<uint8_t>(wire::NakCode::kPsnSequenceError)),
+                   qp->epsn);
+      }
+      return;
+    }
+    if (diff < 0) {
+      ++stats_.rx_duplicates;
+      // IBA 9.7.5.1.3: duplicates are answered, never executed again.
+      if (info.has(wire::kIsReadRequest)) {
+        for (const RdAtomicResource& r : qp->resources) {
+          if (!r.valid || !r.is_read) continue;
+          const int32_t into = wire::PsnDiff(psn, r.first_psn);
+          if (into < 0 || static_cast<uint32_t>(into) >= r.npackets) continue;
+          const wire::Reth reth = pkt.reth();
+          // The resent request asks for the rest of the original; it must
+          // stay inside what the original was allowed to read.
+          const uint64_t skip = uint64_t{static_cast<uint32_t>(into)} * qp->mtu_bytes;
+          if (reth.rkey() != r.rkey || reth.va() != r.va + skip ||
+              uint64_t{reth.dma_length()} + skip != r.length)
+            return;
+          uint8_t* ignored;
+          if (reth.dma_length() > 0 &&
+              mr_table_.ResolveRemote(reth.rkey(), qp->pd, reth.va(), reth.dma_length(),
+                                      kRemoteRead, &ignored) != KeyCheck::kOk)
+            return;
+          SendReadResponses(qp, psn, reth.va(), reth.rkey(), reth.dma_length(), 0);
+          return;
+        }
+        return;
+      }
+      if (info.has(wire::kIsAtomic)) {
+        for (const RdAtomicResource& r : qp->resources) {
+          if (r.valid && !r.is_read && r.first_psn == psn) {
+            SendAtomicAck(qp, psn, r.atomic_orig);
+            return;
+          }
+        }
+        return;
+      }
+      QueueAck(qp, wire::kAckSyndromeNoCredit, wire::PsnAdd(qp->epsn, wire::kPsnMask));
+      return;
+    }
+    qp->nak_sequence_sent = false;
+  } else if (psn != qp->epsn) {
+    // UC (IBA 9.8.3.2): a gap loses the message in progress; resynchronise
+    // on this packet if it starts a message.
+    ++stats_.rx_out_of_sequence;
+    qp->in_message = InMessage::kNone;
+    qp->recv_offset = 0;
+    qp->epsn = psn;
+  }
+
+  // Opcode sequence (IBA 9.7.5.1.2, C9-95..C9-97).
+  const bool is_send = info.has(wire::kIsSend);
+  const bool is_write = info.has(wire::kIsWrite);
+  const bool first = info.has(wire::kFirst);
+  const bool last = info.has(wire::kLast);
+  bool sequence_ok;
+  switch (qp->in_message) {
+    case InMessage::kSend: sequence_ok = is_send && !first; break;
+    case InMessage::kWrite: sequence_ok = is_write && !first; break;
+    default: sequence_ok = first; break;
+  }
+  // Packet length (IBA 9.7.5.1.2 C9-98..C9-100): first and middle packets
+  // carry exactly one PMTU, last and only at most one.
+  const uint32_t len = pkt.payload_length;
+  const bool length_ok = (is_send || is_write) ? (last ? len <= qp->mtu_bytes : len == qp->mtu_bytes)
+                                                : true;
+  if (!sequence_ok || !length_ok) {
+    if (rc) {
+      ResponderError(qp, wire::NakCode::kInvalidRequest, psn, WcStatus::kRemInvReqErr);
+    } else {
+      qp->in_message = InMessage::kNone;
+      qp->epsn = wire::PsnAdd(psn, 1);
+    }
+    return;
+  }
+  const bool solicited = pkt.bth.solicited();
+
+  if (is_send) {
+    if (first && !qp->recv_active) {
+      if (!TakeRecvWqe(qp)) {
+        if (rc) {
+          // IBA 9.7.5.1.6: no receive WQE -> RNR NAK; the PSN is not consumed.
+          ++stats_.tx_rnr_naks;
+          SendAckNow(qp, wire::MakeSyndrome(wire::AckKind::kRnrNak, qp->attr.min_rnr_timer), psn);
+        } else {
+          ++stats_.rx_dropped_no_recv;
+          qp->epsn = wire::PsnAdd(psn, 1);
+        }
+        return;
+      }
+    }
+    if (!qp->recv_active) return;
+    if (!ScatterToRecv(qp, pkt.payload, len)) {
+      // Message longer than the receive buffer (or the buffer's lkey is bad):
+      // IBA 9.7.5.1.5 -> Invalid Request NAK, local length error here.
+      if (rc) {
+        ResponderError(qp, wire::NakCode::kInvalidRequest, psn, WcStatus::kLocLenErr);
+      } else {
+        CompleteRecv(qp, WcStatus::kLocLenErr, WcOpcode::kRecv, 0, 0, 0, 0, false);
+        qp->in_message = InMessage::kNone;
+        qp->epsn = wire::PsnAdd(psn, 1);
+      }
+      return;
+    }
+    qp->in_message = last ? InMessage::kNone : InMessage::kSend;
+    if (last) {
+      uint32_t flags = 0;
+      uint32_t imm = 0;
+      if (info.imm_offset) {
+        flags |= kWcWithImm;
+        imm = pkt.imm().raw();
+      }
+      if (info.ieth_offset) {
+        const uint32_t rkey = pkt.ieth().rkey();
+        Mr* mr = mr_table_.FindByRkey(rkey);
+        if (mr == nullptr || mr->pd != qp->pd) {
+          ResponderError(qp, wire::NakCode::kInvalidRequest, psn, WcStatus::kRemInvReqErr);
+          return;
+        }
+        mr->remote_valid = false;
+        flags |= kWcWithInv;
+        imm = rkey;
+      }
+      ++qp->msn;
+      CompleteRecv(qp, WcStatus::kSuccess, WcOpcode::kRecv, qp->recv_offset, imm, flags, 0,
+                   solicited);
+    }
+  } else if (is_write) {
+    const bool with_imm = info.imm_offset != 0;
+    // The receive WQE an immediate consumes is checked before any byte
+    // moves, so an RNR retry finds the same state.
+    if (with_imm && !qp->recv_active && !TakeRecvWqe(qp)) {
+      ++stats_.tx_rnr_naks;
+      if (rc)
+        SendAckNow(qp, wire::MakeSyndrome(wire::AckKind::kRnrNak, qp->attr.min_rnr_timer), psn);
+      return;
+    }
+    if (first) {
+      const wire::Reth reth = pkt.reth();
+      qp->write_va = reth.va();
+      qp->write_rkey = reth.rkey();
+      qp->write_remaining = reth.dma_length();
+      qp->write_total = reth.dma_length();
+      uint8_t* ignored;
+      if (!(qp->attr.qp_access_flags & kRemoteWrite) ||
+          (reth.dma_length() > 0 &&
+           mr_table_.ResolveRemote(reth.rkey(), qp->pd, reth.va(), reth.dma_length(),
+                                   kRemoteWrite, &ignored) != KeyCheck::kOk)) {
+        ResponderError(qp, wire::NakCode::kRemoteAccessError, psn, WcStatus::kRemAccessErr);
+        return;
+      }
+    }
+    if (len > qp->write_remaining || (last && len != qp->write_remaining)) {
+      // IBA C9-??: payload must add up to the RETH DMA length.
+      ResponderError(qp, wire::NakCode::kInvalidRequest, psn, WcStatus::kRemInvReqErr);
+      return;
+    }
+    if (len > 0) {
+      uint8_t* dst = nullptr;
+      // Resolved per packet: a region deregistered mid-message stops here.
+      if (mr_table_.ResolveRemote(qp->write_rkey, qp->pd, qp->write_va, len, kRemoteWrite, &dst) !=
+          KeyCheck::kOk) {
+        ResponderError(qp, wire::NakCode::kRemoteAccessError, psn, WcStatus::kRemAccessErr);
+        return;
+      }
+      std::memcpy(dst, pkt.payload, len);
+      qp->write_va += len;
+      qp->write_remaining -= len;
+    }
+    qp->in_message = last ? InMessage::kNone : InMessage::kWrite;
+    if (last) {
+      ++qp->msn;
+      if (with_imm)
+        CompleteRecv(qp, WcStatus::kSuccess, WcOpcode::kRecvRdmaWithImm, qp->write_total,
+                     pkt.imm().raw(), kWcWithImm, 0, solicited);
+    }
+  } else if (info.has(wire::kIsReadRequest)) {
+    const wire::Reth reth = pkt.reth();
+    uint8_t* ignored;
+    if (!(qp->attr.qp_access_flags & kRemoteRead) ||
+        (reth.dma_length() > 0 &&
+         mr_table_.ResolveRemote(reth.rkey(), qp->pd, reth.va(), reth.dma_length(), kRemoteRead,
+                                 &ignored) != KeyCheck::kOk)) {
+      ResponderError(qp, wire::NakCode::kRemoteAccessError, psn, WcStatus::kRemAccessErr);
+      return;
+    }
+    const uint32_t n = PacketsFor(reth.dma_length(), qp->mtu_bytes);
+    RdAtomicResource& r = qp->resources[qp->next_resource++ % qp->resources.size()];
+    r = RdAtomicResource{true, true, psn, n, reth.va(), reth.rkey(), reth.dma_length(), 0};
+    ++qp->msn;
+    SendReadResponses(qp, psn, reth.va(), reth.rkey(), reth.dma_length(), 0);
+    qp->epsn = wire::PsnAdd(psn, n);
+    return;
+  } else if (info.has(wire::kIsAtomic)) {
+    const wire::AtomicEth a = pkt.atomic_eth();
+    if (a.va() & 7) {
+      // IBA 9.4.5 (C9-30): atomics must be 8-byte aligned.
+      ResponderError(qp, wire::NakCode::kInvalidRequest, psn, WcStatus::kRemInvReqErr);
+      return;
+    }
+    uint8_t* target = nullptr;
+    if (!(qp->attr.qp_access_flags & kRemoteAtomic) ||
+        mr_table_.ResolveRemote(a.rkey(), qp->pd, a.va(), 8, kRemoteAtomic, &target) !=
+            KeyCheck::kOk) {
+      ResponderError(qp, wire::NakCode::kRemoteAccessError, psn, WcStatus::kRemAccessErr);
+      return;
+    }
+    // Atomic against other users of the memory (local CPU, shm peers).
+    std::atomic_ref<uint64_t> word(*reinterpret_cast<uint64_t*>(target));
+    uint64_t orig;
+    if (pkt.opcode() == wire::op::kRcCompareSwap) {
+      orig = a.compare();
+      word.compare_exchange_strong(orig, a.swap_add());
+    } else {
+      orig = word.fetch_add(a.swap_add());
+    }
+    RdAtomicResource& r = qp->resources[qp->next_resource++ % qp->resources.size()];
+    r = RdAtomicResource{true, false, psn, 1, a.va(), a.rkey(), 8, orig};
+    ++qp->msn;
+    SendAtomicAck(qp, psn, orig);
+    qp->epsn = wire::PsnAdd(psn, 1);
+    return;
+  }
+
+  qp->epsn = wire::PsnAdd(psn, 1);
+  if (rc && pkt.bth.ack_req()) QueueAck(qp, wire::kAckSyndromeNoCredit, psn);
+}
+
+void Engine::HandleUdRequest(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx) {
+  if (!ResponderState(qp->attr.qp_state)) {
+    ++stats_.rx_dropped_qp_state;
+    return;
+  }
+  // IBA 10.2.5 (C10-15): the Q_Key must match the receiving QP's.
+  if (pkt.deth().qkey() != qp->attr.qkey) {
+    ++stats_.rx_dropped_qkey;
+    return;
+  }
+  if (pkt.payload_length > qp->mtu_bytes && pkt.payload_length > MtuBytes(attr_.max_mtu)) {
+    ++stats_.rx_dropped_parse;
+    return;
+  }
+  if (!TakeRecvWqe(qp)) {
+    ++stats_.rx_dropped_no_recv;
+    return;
+  }
+  uint8_t grh[40];
+  const Gid& local = rx.local_index < gids_.size() ? gids_[rx.local_index] : gids_[0];
+  BuildGrh(rx, local, static_cast<uint32_t>(pkt.length), grh);
+  if (!ScatterToRecv(qp, grh, sizeof(grh)) ||
+      !ScatterToRecv(qp, pkt.payload, pkt.payload_length)) {
+    CompleteRecv(qp, WcStatus::kLocLenErr, WcOpcode::kRecv, 0, 0, 0, 0, false);
+    return;
+  }
+  uint32_t flags = kWcGrh;
+  uint32_t imm = 0;
+  if (pkt.info->imm_offset) {
+    flags |= kWcWithImm;
+    imm = pkt.imm().raw();
+  }
+  CompleteRecv(qp, WcStatus::kSuccess, WcOpcode::kRecv, qp->recv_offset, imm, flags,
+               pkt.deth().src_qp(), pkt.bth.solicited());
+}
+
+}  // namespace softrnic::engine

@@ -1,0 +1,38 @@
+// Engine counters, in the spirit of `rdma statistic`: packets and bytes per
+// direction, retransmissions, NAKs by kind, RNR, drops by reason.
+//
+// Thread-safety: written under the engine lock; readers take a snapshot
+// under the same lock.
+#pragma once
+
+#include <cstdint>
+
+namespace softrnic::engine {
+
+struct EngineStats {
+  uint64_t rx_packets = 0;
+  uint64_t tx_packets = 0;
+  uint64_t rx_dropped_parse = 0;       // malformed: ParsePacket rejected it
+  uint64_t rx_dropped_unknown_qp = 0;  // no such QPN
+  uint64_t rx_dropped_qp_state = 0;    // QP not in a state that receives
+  uint64_t rx_dropped_source = 0;      // RC/UC source address is not the QP's peer
+  uint64_t rx_dropped_service = 0;     // opcode service does not match the QP type
+  uint64_t rx_dropped_pkey = 0;
+  uint64_t rx_dropped_qkey = 0;
+  uint64_t rx_dropped_no_recv = 0;     // UD/UC message with no receive WQE
+  uint64_t rx_duplicates = 0;
+  uint64_t rx_out_of_sequence = 0;
+  uint64_t rx_cnp = 0;
+  uint64_t retransmit_timeouts = 0;
+  uint64_t retransmitted_rewinds = 0;
+  uint64_t tx_naks_sequence = 0;
+  uint64_t tx_naks_invalid_request = 0;
+  uint64_t tx_naks_remote_access = 0;
+  uint64_t tx_naks_remote_operational = 0;
+  uint64_t tx_rnr_naks = 0;
+  uint64_t rx_naks = 0;
+  uint64_t rx_rnr_naks = 0;
+  uint64_t cq_overflows = 0;
+};
+
+}  // namespace softrnic::engine

@@ -1,0 +1,591 @@
+// RoCE v2 over kernel UDP sockets.
+//
+// One non-blocking, never-connected UDP socket per local endpoint, each bound
+// to a specific IPv4 address (the ICRC covers the source address and port, so
+// the transport must know exactly what the kernel will put in the IP/UDP
+// headers; a wildcard bind would leave the source address to routing).
+// IP_MTU_DISCOVER=IP_PMTUDISC_DO sets DF, and an unconnected DF socket sends
+// IPv4 ID 0, which is what wire::IpUdpFields assumes (a connected socket
+// would number IDs from a per-socket counter and break the ICRC).
+//
+// Fast-path memory: everything SendBurst and RecvBurst touch is allocated in
+// Create(): the sendmmsg/recvmmsg headers, the iovecs, the 4-byte ICRC
+// staging per message, one 64 KiB hold-back buffer for reordering, and the
+// receive buffers. Nothing is allocated per packet.
+//
+// Transmit is zero-copy: the engine's packet (const) is handed to the kernel
+// through an iovec for BTH..pad plus an iovec for the 4 ICRC bytes computed
+// into transport-owned staging; the engine's buffer is never written. A
+// corrupted packet splits the iovec around one transport-owned byte holding
+// the flipped copy. Only a packet held back for reordering is copied (it must
+// outlive the SendBurst call).
+#include "transport/udp_transport.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/ip.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "transport/fault_injector.h"
+#include "wire/icrc.h"
+
+namespace softrnic::transport {
+
+uint32_t PerProcessLoopbackAddress(uint32_t pid, uint32_t attempt) {
+  const uint32_t a = 1 + ((pid >> 16) + 66 * attempt) % 254;  // 1..254: never 127.0.x.x
+  const uint32_t b = (pid >> 8) & 0xff;
+  const uint32_t c = pid & 0xff;
+  return (127u << 24) | (a << 16) | (b << 8) | c;
+}
+
+std::vector<uint32_t> HostIpv4Addresses() {
+  std::vector<uint32_t> result;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return result;
+  for (const ifaddrs* ifa = list; ifa != nullptr; ifa = ifa->ifa_next) {
+    if (ifa->ifa_addr == nullptr || ifa->ifa_addr->sa_family != AF_INET) continue;
+    if (!(ifa->ifa_flags & IFF_UP) || (ifa->ifa_flags & IFF_LOOPBACK)) continue;
+    sockaddr_in sin;
+    std::memcpy(&sin, ifa->ifa_addr, sizeof(sin));
+    const uint32_t addr = sin.sin_addr.s_addr;
+    if ((ntohl(addr) >> 24) == 127 || addr == 0) continue;
+    if (std::find(result.begin(), result.end(), addr) == result.end()) result.push_back(addr);
+  }
+  freeifaddrs(list);
+  return result;
+}
+
+namespace {
+
+constexpr int kMaxTxBatch = 64;              // messages per sendmmsg
+constexpr int kSocketBufferBytes = 4 << 20;  // SO_SNDBUF / SO_RCVBUF
+constexpr uint32_t kMinPacket = 12 + 4;      // BTH + ICRC
+constexpr uint32_t kMaxLoopbackAttempts = 16;
+
+std::string Ipv4Text(uint32_t addr_network_order) {
+  char text[INET_ADDRSTRLEN] = {};
+  in_addr a{};
+  a.s_addr = addr_network_order;
+  inet_ntop(AF_INET, &a, text, sizeof(text));
+  return text;
+}
+
+void SetBuffer(int fd, int force_option, int option) {
+  const int bytes = kSocketBufferBytes;
+  // The *FORCE variants exceed net.core.[rw]mem_max but need CAP_NET_ADMIN;
+  // without it the plain option is silently capped at the sysctl limit.
+  if (setsockopt(fd, SOL_SOCKET, force_option, &bytes, sizeof(bytes)) == 0) return;
+  (void)setsockopt(fd, SOL_SOCKET, option, &bytes, sizeof(bytes));
+}
+
+struct LocalSocket {
+  int fd = -1;
+  sockaddr_in addr{};  // the bound address and port (network order)
+};
+
+// Opens and binds one socket. Returns 0 or the errno of the failing call, and
+// a message in *error.
+int OpenSocket(uint32_t addr_network_order, uint16_t port, LocalSocket* out, std::string* error) {
+  const std::string where = Ipv4Text(addr_network_order) + ":" + std::to_string(port);
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    const int err = errno;
+    *error = "socket(): " + std::string(std::strerror(err));
+    return err;
+  }
+  const int pmtu = IP_PMTUDISC_DO;
+  if (setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) != 0) {
+    const int err = errno;
+    *error = "IP_MTU_DISCOVER on " + where + ": " + std::strerror(err);
+    close(fd);
+    return err;
+  }
+  SetBuffer(fd, SO_RCVBUFFORCE, SO_RCVBUF);
+  SetBuffer(fd, SO_SNDBUFFORCE, SO_SNDBUF);
+  const int one = 1;
+  (void)setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));  // ECN bits; optional
+  sockaddr_in sin{};
+  sin.sin_family = AF_INET;
+  sin.sin_addr.s_addr = addr_network_order;
+  sin.sin_port = htons(port);
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&sin), sizeof(sin)) != 0) {
+    const int err = errno;
+    *error = "cannot bind UDP " + where + ": " + std::strerror(err);
+    close(fd);
+    return err;
+  }
+  socklen_t len = sizeof(sin);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&sin), &len) != 0) {  // port 0 -> real port
+    const int err = errno;
+    *error = "getsockname on " + where + ": " + std::strerror(err);
+    close(fd);
+    return err;
+  }
+  out->fd = fd;
+  out->addr = sin;
+  return 0;
+}
+
+class UdpTransport final : public Transport {
+ public:
+  static std::unique_ptr<Transport> Create(const UdpConfig& config, std::string* error);
+  ~UdpTransport() override;
+
+  std::span<const Endpoint> locals() const override { return locals_; }
+  int SendBurst(const TxPacket* packets, int n) override;
+  int RecvBurst(RxPacket* packets, int n) override;
+  int pollable_fd() const override { return epoll_fd_; }
+  const TransportCounters& counters() const override { return counters_; }
+
+ private:
+  enum class MsgKind : uint8_t { kPrimary, kDuplicate, kHeld };
+
+  // Per-message staging. The iovecs point into the caller's packet and into
+  // this struct (icrc, flipped), so a TxMsg is never copied once filled.
+  struct TxMsg {
+    sockaddr_in dst;
+    iovec iov[4];
+    uint8_t icrc[4];
+    uint8_t flipped;
+    MsgKind kind;
+    int packet;  // caller's index; for kHeld the packet it was sent after
+  };
+
+  explicit UdpTransport(const FaultConfig& faults) : faults_(faults) {}
+  bool Init(std::string* error);
+  bool AddSocket(const LocalSocket& s, std::string* error);
+
+  // Makes room for `count` messages on socket `local`; false when a flush
+  // hit a full socket buffer (busy_return_ then says how many packets of
+  // this burst were consumed).
+  bool Reserve(uint16_t local, int count);
+  bool Flush();
+  void FillPacketMsg(TxMsg* m, const uint8_t* data, uint32_t length, const sockaddr_in& dst,
+                     uint32_t icrc, const FaultDecision& d, MsgKind kind, int packet);
+  void FillHeldMsg(TxMsg* m, int after_packet);
+  void FlushHeldAlone();
+
+  std::vector<LocalSocket> sockets_;
+  std::vector<Endpoint> locals_;
+  int epoll_fd_ = -1;
+  TransportCounters counters_;
+  FaultInjector faults_;
+
+  // Transmit batch (one socket at a time).
+  TxMsg tx_msgs_[kMaxTxBatch];
+  mmsghdr tx_hdrs_[kMaxTxBatch];
+  int pending_ = 0;
+  uint16_t pending_local_ = 0;
+  int busy_return_ = 0;
+
+  // Reorder hold-back: at most one packet, copied with its ICRC.
+  std::unique_ptr<uint8_t[]> hold_buf_;
+  bool held_ = false;
+  bool held_queued_ = false;  // its message is in the pending batch
+  uint32_t held_length_ = 0;
+  uint16_t held_local_ = 0;
+  sockaddr_in held_dst_{};
+  int held_from_packet_ = -1;  // index in the current SendBurst, else -1
+
+  // Receive side.
+  std::unique_ptr<uint8_t[]>
+      rx_buf_;  // kUdpMaxRecvBurst * kUdpRecvBufferSize, untouched until used
+  mmsghdr rx_hdrs_[kUdpMaxRecvBurst];
+  iovec rx_iov_[kUdpMaxRecvBurst];
+  sockaddr_in rx_src_[kUdpMaxRecvBurst];
+  alignas(cmsghdr) uint8_t rx_cmsg_[kUdpMaxRecvBurst][64];
+  size_t rr_ = 0;  // round-robin start socket
+};
+
+std::unique_ptr<Transport> UdpTransport::Create(const UdpConfig& config, std::string* error) {
+  std::string scratch;
+  if (error == nullptr) error = &scratch;
+  std::unique_ptr<UdpTransport> t(new UdpTransport(config.faults));
+  if (!t->Init(error)) return nullptr;
+
+  if (!config.bind_addresses.empty()) {
+    std::vector<uint32_t> seen;
+    for (const std::string& text : config.bind_addresses) {
+      in_addr a{};
+      if (inet_pton(AF_INET, text.c_str(), &a) != 1) {
+        *error = "bind address '" + text + "' is not an IPv4 address";
+        return nullptr;
+      }
+      if (a.s_addr == INADDR_ANY || a.s_addr == INADDR_BROADCAST) {
+        *error = "bind address '" + text +
+                 "' is not a unicast address (a wildcard bind would leave the ICRC's source "
+                 "address to routing)";
+        return nullptr;
+      }
+      if (std::find(seen.begin(), seen.end(), a.s_addr) != seen.end()) {
+        *error = "bind address '" + text + "' is listed twice";
+        return nullptr;
+      }
+      seen.push_back(a.s_addr);
+      LocalSocket s;
+      if (OpenSocket(a.s_addr, config.port, &s, error) != 0) return nullptr;
+      if (!t->AddSocket(s, error)) return nullptr;
+    }
+    return t;
+  }
+
+  // Automatic: host addresses whose port is free (a taken one belongs to
+  // another softrnic process on this host, which then owns hostIP:port)...
+  for (uint32_t addr : HostIpv4Addresses()) {
+    LocalSocket s;
+    std::string ignored;
+    if (OpenSocket(addr, config.port, &s, &ignored) != 0) continue;
+    if (!t->AddSocket(s, error)) return nullptr;
+  }
+  // ...then exactly one per-process loopback address.
+  const uint32_t pid = static_cast<uint32_t>(getpid());
+  std::string last_error;
+  bool bound = false;
+  for (uint32_t attempt = 0; attempt < kMaxLoopbackAttempts && !bound; ++attempt) {
+    LocalSocket s;
+    const int err =
+        OpenSocket(htonl(PerProcessLoopbackAddress(pid, attempt)), config.port, &s, &last_error);
+    if (err == EADDRINUSE) continue;
+    if (err != 0) {
+      *error = last_error;
+      return nullptr;
+    }
+    if (!t->AddSocket(s, error)) return nullptr;
+    bound = true;
+  }
+  if (!bound) {
+    *error = "no free per-process loopback address at port " + std::to_string(config.port) +
+             " after " + std::to_string(kMaxLoopbackAttempts) + " tries (" + last_error +
+             "); is something bound to 0.0.0.0:" + std::to_string(config.port) +
+             "? set SOFTRNIC_PORT or SOFTRNIC_BIND";
+    return nullptr;
+  }
+  return t;
+}
+
+bool UdpTransport::Init(std::string* error) {
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0) {
+    *error = "epoll_create1: " + std::string(std::strerror(errno));
+    return false;
+  }
+  hold_buf_.reset(new uint8_t[kUdpMaxPayload]);
+  // Deliberately not value-initialised: pages are touched only by the
+  // datagrams that land in them.
+  rx_buf_.reset(new uint8_t[static_cast<size_t>(kUdpMaxRecvBurst) * kUdpRecvBufferSize]);
+  std::memset(tx_hdrs_, 0, sizeof(tx_hdrs_));
+  std::memset(rx_hdrs_, 0, sizeof(rx_hdrs_));
+  for (int i = 0; i < kUdpMaxRecvBurst; ++i) {
+    rx_iov_[i].iov_base = rx_buf_.get() + static_cast<size_t>(i) * kUdpRecvBufferSize;
+    rx_iov_[i].iov_len = kUdpRecvBufferSize;
+    rx_hdrs_[i].msg_hdr.msg_iov = &rx_iov_[i];
+    rx_hdrs_[i].msg_hdr.msg_iovlen = 1;
+    rx_hdrs_[i].msg_hdr.msg_name = &rx_src_[i];
+    rx_hdrs_[i].msg_hdr.msg_control = rx_cmsg_[i];
+  }
+  return true;
+}
+
+bool UdpTransport::AddSocket(const LocalSocket& s, std::string* error) {
+  if (sockets_.size() >= 0xFFFF) {
+    close(s.fd);
+    *error = "too many local addresses";
+    return false;
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u32 = static_cast<uint32_t>(sockets_.size());
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, s.fd, &ev) != 0) {
+    *error = "epoll_ctl: " + std::string(std::strerror(errno));
+    close(s.fd);
+    return false;
+  }
+  sockets_.push_back(s);
+  locals_.push_back(Endpoint{Gid::FromIpv4(s.addr.sin_addr.s_addr), ntohs(s.addr.sin_port)});
+  return true;
+}
+
+UdpTransport::~UdpTransport() {
+  for (const LocalSocket& s : sockets_) close(s.fd);
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+}
+
+void UdpTransport::FillPacketMsg(TxMsg* m, const uint8_t* data, uint32_t length,
+                                 const sockaddr_in& dst, uint32_t icrc, const FaultDecision& d,
+                                 MsgKind kind, int packet) {
+  m->dst = dst;
+  m->kind = kind;
+  m->packet = packet;
+  m->icrc[0] = static_cast<uint8_t>(icrc);
+  m->icrc[1] = static_cast<uint8_t>(icrc >> 8);
+  m->icrc[2] = static_cast<uint8_t>(icrc >> 16);
+  m->icrc[3] = static_cast<uint8_t>(icrc >> 24);
+  // The kernel only reads iov_base for a send; the const_cast never leads to a write.
+  uint8_t* body = const_cast<uint8_t*>(data);
+  const uint32_t body_len = length - 4;
+  int iovs = 0;
+  if (d.corrupt) {
+    m->flipped = static_cast<uint8_t>(data[d.corrupt_byte] ^ d.corrupt_mask);
+    m->iov[iovs++] = iovec{body, d.corrupt_byte};
+    m->iov[iovs++] = iovec{&m->flipped, 1};
+    m->iov[iovs++] = iovec{body + d.corrupt_byte + 1, body_len - d.corrupt_byte - 1};
+  } else {
+    m->iov[iovs++] = iovec{body, body_len};
+  }
+  m->iov[iovs++] = iovec{m->icrc, 4};
+  const int index = static_cast<int>(m - tx_msgs_);
+  msghdr& h = tx_hdrs_[index].msg_hdr;
+  h.msg_name = &m->dst;
+  h.msg_namelen = sizeof(m->dst);
+  h.msg_iov = m->iov;
+  h.msg_iovlen = static_cast<size_t>(iovs);
+  h.msg_control = nullptr;
+  h.msg_controllen = 0;
+  h.msg_flags = 0;
+}
+
+void UdpTransport::FillHeldMsg(TxMsg* m, int after_packet) {
+  m->dst = held_dst_;
+  m->kind = MsgKind::kHeld;
+  m->packet = after_packet;
+  m->iov[0] = iovec{hold_buf_.get(), held_length_};
+  const int index = static_cast<int>(m - tx_msgs_);
+  msghdr& h = tx_hdrs_[index].msg_hdr;
+  h.msg_name = &m->dst;
+  h.msg_namelen = sizeof(m->dst);
+  h.msg_iov = m->iov;
+  h.msg_iovlen = 1;
+  h.msg_control = nullptr;
+  h.msg_controllen = 0;
+  h.msg_flags = 0;
+  held_queued_ = true;
+}
+
+bool UdpTransport::Reserve(uint16_t local, int count) {
+  if (pending_ > 0 && (pending_local_ != local || pending_ + count > kMaxTxBatch)) {
+    if (!Flush()) return false;
+  }
+  pending_local_ = local;
+  return true;
+}
+
+bool UdpTransport::Flush() {
+  const int fd = sockets_[pending_local_].fd;
+  int off = 0;
+  bool ok = true;
+  while (off < pending_) {
+    const int r = sendmmsg(fd, tx_hdrs_ + off, static_cast<unsigned>(pending_ - off), MSG_DONTWAIT);
+    if (r > 0) {
+      for (int k = off; k < off + r; ++k) {
+        ++counters_.tx_packets;
+        counters_.tx_bytes += tx_hdrs_[k].msg_len;
+        if (tx_msgs_[k].kind == MsgKind::kHeld) held_ = false;
+      }
+      off += r;
+      continue;
+    }
+    const int err = r < 0 ? errno : EAGAIN;
+    if (err == EINTR) continue;
+    if (err == EAGAIN || err == EWOULDBLOCK || err == ENOBUFS) {
+      // Socket buffer full: stop here, never block. Packets from the first
+      // unsent primary on are left to the caller.
+      ++counters_.tx_busy;
+      const TxMsg& m = tx_msgs_[off];
+      busy_return_ = m.kind == MsgKind::kPrimary ? m.packet : m.packet + 1;
+      ok = false;
+      break;
+    }
+    // A hard error for this one datagram (EMSGSIZE beyond the path MTU with
+    // DF, EHOSTUNREACH, EPERM from a firewall...): drop it like a lossy wire.
+    ++counters_.tx_errors;
+    if (tx_msgs_[off].kind == MsgKind::kHeld) held_ = false;
+    ++off;
+  }
+  pending_ = 0;
+  held_queued_ = false;
+  return ok;
+}
+
+void UdpTransport::FlushHeldAlone() {
+  if (!held_ || pending_ != 0) return;
+  pending_local_ = held_local_;
+  FillHeldMsg(&tx_msgs_[0], -1);
+  pending_ = 1;
+  (void)Flush();  // on EAGAIN it stays held for the next call
+}
+
+int UdpTransport::SendBurst(const TxPacket* packets, int n) {
+  busy_return_ = n;
+  held_from_packet_ = -1;
+  bool busy = false;
+  for (int i = 0; i < n && !busy; ++i) {
+    const TxPacket& p = packets[i];
+    if (p.data == nullptr || p.length < kMinPacket || p.length > kUdpMaxPayload ||
+        p.local_index >= sockets_.size() || !p.dst.gid.IsV4Mapped() || p.dst.port == 0) {
+      ++counters_.tx_errors;  // malformed request: consumed, never retried
+      continue;
+    }
+    const LocalSocket& s = sockets_[p.local_index];
+    sockaddr_in dst{};
+    dst.sin_family = AF_INET;
+    dst.sin_addr.s_addr = p.dst.gid.Ipv4();
+    dst.sin_port = htons(p.dst.port);
+
+    // The ICRC for exactly the headers the kernel will emit from this socket.
+    wire::IpUdpFields ip;
+    std::memcpy(ip.src_ip, &s.addr.sin_addr.s_addr, 4);
+    std::memcpy(ip.dst_ip, &dst.sin_addr.s_addr, 4);
+    ip.src_port = ntohs(s.addr.sin_port);
+    ip.dst_port = p.dst.port;
+    const uint32_t icrc = wire::ComputeIcrc(ip, p.data, p.length - 4);
+
+    FaultDecision d;
+    if (faults_.enabled()) {
+      d = faults_.Next(p.length);
+      if (d.drop) {
+        ++counters_.injected_drops;
+        continue;
+      }
+      if (d.reorder && held_ && held_queued_) {
+        // The previous held packet is queued behind an earlier one in this
+        // batch: send the batch so the hold buffer is free again.
+        if (!Flush()) {
+          busy = true;
+          break;
+        }
+      }
+      if (d.corrupt) ++counters_.injected_corrupts;
+      if (d.reorder && !held_) {
+        // Hold this one back (copied: the caller's buffer is free once we
+        // return) and send it after the next packet.
+        uint8_t* h = hold_buf_.get();
+        std::memcpy(h, p.data, p.length - 4);
+        h[p.length - 4] = static_cast<uint8_t>(icrc);
+        h[p.length - 3] = static_cast<uint8_t>(icrc >> 8);
+        h[p.length - 2] = static_cast<uint8_t>(icrc >> 16);
+        h[p.length - 1] = static_cast<uint8_t>(icrc >> 24);
+        if (d.corrupt) h[d.corrupt_byte] ^= d.corrupt_mask;
+        held_ = true;
+        held_length_ = p.length;
+        held_local_ = p.local_index;
+        held_dst_ = dst;
+        held_from_packet_ = i;
+        ++counters_.injected_reorders;
+        continue;  // a held packet is not also duplicated
+      }
+      if (d.duplicate) ++counters_.injected_dups;
+    }
+
+    const int count = d.duplicate ? 2 : 1;
+    if (!Reserve(p.local_index, count)) {
+      busy = true;
+      break;
+    }
+    FillPacketMsg(&tx_msgs_[pending_], p.data, p.length, dst, icrc, d, MsgKind::kPrimary, i);
+    ++pending_;
+    if (d.duplicate) {
+      FillPacketMsg(&tx_msgs_[pending_], p.data, p.length, dst, icrc, d, MsgKind::kDuplicate, i);
+      ++pending_;
+    }
+    if (held_ && !held_queued_ && held_from_packet_ != i) {
+      if (!Reserve(held_local_, 1)) {
+        busy = true;
+        break;
+      }
+      FillHeldMsg(&tx_msgs_[pending_], i);
+      ++pending_;
+    }
+  }
+  if (!busy && pending_ > 0) (void)Flush();
+  pending_ = 0;
+  held_queued_ = false;
+  const int consumed = busy_return_;
+  if (held_ && held_from_packet_ >= consumed) {
+    // The held packet belongs to the part of the burst the caller will
+    // offer again: forget the hold so it is not sent twice.
+    held_ = false;
+    --counters_.injected_reorders;
+  }
+  held_from_packet_ = -1;
+  return consumed;
+}
+
+int UdpTransport::RecvBurst(RxPacket* packets, int n) {
+  // A packet held back for reordering goes out now at the latest: the engine
+  // calls RecvBurst before it sleeps, so nothing stays held while idle.
+  if (held_) FlushHeldAlone();
+
+  n = std::min(n, kUdpMaxRecvBurst);
+  if (n <= 0) return 0;
+  int produced = 0;
+  int used = 0;  // receive slots consumed this call
+  const size_t nsock = sockets_.size();
+  for (size_t k = 0; k < nsock && used < n; ++k) {
+    const size_t si = (rr_ + k) % nsock;
+    const LocalSocket& s = sockets_[si];
+    for (int j = used; j < n; ++j) {
+      msghdr& h = rx_hdrs_[j].msg_hdr;
+      h.msg_namelen = sizeof(sockaddr_in);
+      h.msg_controllen = sizeof(rx_cmsg_[j]);
+      h.msg_flags = 0;
+    }
+    const int r =
+        recvmmsg(s.fd, rx_hdrs_ + used, static_cast<unsigned>(n - used), MSG_DONTWAIT, nullptr);
+    if (r <= 0) continue;  // EAGAIN: nothing here
+    for (int j = used; j < used + r; ++j) {
+      const msghdr& h = rx_hdrs_[j].msg_hdr;
+      const uint32_t len = rx_hdrs_[j].msg_len;
+      uint8_t* data = static_cast<uint8_t*>(rx_iov_[j].iov_base);
+      if (len < kMinPacket || (h.msg_flags & MSG_TRUNC) || h.msg_namelen < sizeof(sockaddr_in) ||
+          rx_src_[j].sin_family != AF_INET) {
+        ++counters_.rx_runts;
+        continue;
+      }
+      wire::IpUdpFields ip;
+      std::memcpy(ip.src_ip, &rx_src_[j].sin_addr.s_addr, 4);
+      std::memcpy(ip.dst_ip, &s.addr.sin_addr.s_addr, 4);
+      ip.src_port = ntohs(rx_src_[j].sin_port);
+      ip.dst_port = ntohs(s.addr.sin_port);
+      if (!wire::CheckIcrc(ip, data, len)) {
+        ++counters_.rx_icrc_errors;
+        continue;
+      }
+      RxPacket& out = packets[produced++];
+      out.data = data;
+      out.length = len;
+      out.local_index = static_cast<uint16_t>(si);
+      out.src = Endpoint{Gid::FromIpv4(rx_src_[j].sin_addr.s_addr), ntohs(rx_src_[j].sin_port)};
+      out.traffic_class = 0;
+      for (const cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr;
+           c = CMSG_NXTHDR(const_cast<msghdr*>(&h), const_cast<cmsghdr*>(c))) {
+        if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS && c->cmsg_len >= CMSG_LEN(1)) {
+          out.traffic_class = *CMSG_DATA(c);
+        }
+      }
+      ++counters_.rx_packets;
+      counters_.rx_bytes += len;
+    }
+    used += r;
+  }
+  rr_ = nsock ? (rr_ + 1) % nsock : 0;
+  return produced;
+}
+
+}  // namespace
+
+std::unique_ptr<Transport> CreateUdpTransport(const UdpConfig& config, std::string* error) {
+  return UdpTransport::Create(config, error);
+}
+
+}  // namespace softrnic::transport

@@ -1,0 +1,60 @@
+// Internals of the RoCE v2 UDP transport, exposed for tests and tools.
+// The public entry points are CreateUdpTransport / UdpConfigFromEnvironment
+// in transport.h; docs/addressing.md describes the addressing scheme.
+//
+// Contract of the UDP Transport (CreateUdpTransport):
+// - Thread-safety: not internally synchronised. One thread at a time (the
+//   engine's lock); the functions below are pure and thread-safe.
+// - SendBurst never writes into TxPacket::data (the ICRC goes out from
+//   transport-owned staging), and the caller's buffers may be reused as soon
+//   as it returns. The return value is how many packets from the front were
+//   consumed: sent, or dropped for good (malformed request -> tx_errors, hard
+//   send error such as EMSGSIZE -> tx_errors, injected drop). When a socket
+//   buffer is full (EAGAIN/ENOBUFS -> tx_busy) it returns early and the
+//   caller offers the rest again later.
+// - RxPacket::data points into transport-owned buffers (kUdpMaxRecvBurst of
+//   kUdpRecvBufferSize bytes); they are valid until the next RecvBurst call
+//   on the same transport. RecvBurst returns at most kUdpMaxRecvBurst.
+// - Counters: tx_packets/tx_bytes count datagrams the kernel accepted,
+//   including injected duplicates and released held-back packets.
+// - Fault injection "reorder" holds one packet back and sends it after the
+//   next packet, or at the start of the next RecvBurst call at the latest,
+//   so the engine's progress loop never leaves a packet held while idle.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "transport/transport.h"
+
+namespace softrnic::transport {
+
+// The per-process loopback address 127.a.b.c (host byte order) for `pid`,
+// candidate number `attempt` (0 first; later ones are tried when the earlier
+// one is taken, e.g. by a process with the same pid in another pid
+// namespace sharing this network namespace). Attempt 0 is
+//   a = 1 + (pid >> 16), b = (pid >> 8) & 0xff, c = pid & 0xff,
+// which is distinct for every pid below 2^22 (Linux's pid_max limit) and
+// never 127.0.0.x; attempt k moves `a` up by 66*k (mod 254, kept in 1..254).
+uint32_t PerProcessLoopbackAddress(uint32_t pid, uint32_t attempt);
+
+// Every IPv4 address of the host's interfaces that are up, except loopback
+// ones (127/8), in getifaddrs order without duplicates, network byte order.
+std::vector<uint32_t> HostIpv4Addresses();
+
+// Builds a UdpConfig from the three variables' values (nullptr = unset):
+// SOFTRNIC_BIND "a.b.c.d,e.f.g.h", SOFTRNIC_PORT "4791", SOFTRNIC_FAULTS
+// "drop=..,seed=..". Returns false and a message for the first bad value;
+// *out then still holds every value that was valid.
+bool ParseUdpConfig(const char* bind, const char* port, const char* faults, UdpConfig* out,
+                    std::string* error);
+
+// How many datagrams one RecvBurst can return at most, and how large one
+// receive buffer is (any IPv4 UDP datagram fits, so nothing is truncated).
+inline constexpr int kUdpMaxRecvBurst = 32;
+inline constexpr uint32_t kUdpRecvBufferSize = 65536;
+// Largest packet SendBurst accepts (IPv4 UDP payload limit).
+inline constexpr uint32_t kUdpMaxPayload = 65507;
+
+}  // namespace softrnic::transport

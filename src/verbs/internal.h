@@ -1,0 +1,155 @@
+// Private types of softrnic's drop-in libibverbs.so.1.
+//
+// Every ibv_* object we hand out is the first member of a wrapper struct that
+// also holds the engine object it stands for, so a pointer the application
+// gives back converts to our wrapper with one cast (the way rdma-core's
+// providers embed verbs_* structs). Only src/verbs and src/rdmacm include
+// rdma-core headers; the engine never sees them.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <vector>
+
+#include "engine/device.h"
+
+// verbs.h turns these names into macros / inline wrappers; the library must
+// define the real exported functions under the plain names.
+#undef ibv_get_device_list
+#undef ibv_query_port
+#undef ibv_reg_mr
+#undef ibv_reg_mr_iova
+
+#define SOFTRNIC_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace softrnic::verbs {
+
+namespace eng = softrnic::engine;
+
+// The context: rdma-core requires struct verbs_context to be laid out with
+// the ibv_context as its last member and verbs_get_ctx() to find it through
+// the abi_compat sentinel, so we allocate verbs_context and our private data
+// together and recover the wrapper from the embedded ibv_context.
+struct Context {
+  verbs_context vctx;  // must stay first: ibv_context* -> Context* by offset
+  std::shared_ptr<eng::Device> dev;
+};
+
+inline Context* ToContext(ibv_context* ctx) {
+  return reinterpret_cast<Context*>(reinterpret_cast<char*>(ctx) -
+                                    offsetof(verbs_context, context));
+}
+inline eng::Device* DevOf(ibv_context* ctx) { return ToContext(ctx)->dev.get(); }
+
+struct Pd {
+  ibv_pd pd;  // first
+  eng::Pd* e = nullptr;
+};
+
+struct Mr {
+  ibv_mr mr;  // first
+  eng::Mr* e = nullptr;
+};
+
+struct CompChannel {
+  ibv_comp_channel ch;  // first
+  eng::CompletionChannel* e = nullptr;
+};
+
+// A CQ is always allocated as ibv_cq_ex (whose prefix is ibv_cq), so CQs from
+// ibv_create_cq and ibv_create_cq_ex share one code path.
+struct Cq {
+  ibv_cq_ex cq;  // first
+  eng::Cq* e = nullptr;
+  eng::Device* dev = nullptr;
+  bool is_ex = false;
+  // Extended polling (start_poll/next_poll/end_poll): completions fetched
+  // from the engine in batches; `cur` is the one the read_* callbacks see.
+  // Leftovers survive end_poll and are returned first by the next poll.
+  std::mutex poll_mu;
+  static constexpr int kBatch = 16;
+  eng::Completion buf[kBatch];
+  int pos = 0;
+  int count = 0;
+  const eng::Completion* cur = nullptr;
+};
+
+inline Cq* ToCq(ibv_cq* cq) { return reinterpret_cast<Cq*>(cq); }
+inline Cq* ToCq(ibv_cq_ex* cq) { return reinterpret_cast<Cq*>(cq); }
+
+struct Srq {
+  ibv_srq srq;  // first
+  eng::Srq* e = nullptr;
+  eng::Device* dev = nullptr;
+};
+
+struct Ah {
+  ibv_ah ah;  // first
+  eng::Ah* e = nullptr;
+};
+
+// One WR being built through the ibv_qp_ex wr_* API.
+struct PendingWr {
+  eng::SendWr wr;
+  uint32_t sge_begin = 0;  // index into Qp::wr_sges
+  uint32_t sge_count = 0;
+  uint32_t inline_begin = 0;  // index into Qp::wr_inline (inline data copy)
+  uint32_t inline_len = 0;
+  bool is_inline = false;
+};
+
+struct Qp {
+  ibv_qp_ex qpx;  // first; qpx.qp_base is the ibv_qp applications see
+  eng::Qp* e = nullptr;
+  eng::Device* dev = nullptr;
+  ibv_qp_cap cap{};  // caps as created (for ibv_query_qp's init_attr)
+  int sq_sig_all = 0;
+  bool has_qp_ex = false;  // created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS
+  uint64_t send_ops_flags = 0;
+  // wr_* API state between wr_start and wr_complete/wr_abort.
+  std::vector<PendingWr> wr_list;
+  std::vector<eng::Sge> wr_sges;
+  std::vector<uint8_t> wr_inline;
+  int wr_error = 0;
+};
+
+inline Qp* ToQp(ibv_qp* qp) { return reinterpret_cast<Qp*>(qp); }
+inline Qp* ToQp(ibv_qp_ex* qp) { return reinterpret_cast<Qp*>(qp); }
+
+// Runs f, turning any C++ exception into `fail` so none crosses the C ABI.
+template <class R, class F>
+inline R NoThrow(R fail, F&& f) noexcept {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    errno = ENOMEM;
+    return fail;
+  } catch (...) {
+    errno = EIO;
+    return fail;
+  }
+}
+
+// Sets errno and returns null: the convention of every ibv_create_*.
+template <class T>
+inline T* FailNull(int err) {
+  errno = err;
+  return nullptr;
+}
+
+// Translation helpers shared by the files of this library.
+void ToEngineAv(const ibv_ah_attr& in, eng::AddressVector* out);
+void FromEngineAv(const eng::AddressVector& in, ibv_ah_attr* out);
+void FromEngineWc(const eng::Completion& c, ibv_wc* wc);
+void InstallQpExOps(Qp* qp);
+
+// Populates the ops tables of a fresh context (resources.cc).
+void FillContextOps(verbs_context* vctx);
+
+}  // namespace softrnic::verbs
