@@ -78,7 +78,7 @@ const DeviceAttr& Device::attr() const { return engine_->attr_; }
 std::span<const Gid> Device::gids() const { return engine_->gids_; }
 
 int Device::AllocPd(void* handle, Pd** out) {
-  std::lock_guard<std::mutex> lock(engine_->mu_);
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
   if (engine_->pds_.size() >= engine_->attr_.max_pd) return ENOMEM;
   auto pd = std::make_unique<Pd>();
   pd->handle = handle;
@@ -88,7 +88,7 @@ int Device::AllocPd(void* handle, Pd** out) {
 }
 
 int Device::DeallocPd(Pd* pd) {
-  std::lock_guard<std::mutex> lock(engine_->mu_);
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
   if (pd->users > 0) return EBUSY;
   return EraseOwned(engine_->pds_, pd) ? 0 : EINVAL;
 }
@@ -103,7 +103,7 @@ int Device::RegMr(Pd* pd, void* addr, size_t length, uint64_t iova, uint32_t acc
     return EINVAL;
   if (length > engine_->attr_.max_mr_size) return EINVAL;
   if (addr == nullptr && length > 0) return EINVAL;
-  std::lock_guard<std::mutex> lock(engine_->mu_);
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
   if (engine_->mrs_.size() >= engine_->attr_.max_mr) return ENOMEM;
   auto mr = std::make_unique<Mr>();
   mr->pd = pd;
@@ -122,7 +122,7 @@ int Device::RegMr(Pd* pd, void* addr, size_t length, uint64_t iova, uint32_t acc
 }
 
 int Device::DeregMr(Mr* mr) {
-  std::lock_guard<std::mutex> lock(engine_->mu_);
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
   // Removing the keys under the lock revokes access at once: every packet
   // is checked against the table under the same lock.
   engine_->mr_table_.Erase(mr);
@@ -136,14 +136,14 @@ uint32_t Device::MrRkey(const Mr* mr) const { return mr->rkey; }
 int Device::CreateCompletionChannel(CompletionChannel** out) {
   auto ch = std::make_unique<CompletionChannel>();
   if (!ch->ok()) return errno ? errno : EMFILE;
-  std::lock_guard<std::mutex> lock(engine_->mu_);
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
   *out = ch.get();
   engine_->channels_.push_back(std::move(ch));
   return 0;
 }
 
 int Device::DestroyCompletionChannel(CompletionChannel* channel) {
-  std::lock_guard<std::mutex> lock(engine_->mu_);
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
   if (channel->users > 0) return EBUSY;
   return EraseOwned(engine_->channels_, channel) ? 0 : EINVAL;
 }
@@ -153,7 +153,7 @@ int Device::CompletionChannelFd(const CompletionChannel* channel) const { return
 int Device::GetCqEvent(CompletionChannel* channel, void** cq_handle) {
   // Read outside the lock: a blocking reader must not stall the engine.
   if (int err = ReadEventByte(channel->read_fd)) return err;
-  std::lock_guard<std::mutex> lock(engine_->mu_);
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
   if (channel->pending.empty()) return EIO;
   Cq* cq = channel->pending.front();
   channel->pending.pop_front();
@@ -163,7 +163,7 @@ int Device::GetCqEvent(CompletionChannel* channel, void** cq_handle) {
 
 int Device::CreateCq(uint32_t cqe, CompletionChannel* channel, void* handle, Cq** out) {
   if (cqe == 0 || cqe > engine_->attr_.max_cqe) return EINVAL;
-  std::lock_guard<std::mutex> lock(engine_->mu_);
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
   if (engine_->cqs_.size() >= engine_->attr_.max_cq) return ENOMEM;
   auto cq = std::make_unique<Cq>();
   cq->ring.resize(cqe);
@@ -179,12 +179,12 @@ uint32_t Device::CqCapacity(const Cq* cq) const { return static_cast<uint32_t>(c
 
 int Device::ResizeCq(Cq* cq, uint32_t cqe) {
   if (cqe == 0 || cqe > engine_->attr_.max_cqe) return EINVAL;
-  std::lock_guard<std::mutex> lock(engine_->mu_);
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
   return cq->Resize(cqe) ? 0 : EINVAL;
 }
 
 int Device::DestroyCq(Cq* cq) {
-  std::lock_guard<std::mutex> lock(engine_->mu_);
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
   if (cq->users > 0) return EBUSY;
   if (cq->channel) {
     --cq->channel->users;
@@ -198,7 +198,7 @@ int Device::DestroyCq(Cq* cq) {
 
 int Device::PollCq(Cq* cq, int n, Completion* out) {
   if (n < 0) return -EINVAL;
-  std::lock_guard<std::mutex> lock(engine_->mu_);
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
   // The polling application does the engine's work itself (no thread hop).
   if (cq->count < static_cast<size_t>(n)) engine_->PollOnceLocked();
   engine_->last_app_progress_ns_.store(Clock::now().time_since_epoch().count(),
@@ -207,7 +207,7 @@ int Device::PollCq(Cq* cq, int n, Completion* out) {
 }
 
 int Device::ArmCq(Cq* cq, bool solicited_only) {
-  std::lock_guard<std::mutex> lock(engine_->mu_);
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
   if (!cq->channel) return EINVAL;
   // Keep the stronger arm: "next completion" covers "next solicited".
   if (cq->armed != 1) cq->armed = solicited_only ? 2 : 1;
@@ -215,7 +215,7 @@ int Device::ArmCq(Cq* cq, bool solicited_only) {
 }
 
 void Device::AckCqEvents(Cq* cq, unsigned n) {
-  std::lock_guard<std::mutex> lock(engine_->mu_);
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
   cq->events_acked += n;
 }
 
@@ -224,7 +224,7 @@ int Device::CreateSrq(Pd* pd, const SrqAttr& attr, void* handle, Srq** out) {
   if (attr.max_wr == 0 || attr.max_wr > dev.max_srq_wr || attr.max_sge > dev.max_srq_sge ||
       attr.srq_limit > attr.max_wr)
     return EINVAL;
-  std::lock_guard<std::mutex> lock(engine_->mu_);
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
   if (engine_->srqs_.size() >= dev.max_srq) return ENOMEM;
   auto srq = std::make_unique<Srq>();
   srq->pd = pd;
@@ -238,7 +238,7 @@ int Device::CreateSrq(Pd* pd, const SrqAttr& attr, void* handle, Srq** out) {
 }
 
 int Device::ModifySrq(Srq* srq, const SrqAttr& attr, uint32_t mask) {
-  std::lock_guard<std::mutex> lock(engine_->mu_);
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
   if (mask & ~3u) return EINVAL;
   if (mask & 1) {  // IBV_SRQ_MAX_WR: resize
     if (attr.max_wr == 0 || attr.max_wr > engine_->attr_.max_srq_wr) return EINVAL;
@@ -252,7 +252,7 @@ int Device::ModifySrq(Srq* srq, const SrqAttr& attr, uint32_t mask) {
 }
 
 int Device::QuerySrq(Srq* srq, SrqAttr* out) {
-  std::lock_guard<std::mutex> lock(engine_->mu_);
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
   out->max_wr = static_cast<uint32_t>(srq->rq.wr_ids.size());
   out->max_sge = srq->rq.max_sge;
   out->srq_limit = srq->limit;
@@ -260,14 +260,14 @@ int Device::QuerySrq(Srq* srq, SrqAttr* out) {
 }
 
 int Device::DestroySrq(Srq* srq) {
-  std::lock_guard<std::mutex> lock(engine_->mu_);
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
   if (srq->users > 0) return EBUSY;
   --srq->pd->users;
   return EraseOwned(engine_->srqs_, srq) ? 0 : EINVAL;
 }
 
 int Device::PostSrqRecv(Srq* srq, const RecvWr& wr) {
-  std::lock_guard<std::mutex> lock(engine_->mu_);
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
   if (wr.sges.size() > srq->rq.max_sge) return EINVAL;
   if (srq->rq.Full()) return ENOMEM;
   srq->rq.Push(wr);
@@ -277,7 +277,7 @@ int Device::PostSrqRecv(Srq* srq, const RecvWr& wr) {
 int Device::CreateAh(Pd* pd, const AddressVector& av, void* handle, Ah** out) {
   // RoCE needs a GRH: the GID is the address (IBA A17.4.5.1).
   if (!av.is_global || av.sgid_index >= engine_->gids_.size() || av.port_num != 1) return EINVAL;
-  std::lock_guard<std::mutex> lock(engine_->mu_);
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
   if (engine_->ahs_.size() >= engine_->attr_.max_ah) return ENOMEM;
   auto ah = std::make_unique<Ah>();
   ah->pd = pd;
@@ -290,7 +290,7 @@ int Device::CreateAh(Pd* pd, const AddressVector& av, void* handle, Ah** out) {
 }
 
 int Device::DestroyAh(Ah* ah) {
-  std::lock_guard<std::mutex> lock(engine_->mu_);
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
   --ah->pd->users;
   return EraseOwned(engine_->ahs_, ah) ? 0 : EINVAL;
 }
@@ -305,7 +305,7 @@ int Device::CreateQp(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, Qp
     return EINVAL;
   if (srq == nullptr && (caps->max_recv_wr > dev.max_qp_wr || caps->max_recv_sge > dev.max_sge))
     return EINVAL;
-  std::lock_guard<std::mutex> lock(engine_->mu_);
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
   if (engine_->qps_.size() >= dev.max_qp) return ENOMEM;
   auto qp = std::make_unique<Qp>();
   // QPN: skip 0 and 1 (SMI/GSI) and any in use; 24 bits.
@@ -348,19 +348,19 @@ int Device::CreateQp(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, Qp
 uint32_t Device::QpNum(const Qp* qp) const { return qp->qpn; }
 
 QpState Device::GetQpState(const Qp* qp) const {
-  std::lock_guard<std::mutex> lock(engine_->mu_);
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
   return qp->attr.qp_state;
 }
 
 int Device::ModifyQp(Qp* qp, const QpAttr& attr, uint32_t mask) {
-  std::lock_guard<std::mutex> lock(engine_->mu_);
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
   int rc = engine_->ModifyQpLocked(qp, attr, mask);
   engine_->FlushTx();
   return rc;
 }
 
 int Device::QueryQp(Qp* qp, QpAttr* out) {
-  std::lock_guard<std::mutex> lock(engine_->mu_);
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
   *out = qp->attr;
   out->cur_qp_state = qp->attr.qp_state;
   out->cap = qp->caps;
@@ -369,7 +369,7 @@ int Device::QueryQp(Qp* qp, QpAttr* out) {
 }
 
 int Device::DestroyQp(Qp* qp) {
-  std::lock_guard<std::mutex> lock(engine_->mu_);
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
   auto it = engine_->qps_.find(qp->qpn);
   if (it == engine_->qps_.end() || it->second.get() != qp) return EINVAL;
   auto& wl = engine_->work_list_;
@@ -416,7 +416,7 @@ int Device::PostSend(Qp* qp, const SendWr& wr) {
   }
   if (ud && wr.ah == nullptr) return EINVAL;
 
-  std::lock_guard<std::mutex> lock(engine_->mu_);
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
   const QpState state = qp->attr.qp_state;
   if (state == QpState::kReset || state == QpState::kInit || state == QpState::kRtr) return EINVAL;
   if (ud && length > qp->mtu_bytes) return EINVAL;
@@ -468,7 +468,7 @@ int Device::PostSend(Qp* qp, const SendWr& wr) {
 int Device::PostRecv(Qp* qp, const RecvWr& wr) {
   if (qp->srq) return EINVAL;
   if (wr.sges.size() > qp->caps.max_recv_sge) return EINVAL;
-  std::lock_guard<std::mutex> lock(engine_->mu_);
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
   if (qp->attr.qp_state == QpState::kReset) return EINVAL;
   if (qp->rq.Full()) return ENOMEM;
   qp->rq.Push(wr);
@@ -480,15 +480,25 @@ int Device::async_fd() const { return engine_->async_read_fd_; }
 
 int Device::GetAsyncEvent(AsyncEvent* out) {
   if (int err = ReadEventByte(engine_->async_read_fd_)) return err;
-  std::lock_guard<std::mutex> lock(engine_->mu_);
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
   if (engine_->async_events_.empty()) return EIO;
   *out = engine_->async_events_.front();
   engine_->async_events_.pop_front();
   return 0;
 }
 
+EngineStats Device::stats() const {
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  return engine_->stats_;
+}
+
+transport::TransportCounters Device::transport_counters() const {
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  return engine_->transport_->counters();
+}
+
 void Device::ProgressInline() {
-  std::unique_lock<std::mutex> lock(engine_->mu_, std::try_to_lock);
+  std::unique_lock<SpinMutex> lock(engine_->mu_, std::try_to_lock);
   if (lock.owns_lock()) engine_->PollOnceLocked();
 }
 

@@ -19,6 +19,7 @@
 #include <span>
 #include <string>
 
+#include "engine/stats.h"
 #include "engine/types.h"
 #include "transport/transport.h"
 
@@ -165,6 +166,10 @@ class Device {
   // transmit) if no other thread is running one. Poll paths call this so a
   // polling application pays no thread hop.
   void ProgressInline();
+
+  // A consistent snapshot of the engine's and the transport's counters.
+  EngineStats stats() const;
+  transport::TransportCounters transport_counters() const;
 
   // Internal: the implementation object.
   Engine& engine() { return *engine_; }

@@ -19,6 +19,7 @@
 #include "engine/device.h"
 #include "engine/mr_table.h"
 #include "engine/qp.h"
+#include "engine/spin_mutex.h"
 #include "engine/queues.h"
 #include "engine/stats.h"
 #include "transport/transport.h"
@@ -34,7 +35,7 @@ class Engine {
   void StartProgressThread();
   void StopProgressThread();
 
-  std::mutex mu_;
+  SpinMutex mu_;
   DeviceAttr attr_;
   std::vector<Gid> gids_;
   std::string name_ = "softrnic0";

@@ -7,6 +7,8 @@
 // sleeps in epoll on the sockets and an eventfd until the next timer.
 // See docs/progress.md.
 #include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <time.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -18,6 +20,8 @@ namespace softrnic::engine {
 namespace {
 
 constexpr int kRxBurst = 32;
+// How recently an application must have polled to count as polling.
+constexpr auto kAppPollingWindow = std::chrono::microseconds(100);
 constexpr auto kTimerCheckInterval = std::chrono::microseconds(50);
 
 inline void CpuRelax() { __builtin_ia32_pause(); }
@@ -86,24 +90,32 @@ void Engine::StopProgressThread() {
 }
 
 void Engine::ProgressThreadMain() {
+  // Sleeps must be short and precise (the default 50 us timer slack would
+  // stretch every wait).
+  prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
   const auto spin = std::chrono::microseconds(spin_us_);
   Clock::time_point last_work = Clock::now();
   while (!stop_.load(std::memory_order_relaxed)) {
-    bool did;
+    const Clock::time_point now = Clock::now();
+    // An application thread polling its CQ runs the engine itself; stay out
+    // of its way (and off its CPU) while it does.
+    const int64_t app_ns = last_app_progress_ns_.load(std::memory_order_relaxed);
+    const bool app_polling =
+        now.time_since_epoch().count() - app_ns < std::chrono::nanoseconds(kAppPollingWindow).count();
+    bool did = false;
     Clock::time_point deadline = Clock::time_point::max();
     bool sleep = false;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
+    if (mu_.try_lock()) {
       did = PollOnceLocked();
-      const Clock::time_point now = Clock::now();
       if (did) last_work = now;
-      if (!did && now - last_work >= spin) {
+      if (!did && (app_polling || now - last_work >= spin)) {
         // Decided under the lock, so a PostSend after this sees sleeping_
         // and wakes us.
         sleep = true;
         deadline = NextDeadlineLocked();
         sleeping_.store(true, std::memory_order_release);
       }
+      mu_.unlock();
     }
     if (!sleep) {
       CpuRelax();
@@ -115,8 +127,14 @@ void Engine::ProgressThreadMain() {
       timeout_ms = static_cast<int>(std::max<int64_t>(
           0, std::chrono::duration_cast<std::chrono::microseconds>(left).count() / 1000 + 1));
     }
-    epoll_event events[4];
-    epoll_wait(epoll_fd_, events, 4, timeout_ms);
+    if (app_polling) {
+      // The poller handles packets; wake up only to check it still polls.
+      timespec ts{0, static_cast<long>(std::chrono::nanoseconds(kAppPollingWindow).count())};
+      nanosleep(&ts, nullptr);
+    } else {
+      epoll_event events[4];
+      epoll_wait(epoll_fd_, events, 4, timeout_ms);
+    }
     sleeping_.store(false, std::memory_order_release);
     uint64_t drained;
     (void)!read(wake_fd_, &drained, sizeof(drained));

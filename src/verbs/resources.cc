@@ -221,6 +221,10 @@ int PollCq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) noexcept {
 
 int ReqNotifyCq(ibv_cq* ibcq, int solicited_only) noexcept {
   Cq* cq = ToCq(ibcq);
+  // Arming a CQ without a channel is legal on hardware (the event goes
+  // nowhere) and some libraries arm every CQ they create; the engine only
+  // tracks arming for CQs that have a channel.
+  if (!ibcq->channel) return 0;
   return NoThrow<int>(ENOMEM, [&] { return cq->dev->ArmCq(cq->e, solicited_only != 0); });
 }
 
@@ -589,6 +593,11 @@ SOFTRNIC_EXPORT int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, voi
       return -1;
     }
     // The engine's handle is our ibv_cq_ex, whose prefix is the ibv_cq.
+    // None means the CQ was destroyed with this event unread.
+    if (!handle) {
+      errno = EAGAIN;
+      return -1;
+    }
     auto* c = static_cast<ibv_cq*>(handle);
     *cq = c;
     *cq_context = c->cq_context;

@@ -67,8 +67,9 @@ uint32_t ComputeIcrc(const IpUdpFields& ip, const uint8_t* bth_to_end, size_t le
 }
 
 void AppendIcrc(const IpUdpFields& ip, uint8_t* udp_payload, size_t length_with_icrc) {
-  // Without this guard, length - 4 would wrap and we would write before the
-  // buffer. A buffer too short for the ICRC itself is a caller bug; do nothing.
+  // Without this guard length - 4 wraps to ~2^64: the CRC would read far past
+  // the buffer and the store would land 1-3 bytes before it. A buffer too short
+  // for the ICRC itself is a caller bug; leave it untouched.
   if (length_with_icrc < kIcrcSize) return;
   const size_t body = length_with_icrc - kIcrcSize;
   const uint32_t crc = ComputeIcrc(ip, udp_payload, body);

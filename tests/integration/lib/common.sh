@@ -83,10 +83,10 @@ _softrnic_exit() {
   local rc=$? i
   set +e +u
   trap - EXIT INT TERM
+  _softrnic_kill_all_bg
   for (( i=${#_softrnic_cleanups[@]}-1; i>=0; i-- )); do
     eval "${_softrnic_cleanups[i]}" >/dev/null 2>&1
   done
-  _softrnic_kill_all_bg
   if (( rc != 0 && rc != 77 )) && [[ "${SOFTRNIC_NO_LOG_DUMP:-0}" != 1 ]]; then
     local f
     for f in "$SOFTRNIC_TMP"/*.log; do
@@ -232,7 +232,7 @@ softrnic_env() {
       export LD_PRELOAD="$rt${LD_PRELOAD:+:$LD_PRELOAD}"
       # Leaks inside uninstrumented tools are not ours to report.
       case "$rt" in
-        *asan*) export ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" ;;
+        *asan*) export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" ;;
       esac
     fi
   fi
@@ -326,6 +326,7 @@ nft_drop_count() {
 # into FILE (pcap), full packets, flushed per packet; returns once tcpdump
 # is listening. Stop with capture_stop (also done at exit).
 _softrnic_capture_seq=0
+declare -A _softrnic_capture_file=()
 capture_start() {
   local ifc=$1 file=$2 ns=${3:-}; shift $(( $# < 3 ? $# : 3 ))
   command -v tcpdump >/dev/null || die "tcpdump not installed"
@@ -335,6 +336,7 @@ capture_start() {
   start_bg "$name" "${SOFTRNIC_CAPTURE_TIMEOUT:-600}" "${pre[@]}" \
     tcpdump -i "$ifc" -w "$file" -U --immediate-mode -s 0 -n "$@"
   SOFTRNIC_CAPTURE=$name
+  _softrnic_capture_file[$name]=$file
   wait_until 10 grep -q 'listening on' "$(bg_log_file "$name")" ||
     { log "capture_start: tcpdump did not start"; bg_log "$name" >&2; return 1; }
 }
@@ -342,7 +344,16 @@ capture_start() {
 capture_stop() {
   local name=${1:-${SOFTRNIC_CAPTURE:-}}
   [[ -n "$name" ]] || return 0
-  sleep 0.3   # let tcpdump drain the kernel ring before it is told to stop
+  # tcpdump drops what it has not yet read from the kernel ring when told to
+  # stop, so wait (up to 10 s) until the file (written per packet, -U) stops
+  # growing: on a loaded 2-core machine it can lag well behind the traffic.
+  local file=${_softrnic_capture_file[$name]:-} last=-1 cur i
+  for (( i=0; i<40; i++ )); do
+    cur=$(stat -c %s "$file" 2>/dev/null || echo 0)
+    [[ "$cur" == "$last" ]] && break
+    last=$cur
+    sleep 0.25
+  done
   kill_bg "$name" TERM
   grep -E 'packets (captured|received)' "$(bg_log_file "$name")" >&2 || true
 }

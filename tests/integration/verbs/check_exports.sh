@@ -6,24 +6,24 @@
 # Debian binaries are linked BIND_NOW: a single miss means "cannot load".
 #
 # usage: check_exports.sh [LIBDIR]     (default: $SOFTRNIC_LIB_DIR)
-# exit 0 when all imports resolve, 1 on any miss, 2 on a setup problem.
+# exit 0 when all imports resolve, 1 on any miss, 2 on a usage error, 77 (skip) when a tool is missing.
 set -u
 LIBDIR=${1:-${SOFTRNIC_LIB_DIR:-}}
 if [[ -z "$LIBDIR" || ! -d "$LIBDIR" ]]; then
   echo "usage: $0 LIBDIR (or set SOFTRNIC_LIB_DIR)" >&2
   exit 2
 fi
-command -v objdump >/dev/null || { echo "objdump not found" >&2; exit 2; }
+command -v objdump >/dev/null || { echo "objdump not found" >&2; exit 77; }
 
 consumers=()
 for f in /usr/bin/ibv_* /usr/bin/ib_* /usr/bin/qperf /usr/bin/rping /usr/bin/ucmatose \
          /usr/bin/udaddy /usr/bin/cmtime /usr/bin/rdma_* /usr/bin/rstream /usr/bin/rcopy \
          /usr/bin/udpong /usr/bin/riostream /usr/lib/x86_64-linux-gnu/librdmacm.so.1; do
-  [[ -f "$f" ]] && file -L "$f" 2>/dev/null | grep -q ELF && consumers+=("$f")
+  [[ -f "$f" && "$(head -c4 "$f" | tr -d "\000" | tail -c3)" == ELF ]] && consumers+=("$f")
 done
 if (( ${#consumers[@]} == 0 )); then
   echo "no RDMA binaries found (install ibverbs-utils perftest rdmacm-utils qperf)" >&2
-  exit 2
+  exit 77
 fi
 
 # "name version" for every defined dynamic symbol a library exports; a

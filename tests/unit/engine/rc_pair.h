@@ -9,10 +9,14 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "engine/device.h"
+#include "engine/engine.h"
+#include "engine/stats.h"
 
 namespace softrnic::engine::testing {
 
@@ -54,13 +58,20 @@ struct QpOptions {
   uint32_t access = kLocalWrite | kRemoteWrite | kRemoteRead | kRemoteAtomic;
   uint32_t max_wr = 256;
   size_t buf_size = 1 << 21;
+  uint32_t max_sge = 4;
+  uint32_t max_inline = 64;
+  uint32_t cq_entries = 4096;
+  // QP access flags; kUseMrAccess = the MR's remote rights (access above).
+  static constexpr uint32_t kUseMrAccess = ~0u;
+  uint32_t qp_access = kUseMrAccess;
+  uint8_t max_rd_atomic = 16;
 };
 
 inline void SetupSide(Side& s, std::shared_ptr<Device> dev, const QpOptions& o) {
   s.dev = std::move(dev);
   ASSERT_EQ(s.dev->AllocPd(nullptr, &s.pd), 0);
-  ASSERT_EQ(s.dev->CreateCq(4096, nullptr, nullptr, &s.cq), 0);
-  QpCaps caps{o.max_wr, o.max_wr, 4, 4, 64};
+  ASSERT_EQ(s.dev->CreateCq(o.cq_entries, nullptr, nullptr, &s.cq), 0);
+  QpCaps caps{o.max_wr, o.max_wr, o.max_sge, o.max_sge, o.max_inline};
   ASSERT_EQ(s.dev->CreateQp(s.pd, o.type, s.cq, s.cq, nullptr, &caps, false, nullptr, &s.qp), 0);
   s.buf.assign(o.buf_size, 0);
   ASSERT_EQ(s.dev->RegMr(s.pd, s.buf.data(), s.buf.size(), reinterpret_cast<uint64_t>(s.buf.data()),
@@ -73,7 +84,8 @@ inline void Connect(Side& a, const Side& b, const QpOptions& o) {
   attr.qp_state = QpState::kInit;
   attr.port_num = 1;
   attr.pkey_index = 0;
-  attr.qp_access_flags = o.access & ~uint32_t{kLocalWrite};
+  attr.qp_access_flags = o.qp_access == QpOptions::kUseMrAccess ? (o.access & ~uint32_t{kLocalWrite})
+                                                                 : o.qp_access;
   attr.qkey = 0x11111111;
   uint32_t mask = kQpState | kQpPkeyIndex | kQpPort |
                   (o.type == QpType::kUd ? uint32_t{kQpQkey} : uint32_t{kQpAccessFlags});
@@ -82,7 +94,7 @@ inline void Connect(Side& a, const Side& b, const QpOptions& o) {
   attr.path_mtu = o.mtu;
   attr.dest_qp_num = b.dev->QpNum(b.qp);
   attr.rq_psn = o.psn;
-  attr.max_dest_rd_atomic = 16;
+  attr.max_dest_rd_atomic = o.max_rd_atomic;
   attr.min_rnr_timer = o.min_rnr_timer;
   attr.ah_attr.is_global = true;
   attr.ah_attr.dgid = b.dev->gids()[0];
@@ -97,7 +109,7 @@ inline void Connect(Side& a, const Side& b, const QpOptions& o) {
   attr.timeout = o.timeout;
   attr.retry_cnt = o.retry_cnt;
   attr.rnr_retry = o.rnr_retry;
-  attr.max_rd_atomic = 16;
+  attr.max_rd_atomic = o.max_rd_atomic;
   mask = kQpState | kQpSqPsn;
   if (o.type == QpType::kRc) mask |= kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic;
   ASSERT_EQ(a.dev->ModifyQp(a.qp, attr, mask), 0);
@@ -130,6 +142,68 @@ inline void FillPattern(std::vector<uint8_t>& b, size_t offset, size_t len, uint
     x = x * 1103515245u + 12345u;
     b[offset + i] = static_cast<uint8_t>(x >> 16);
   }
+}
+
+// A snapshot of the engine's counters. Device has no public stats accessor
+// yet, so this reads the engine's internals under the engine lock.
+inline EngineStats StatsOf(Device& d) {
+  std::lock_guard lock(d.engine().mu_);
+  return d.engine().stats_;
+}
+inline transport::TransportCounters TransportCountersOf(Device& d) {
+  std::lock_guard lock(d.engine().mu_);
+  return d.engine().transport_->counters();
+}
+
+// Waits until pred() holds or the limit passes; returns pred().
+template <typename Pred>
+bool WaitFor(Pred pred, std::chrono::milliseconds limit = std::chrono::milliseconds(5000)) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    usleep(200);
+  }
+  return pred();
+}
+
+// Polls for `window` and returns whatever arrived (to check that nothing does).
+inline std::vector<Completion> PollFor(Side& s, std::chrono::milliseconds window) {
+  std::vector<Completion> out;
+  const auto deadline = std::chrono::steady_clock::now() + window;
+  Completion wc[16];
+  while (std::chrono::steady_clock::now() < deadline) {
+    const int got = s.dev->PollCq(s.cq, 16, wc);
+    for (int i = 0; i < got; ++i) out.push_back(wc[i]);
+    if (got == 0) usleep(100);
+  }
+  return out;
+}
+
+// Builds a send WR.
+inline SendWr MakeWr(WrOpcode op, uint64_t wr_id, std::span<const Sge> sges, uint64_t remote_addr = 0,
+                     uint32_t rkey = 0, uint32_t flags = kSignaled) {
+  SendWr wr;
+  wr.wr_id = wr_id;
+  wr.opcode = op;
+  wr.send_flags = flags;
+  wr.sges = sges;
+  wr.remote_addr = remote_addr;
+  wr.rkey = rkey;
+  return wr;
+}
+
+// Index of the first byte where [a, a+n) and [b, b+n) differ, or -1.
+inline long FirstDiff(const uint8_t* a, const uint8_t* b, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (a[i] != b[i]) return static_cast<long>(i);
+  return -1;
+}
+
+// True if every byte of [p, p+n) equals v.
+inline bool AllBytes(const uint8_t* p, size_t n, uint8_t v) {
+  for (size_t i = 0; i < n; ++i)
+    if (p[i] != v) return false;
+  return true;
 }
 
 class RcPairTest : public ::testing::Test {

@@ -414,7 +414,8 @@ TEST(IcrcEdgeTest, ShortInputs) {
     EXPECT_FALSE(CheckIcrc(f, buf.get(), n)) << n;
   }
   // AppendIcrc on a buffer shorter than an ICRC must not write anywhere
-  // (before the fix, length-4 wrapped and it wrote ~2^64 bytes away).
+  // (before the fix, length-4 wrapped: a ~2^64-byte read, then a store
+  // just before the buffer).
   auto tiny = std::make_unique<uint8_t[]>(3);
   tiny[0] = tiny[1] = tiny[2] = 0xAB;
   AppendIcrc(f, tiny.get(), 3);

@@ -1,0 +1,80 @@
+#!/bin/bash
+# Runs Debian's unmodified ibv_devices and ibv_devinfo (-v) over softrnic's
+# libibverbs.so.1 and checks what they print: one device "softrnic0", our own
+# vendor_part_id (not a ConnectX id, so perftest posts with ibv_post_send),
+# port ACTIVE on an Ethernet link layer, and every GID listed as an
+# IPv4-mapped RoCE v2 GID (gid_tbl_len of them).
+#
+# usage: test_devinfo.sh [LIBDIR]     (default: $SOFTRNIC_LIB_DIR)
+# exit 0 when all checks pass, 1 otherwise, 2 on a usage error, 77 (skip) when a tool is missing.
+set -u
+LIBDIR=${1:-${SOFTRNIC_LIB_DIR:-}}
+if [[ -z "$LIBDIR" || ! -f "$LIBDIR/libibverbs.so.1" ]]; then
+  echo "usage: $0 LIBDIR (or set SOFTRNIC_LIB_DIR)" >&2
+  exit 2
+fi
+command -v ibv_devinfo >/dev/null || { echo "ibverbs-utils not installed" >&2; exit 77; }
+export LD_LIBRARY_PATH="$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+fail=0
+check() {  # check DESCRIPTION COMMAND...: passes when COMMAND succeeds
+  local what=$1
+  shift
+  if "$@"; then
+    echo "PASS $what"
+  else
+    echo "FAIL $what"
+    fail=1
+  fi
+}
+
+# The loaded library must be ours, not the system one.
+check "ibv_devinfo loads softrnic's libibverbs" \
+  bash -c "ldd \$(command -v ibv_devinfo) | grep -q '$LIBDIR/libibverbs.so.1'"
+
+devices=$(timeout 20 ibv_devices 2>&1)
+rc=$?
+check "ibv_devices exits 0" test $rc -eq 0
+check "ibv_devices lists softrnic0 with a GUID" \
+  grep -Eq '^\s+softrnic0\s+[0-9a-f]{16}$' <<<"$devices"
+check "ibv_devices lists exactly one device" \
+  test "$(grep -Ec '^\s+\S+\s+[0-9a-f]{16}$' <<<"$devices")" -eq 1
+
+info=$(timeout 20 ibv_devinfo 2>&1)
+rc=$?
+check "ibv_devinfo exits 0" test $rc -eq 0
+check "ibv_devinfo: hca_id softrnic0" grep -q 'hca_id:[[:space:]]*softrnic0' <<<"$info"
+check "ibv_devinfo: vendor_part_id 24311 (0x5ef7)" \
+  grep -Eq 'vendor_part_id:[[:space:]]*24311$' <<<"$info"
+check "ibv_devinfo: port ACTIVE" grep -q 'state:[[:space:]]*PORT_ACTIVE (4)' <<<"$info"
+check "ibv_devinfo: link_layer Ethernet" grep -q 'link_layer:[[:space:]]*Ethernet' <<<"$info"
+check "ibv_devinfo: phys_port_cnt 1" grep -Eq 'phys_port_cnt:[[:space:]]*1$' <<<"$info"
+check "ibv_devinfo: active_mtu 1024 (3)" grep -Eq 'active_mtu:[[:space:]]*1024 \(3\)' <<<"$info"
+
+verbose=$(timeout 20 ibv_devinfo -v 2>&1)
+rc=$?
+check "ibv_devinfo -v exits 0" test $rc -eq 0
+gid_tbl_len=$(sed -n 's/.*gid_tbl_len:[[:space:]]*\([0-9]*\).*/\1/p' <<<"$verbose")
+check "ibv_devinfo -v: gid_tbl_len >= 1 (got '${gid_tbl_len}')" test "${gid_tbl_len:-0}" -ge 1
+ngids=$(grep -Ec 'GID\[ *[0-9]+\]:' <<<"$verbose")
+check "ibv_devinfo -v: lists gid_tbl_len GIDs ($ngids)" test "$ngids" -eq "${gid_tbl_len:-0}"
+nv2=$(grep -Ec 'GID\[ *[0-9]+\]:[[:space:]]*::ffff:[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+, RoCE v2$' <<<"$verbose")
+check "ibv_devinfo -v: every GID IPv4-mapped and RoCE v2 ($nv2)" test "$nv2" -eq "$ngids"
+check "ibv_devinfo -v: a per-process loopback GID ::ffff:127.x" \
+  grep -Eq 'GID\[ *[0-9]+\]:[[:space:]]*::ffff:127\.' <<<"$verbose"
+check "ibv_devinfo -v: max_qp_rd_atom > 0" grep -Eq 'max_qp_rd_atom:[[:space:]]*[1-9]' <<<"$verbose"
+check "ibv_devinfo -v: max_msg_sz" grep -Eq 'max_msg_sz:[[:space:]]*0x[1-9a-f]' <<<"$verbose"
+check "ibv_devinfo -v: num_comp_vectors 1" grep -Eq 'num_comp_vectors:[[:space:]]*1$' <<<"$verbose"
+check "ibv_devinfo -v: atomic_cap ATOMIC_HCA" grep -q 'atomic_cap:[[:space:]]*ATOMIC_HCA' <<<"$verbose"
+
+# Selecting the device by name and a port that does not exist.
+check "ibv_devinfo -d softrnic0" bash -c 'timeout 20 ibv_devinfo -d softrnic0 >/dev/null 2>&1'
+check "ibv_devinfo -d nosuchdev fails" bash -c '! timeout 20 ibv_devinfo -d nosuchdev >/dev/null 2>&1'
+
+if (( fail )); then
+  echo "--- ibv_devinfo -v output ---"
+  echo "$verbose"
+  exit 1
+fi
+echo "devinfo: all checks passed"
+exit 0
