@@ -19,7 +19,7 @@
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$ROOT"
+cd "$ROOT" || exit 2
 BUILD_TYPE=${BUILD_TYPE:-CI}
 case "$BUILD_TYPE" in
   CI) def_dir=build-ci ;; TSan) def_dir=build-tsan ;; RelWithDebInfo) def_dir=build ;;
@@ -57,6 +57,8 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=0:detect_leaks=1:strict_strin
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 # Debian's python3 has scapy; a pyenv/venv python3 earlier in PATH may not.
+# Put the system directories first so tests get Debian's tools and python.
+export PATH="/usr/sbin:/usr/bin:/sbin:/bin${PATH:+:$PATH}"
 export SOFTRNIC_PYTHON=${SOFTRNIC_PYTHON:-/usr/bin/python3}
 
 stage "ctest (-j$CTEST_JOBS, timeout ${TEST_TIMEOUT}s per test)"

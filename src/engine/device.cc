@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 
 #include "engine/engine.h"
@@ -53,6 +54,14 @@ std::shared_ptr<Device> Device::Get(std::string* error) {
   if (!device) return nullptr;
   g_device = new std::shared_ptr<Device>(device);
   g_device_pid = getpid();
+  if (const char* s = std::getenv("SOFTRNIC_STATS"); s && *s == '1') {
+    // SOFTRNIC_STATS=1: print the counters when the process exits.
+    std::atexit([] {
+      if (g_device == nullptr || g_device_pid != getpid()) return;
+      std::fprintf(stderr, "%s", FormatStats((*g_device)->stats(),
+                                             (*g_device)->transport_counters()).c_str());
+    });
+  }
   return *g_device;
 }
 
@@ -157,6 +166,8 @@ int Device::GetCqEvent(CompletionChannel* channel, void** cq_handle) {
   if (channel->pending.empty()) return EIO;
   Cq* cq = channel->pending.front();
   channel->pending.pop_front();
+  // A CQ destroyed after its event was queued leaves a null entry.
+  if (cq == nullptr) return EAGAIN;
   *cq_handle = cq->handle;
   return 0;
 }
@@ -208,7 +219,7 @@ int Device::PollCq(Cq* cq, int n, Completion* out) {
 
 int Device::ArmCq(Cq* cq, bool solicited_only) {
   std::lock_guard<SpinMutex> lock(engine_->mu_);
-  if (!cq->channel) return EINVAL;
+  // Arming a CQ without a channel is allowed (and has no effect to observe).
   // Keep the stronger arm: "next completion" covers "next solicited".
   if (cq->armed != 1) cq->armed = solicited_only ? 2 : 1;
   return 0;

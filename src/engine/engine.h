@@ -71,7 +71,10 @@ class Engine {
   int epoll_fd_ = -1;
   std::thread progress_thread_;
   void WakeProgressThread();
-  unsigned spin_us_ = 200;
+  // Busy-poll time after the last work before sleeping. 0 by default: on the
+  // 2-vCPU machines this targets, a spinning engine thread steals the core
+  // an application thread needs (docs/progress.md).
+  unsigned spin_us_ = 0;
   Clock::time_point next_timer_check_{};
 
   // --- Transmit (progress.cc) ---

@@ -29,9 +29,11 @@ TransitionTableT BuildTransitionTable() {
     TransitionTableT table;
     auto& t = table.t;
     const auto R = [](QpState s) { return static_cast<int>(s); };
+    // Any state may go to RESET; any state but RESET may go to ERR (the
+    // kernel's qp_state_table has no RESET -> ERR entry).
     for (int from = 0; from < kStates; ++from) {
       t[from][R(QpState::kReset)].valid = true;
-      t[from][R(QpState::kErr)].valid = true;
+      if (from != R(QpState::kReset)) t[from][R(QpState::kErr)].valid = true;
     }
     // RESET -> INIT
     {
@@ -158,7 +160,8 @@ int Engine::ModifyQpLocked(Qp* qp, const QpAttr& a, uint32_t mask) {
     return EINVAL;
   if (mask & kQpAv) {
     // RoCE addresses by GID: the AV must carry a GRH (IBA A17.4.5).
-    if (!a.ah_attr.is_global || a.ah_attr.sgid_index >= gids_.size()) return EINVAL;
+    if (!a.ah_attr.is_global || a.ah_attr.sgid_index >= gids_.size() || a.ah_attr.port_num != 1)
+      return EINVAL;
   }
   if ((mask & kQpTimeout) && a.timeout > 31) return EINVAL;
   if ((mask & kQpRetryCnt) && a.retry_cnt > 7) return EINVAL;

@@ -6,6 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+
+#include "transport/transport.h"
 
 namespace softrnic::engine {
 
@@ -34,5 +37,8 @@ struct EngineStats {
   uint64_t rx_rnr_naks = 0;
   uint64_t cq_overflows = 0;
 };
+
+// One "name value" line per counter, for logs and the SOFTRNIC_STATS dump.
+std::string FormatStats(const EngineStats& s, const transport::TransportCounters& t);
 
 }  // namespace softrnic::engine

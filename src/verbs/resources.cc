@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "verbs/internal.h"
 
@@ -779,13 +780,23 @@ SOFTRNIC_EXPORT int ibv_modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
   return NoThrow<int>(ENOMEM, [&] {
     eng::QpAttr a;
     // Range checks the engine cannot do after a static_cast to its enums.
-    if ((mask & IBV_QP_STATE) && attr->qp_state > IBV_QPS_ERR) return EINVAL;
-    if ((mask & IBV_QP_CUR_STATE) && attr->cur_qp_state > IBV_QPS_ERR) return EINVAL;
-    if ((mask & IBV_QP_PATH_MTU) && (attr->path_mtu < IBV_MTU_256 || attr->path_mtu > IBV_MTU_4096))
+    // The enum fields are read as plain integers: a C caller may store any
+    // value in them, and loading an out-of-range enum is undefined in C++.
+    const auto raw = [](const auto& field) {
+      std::underlying_type_t<std::remove_reference_t<decltype(field)>> v;
+      std::memcpy(&v, &field, sizeof(v));
+      return static_cast<int64_t>(v);
+    };
+    const int64_t qp_state = raw(attr->qp_state);
+    const int64_t cur_state = raw(attr->cur_qp_state);
+    const int64_t path_mtu = raw(attr->path_mtu);
+    if ((mask & IBV_QP_STATE) && (qp_state < 0 || qp_state > IBV_QPS_ERR)) return EINVAL;
+    if ((mask & IBV_QP_CUR_STATE) && (cur_state < 0 || cur_state > IBV_QPS_ERR)) return EINVAL;
+    if ((mask & IBV_QP_PATH_MTU) && (path_mtu < IBV_MTU_256 || path_mtu > IBV_MTU_4096))
       return EINVAL;
-    if (mask & IBV_QP_STATE) a.qp_state = static_cast<eng::QpState>(attr->qp_state);
-    if (mask & IBV_QP_CUR_STATE) a.cur_qp_state = static_cast<eng::QpState>(attr->cur_qp_state);
-    if (mask & IBV_QP_PATH_MTU) a.path_mtu = static_cast<eng::Mtu>(attr->path_mtu);
+    if (mask & IBV_QP_STATE) a.qp_state = static_cast<eng::QpState>(qp_state);
+    if (mask & IBV_QP_CUR_STATE) a.cur_qp_state = static_cast<eng::QpState>(cur_state);
+    if (mask & IBV_QP_PATH_MTU) a.path_mtu = static_cast<eng::Mtu>(path_mtu);
     a.qkey = attr->qkey;
     a.rq_psn = attr->rq_psn;
     a.sq_psn = attr->sq_psn;

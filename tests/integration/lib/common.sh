@@ -173,7 +173,7 @@ start_bg() {
     set -- ip netns exec "${@:2}"
   elif [[ $(type -t "$1") == function ]]; then
     # timeout can only exec programs: run shell functions in a child bash.
-    export -f "$1" log die skip run_t retry wait_until run_in_ns
+    export -f "${1?}" log die skip run_t retry wait_until run_in_ns
     set -- bash -c '"$@"' _ "$@"
   fi
   timeout -k 5 "$t" "$@" >"$SOFTRNIC_TMP/$name.log" 2>&1 &
@@ -229,7 +229,11 @@ softrnic_env() {
   if [[ -e "$lib" ]]; then
     rt=$(ldd "$lib" 2>/dev/null | awk '/lib(asan|tsan)\.so/ {print $3; exit}')
     if [[ -n "$rt" && -e "$rt" ]]; then
-      export LD_PRELOAD="$rt${LD_PRELOAD:+:$LD_PRELOAD}"
+      local real; real=$(readlink -f "$rt")
+      case ":${LD_PRELOAD:-}:" in
+        *libasan.so*|*libtsan.so*) ;;   # already preloaded (ctest does it)
+        *) export LD_PRELOAD="$real${LD_PRELOAD:+:$LD_PRELOAD}" ;;
+      esac
       # Leaks inside uninstrumented tools are not ours to report.
       case "$rt" in
         *asan*) export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" ;;
@@ -334,7 +338,7 @@ capture_start() {
   local name="capture$_softrnic_capture_seq" pre=()
   [[ -n "$ns" ]] && pre=(ip netns exec "$ns")
   start_bg "$name" "${SOFTRNIC_CAPTURE_TIMEOUT:-600}" "${pre[@]}" \
-    tcpdump -i "$ifc" -w "$file" -U --immediate-mode -s 0 -n "$@"
+    tcpdump -i "$ifc" -w "$file" -U -s 0 -n -B "${SOFTRNIC_CAPTURE_BUFFER_KB:-65536}" "$@"
   SOFTRNIC_CAPTURE=$name
   _softrnic_capture_file[$name]=$file
   wait_until 10 grep -q 'listening on' "$(bg_log_file "$name")" ||
@@ -345,15 +349,22 @@ capture_stop() {
   local name=${1:-${SOFTRNIC_CAPTURE:-}}
   [[ -n "$name" ]] || return 0
   # tcpdump drops what it has not yet read from the kernel ring when told to
-  # stop, so wait (up to 10 s) until the file (written per packet, -U) stops
-  # growing: on a loaded 2-core machine it can lag well behind the traffic.
-  local file=${_softrnic_capture_file[$name]:-} last=-1 cur i
-  for (( i=0; i<40; i++ )); do
+  # stop, and the ring hands it packets in blocks (at the latest every 1 s),
+  # so wait until the file (written per packet, -U) has not grown for 1.2 s
+  # (at most 15 s): on a loaded 2-core machine it can lag behind the traffic.
+  # (--immediate-mode would avoid the wait but, with -s 0, leaves the ring
+  # only a few frames and the kernel drops packets under load.)
+  local file=${_softrnic_capture_file[$name]:-} last=-1 cur i still=0
+  for (( i=0; i<50 && still<4; i++ )); do
     cur=$(stat -c %s "$file" 2>/dev/null || echo 0)
-    [[ "$cur" == "$last" ]] && break
+    if [[ "$cur" == "$last" ]]; then still=$(( still + 1 )); else still=0; fi
     last=$cur
-    sleep 0.25
+    sleep 0.3
   done
   kill_bg "$name" TERM
-  grep -E 'packets (captured|received)' "$(bg_log_file "$name")" >&2 || true
+  local f; f=$(bg_log_file "$name")
+  grep -E 'packets (captured|received)' "$f" >&2 || true
+  if grep -qE '^[1-9][0-9]* packets dropped by kernel' "$f"; then
+    log "capture_stop: WARNING: $(grep 'dropped by kernel' "$f")"
+  fi
 }

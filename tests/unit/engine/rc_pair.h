@@ -4,6 +4,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -27,10 +28,13 @@ inline std::string TestAddress(int which) {
          std::to_string(pid & 0xff);
 }
 
+// UDP port every test device of this process uses (each on its own address).
+inline uint16_t TestPort() { return static_cast<uint16_t>(20000 + (getpid() % 20000)); }
+
 inline std::shared_ptr<Device> MakeDevice(int which, transport::FaultConfig faults = {}) {
   transport::UdpConfig config;
   config.bind_addresses = {TestAddress(which)};
-  config.port = static_cast<uint16_t>(20000 + (getpid() % 20000));
+  config.port = TestPort();
   config.faults = faults;
   std::string error;
   auto dev = Device::Create(config, &error);
@@ -70,9 +74,9 @@ struct QpOptions {
 inline void SetupSide(Side& s, std::shared_ptr<Device> dev, const QpOptions& o) {
   s.dev = std::move(dev);
   ASSERT_EQ(s.dev->AllocPd(nullptr, &s.pd), 0);
-  ASSERT_EQ(s.dev->CreateCq(o.cq_entries, nullptr, nullptr, &s.cq), 0);
+  ASSERT_EQ(s.dev->CreateCq(o.cq_entries, nullptr, &s, &s.cq), 0);  // handle: the Side
   QpCaps caps{o.max_wr, o.max_wr, o.max_sge, o.max_sge, o.max_inline};
-  ASSERT_EQ(s.dev->CreateQp(s.pd, o.type, s.cq, s.cq, nullptr, &caps, false, nullptr, &s.qp), 0);
+  ASSERT_EQ(s.dev->CreateQp(s.pd, o.type, s.cq, s.cq, nullptr, &caps, false, &s, &s.qp), 0);
   s.buf.assign(o.buf_size, 0);
   ASSERT_EQ(s.dev->RegMr(s.pd, s.buf.data(), s.buf.size(), reinterpret_cast<uint64_t>(s.buf.data()),
                          o.access, nullptr, &s.mr),
@@ -176,6 +180,16 @@ inline std::vector<Completion> PollFor(Side& s, std::chrono::milliseconds window
     for (int i = 0; i < got; ++i) out.push_back(wc[i]);
     if (got == 0) usleep(100);
   }
+  return out;
+}
+
+// Every async event queued on the device now (async_fd is made non-blocking).
+inline std::vector<AsyncEvent> DrainAsync(Device& d) {
+  const int fd = d.async_fd();
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  std::vector<AsyncEvent> out;
+  AsyncEvent ev;
+  while (d.GetAsyncEvent(&ev) == 0) out.push_back(ev);
   return out;
 }
 

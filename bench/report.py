@@ -1,0 +1,433 @@
+#!/usr/bin/python3
+"""report.py - turn bench/run_bench.sh raw results into markdown + plots.
+
+Inputs (tab-separated, written by run_bench.sh):
+  results:  id label placement size metric unit value rep
+  sweep:    series kind(lat|bw) size value
+  meta:     key value
+  failures: id placement rep what
+Usage: report.py --results R --sweep S --meta M --failures F --out FILE.md
+                 --img-dir DIR [--img-prefix P]
+"""
+import argparse
+import collections
+import os
+import statistics
+import sys
+
+# The project's targets (issue tracker): id, metric, op, value, text.
+TARGETS = [
+    ("sr_write_lat", "lat", "<=", 2.5, "ib_write_lat 8 B one-way latency <= 2.5 us"),
+    ("sr_send_lat", "lat", "<=", 3.0, "ib_send_lat 8 B one-way latency <= 3 us"),
+    ("sr_write_bw", "bw", ">=", 4.0, "ib_write_bw 64 KiB >= 4 GB/s"),
+    ("sr_write_bw", "cpu_per_gb", "<=", 440.0, "... at <= 440 ms CPU per GB (both processes)"),
+    ("sr_write_rate", "rate", ">=", 1.0, "ib_write_bw 64 B >= 1 M msg/s"),
+]
+PLACEMENTS = ["unpinned", "pinned"]
+SR_LAT = ["sr_write_lat", "sr_send_lat"]
+SR_BW = ["sr_write_bw", "sr_read_bw", "sr_send_bw"]
+PEER_LAT = ["peer_tcp_lat", "peer_ucx_tcp_lat", "peer_fi_tcp_lat", "peer_fi_udp_lat",
+            "peer_ucx_posix_lat", "peer_fi_shm_lat"]
+PEER_BW = ["peer_tcp_bw", "peer_iperf3", "peer_ucx_tcp_bw", "peer_fi_tcp_bw", "peer_fi_rxd_bw",
+           "peer_ucx_posix_bw", "peer_fi_shm_bw"]
+PEER_NOTES = {
+    "peer_tcp_lat": "kernel TCP, blocking sockets; half round trip (average)",
+    "peer_tcp_bw": "kernel TCP stream, 64 KiB writes",
+    "peer_iperf3": "kernel TCP stream, 64 KiB writes",
+    "peer_ucx_tcp_lat": "busy-polling over TCP; one-way (average)",
+    "peer_ucx_tcp_bw": "streaming tag sends over TCP",
+    "peer_ucx_posix_lat": "shared memory (same-host path); one-way (average)",
+    "peer_ucx_posix_bw": "shared memory (same-host path)",
+    "peer_fi_tcp_lat": "half round trip (average)",
+    "peer_fi_tcp_bw": "PING-PONG bandwidth (one message in flight), not streaming",
+    "peer_fi_udp_lat": "unreliable datagrams; half round trip (average)",
+    "peer_fi_rxd_bw": "reliable datagrams over UDP; ping-pong bandwidth",
+    "peer_fi_shm_lat": "shared memory; half round trip (average)",
+    "peer_fi_shm_bw": "shared memory; ping-pong bandwidth",
+}
+METRIC_TEXT = {
+    "lat": ("latency", "us"), "lat_avg": ("latency avg", "us"), "lat_p99": ("latency p99", "us"),
+    "bw": ("bandwidth", "GB/s"), "rate": ("message rate", "M msg/s"),
+    "cpu_per_gb": ("CPU per GB", "ms/GB"), "iters": ("iterations (-n)", ""),
+}
+
+
+def read_tsv(path, ncols):
+    rows = []
+    if not path or not os.path.exists(path):
+        return rows
+    with open(path) as f:
+        for line in f:
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) >= ncols:
+                rows.append(parts)
+    return rows
+
+
+def fmt(v):
+    if v is None:
+        return "n/a"
+    a = abs(v)
+    if a == 0:
+        return "0"
+    if a >= 1000:
+        return f"{v:,.0f}"
+    if a >= 100:
+        return f"{v:.0f}"
+    if a >= 10:
+        return f"{v:.1f}"
+    if a >= 1:
+        return f"{v:.2f}"
+    if a >= 0.01:
+        return f"{v:.3f}"
+    return f"{v:.2g}"
+
+
+def size_text(s):
+    s = int(s)
+    if s >= 1 << 20 and s % (1 << 20) == 0:
+        return f"{s >> 20} MiB"
+    if s >= 1024 and s % 1024 == 0:
+        return f"{s >> 10} KiB"
+    return f"{s} B"
+
+
+class Data:
+    def __init__(self, rows):
+        self.vals = collections.defaultdict(list)
+        self.label = {}
+        self.size = {}
+        self.order = []
+        for id_, label, place, size, metric, unit, value, rep in (r[:8] for r in rows):
+            try:
+                v = float(value)
+            except ValueError:
+                continue
+            self.vals[(id_, place, metric)].append(v)
+            self.label[id_] = label
+            self.size[id_] = size
+            if id_ not in self.order:
+                self.order.append(id_)
+
+    def stat(self, id_, place, metric):
+        v = self.vals.get((id_, place, metric))
+        if not v:
+            return None
+        return statistics.median(v), min(v), max(v), len(v)
+
+    def med(self, id_, place, metric):
+        s = self.stat(id_, place, metric)
+        return s[0] if s else None
+
+    def has(self, id_):
+        return id_ in self.label
+
+
+def cell(s):
+    if not s:
+        return "n/a", "", "", "0"
+    return fmt(s[0]), fmt(s[1]), fmt(s[2]), str(s[3])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--results", required=True)
+    ap.add_argument("--sweep")
+    ap.add_argument("--meta")
+    ap.add_argument("--failures")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--img-dir", required=True)
+    ap.add_argument("--img-prefix", default="")
+    a = ap.parse_args()
+
+    d = Data(read_tsv(a.results, 8))
+    meta = {r[0]: r[1] for r in read_tsv(a.meta, 2)}
+    fails = read_tsv(a.failures, 4)
+    sweep = read_tsv(a.sweep, 4)
+    out_dir = os.path.dirname(os.path.abspath(a.out))
+    os.makedirs(a.img_dir, exist_ok=True)
+
+    L = []
+    w = L.append
+    quick = meta.get("mode") == "quick"
+    w("# softrnic benchmarks" + (" (QUICK smoke run: not representative)" if quick else ""))
+    w("")
+    w("Generated by `bench/run_bench.sh`; do not edit by hand: rerun the script. "
+      "Every figure is the **median of %s separate runs** with min and max, measured in one run "
+      "of the script, softrnic and its peers side by side on the same machine." % meta.get("runs", "?"))
+    w("")
+    w("Reproduce (from a clone of the repository, as root so missing Debian packages can be "
+      "installed):")
+    w("")
+    w("```sh")
+    w(meta.get("command", "bench/run_bench.sh"))
+    w("```")
+    w("")
+    w("## Machine")
+    w("")
+    w("| | |")
+    w("| --- | --- |")
+    for k, t in [("date", "date (UTC)"), ("cpu_model", "CPU"), ("cpus", "vCPUs"), ("mem", "memory"),
+                 ("kernel", "kernel"), ("os", "OS"), ("loadavg_before", "load average before"),
+                 ("loadavg_after", "load average after"), ("commit", "softrnic commit"),
+                 ("build", "softrnic build"), ("perftest", "perftest"), ("qperf", "qperf"),
+                 ("ucx", "UCX (ucx-utils)"), ("libfabric", "libfabric (libfabric-bin)"),
+                 ("iperf3", "iperf3"), ("cpus_pinned", "pinned placement"),
+                 ("duration_s", "script run time (s)")]:
+        if meta.get(k):
+            w(f"| {t} | {meta[k]} |")
+    if meta.get("lscpu"):
+        w(f"| lscpu | {meta['lscpu'].replace(';', '; ')} |")
+    w("")
+
+    # ---------------------------------------------------------- targets
+    w("## Where softrnic stands against its targets")
+    w("")
+    w("| target | placement | softrnic median (min - max) | target | status |")
+    w("| --- | --- | --- | --- | --- |")
+    summary = []
+    for id_, metric, op, tv, text in TARGETS:
+        for place in PLACEMENTS:
+            s = d.stat(id_, place, metric)
+            unit = METRIC_TEXT[metric][1]
+            if not s:
+                w(f"| {text} | {place} | no result | {op} {fmt(tv)} {unit} | not measured |")
+                continue
+            m = s[0]
+            met = m <= tv if op == "<=" else m >= tv
+            if met:
+                status = "**met**"
+            elif op == "<=":
+                status = f"missed: {fmt(m / tv)}x too high"
+            else:
+                status = f"missed: {fmt(tv / m) if m > 0 else 'inf'}x too low"
+            w(f"| {text} | {place} | {fmt(m)} {unit} ({fmt(s[1])} - {fmt(s[2])}) | {op} {fmt(tv)} {unit} | {status} |")
+            if place == "pinned":
+                summary.append((text, met, m, unit))
+    w("")
+    missed = [t for t in summary if not t[1]]
+    if summary:
+        if not missed:
+            w("All targets are met (pinned placement).")
+        else:
+            w(f"{len(summary) - len(missed)} of {len(summary)} targets met (pinned placement). "
+              "softrnic is still far from its targets where marked *missed*; the engine is being "
+              "optimised, rerun this script to update the figures.")
+        w("")
+
+    # ---------------------------------------------------------- softrnic detail
+    w("## softrnic: Debian's perftest, unmodified, on softrnic's libibverbs.so.1")
+    w("")
+    w("Server and client are two processes on this host (out-of-band exchange over TCP, "
+      "RoCE v2 / same-host path chosen by softrnic). *unpinned*: both processes and softrnic's "
+      "threads scheduled freely, as users run it; *pinned*: %s with `taskset -c` "
+      "(softrnic's threads inherit the affinity). Latency: perftest's t_typical "
+      "(median, one-way = half round trip); bandwidth: BW average converted from MiB/s to GB/s "
+      "(1e9 B/s); CPU per GB: user+system CPU time of **both** processes (including setup) "
+      "divided by the bytes moved." % meta.get("cpus_pinned", "client cpu0, server cpu1"))
+    w("")
+    w("| test | size | placement | metric | median | min | max | n | -n iterations |")
+    w("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    for id_ in [i for i in d.order if i.startswith("sr_")]:
+        metrics = ["lat", "lat_avg", "lat_p99"] if id_ in SR_LAT else (
+            ["rate", "bw", "cpu_per_gb"] if id_ == "sr_write_rate" else ["bw", "cpu_per_gb", "rate"])
+        for place in PLACEMENTS:
+            it = d.med(id_, place, "iters")
+            for metric in metrics:
+                s = d.stat(id_, place, metric)
+                if not s:
+                    continue
+                mt, unit = METRIC_TEXT[metric]
+                c = cell(s)
+                w(f"| {d.label[id_]} | {size_text(d.size[id_])} | {place} | {mt} ({unit}) | "
+                  f"{c[0]} | {c[1]} | {c[2]} | {c[3]} | {int(it) if it else ''} |")
+    w("")
+
+    # ---------------------------------------------------------- peers
+    peer_ids = [i for i in d.order if i.startswith("peer_")]
+    if peer_ids:
+        w("## Peers measured in the same run")
+        w("")
+        w("What a user would run instead: kernel TCP (qperf, iperf3), UCX's ucx_perftest and "
+          "libfabric's fi_pingpong (fabtests is not packaged in Debian 12). Same placements as "
+          "softrnic. CPU per GB as for softrnic (both processes).")
+        w("")
+        w("| peer | size | placement | metric | median | min | max | n | note |")
+        w("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | --- |")
+        for id_ in peer_ids:
+            for place in PLACEMENTS:
+                for metric in ["lat", "lat_avg", "bw", "cpu_per_gb"]:
+                    s = d.stat(id_, place, metric)
+                    if not s:
+                        continue
+                    mt, unit = METRIC_TEXT[metric]
+                    c = cell(s)
+                    w(f"| {d.label[id_]} | {size_text(d.size[id_])} | {place} | {mt} ({unit}) | "
+                      f"{c[0]} | {c[1]} | {c[2]} | {c[3]} | {PEER_NOTES.get(id_, '')} |")
+        w("")
+
+        # ratios
+        w("## Ratios: softrnic vs each peer (medians, same placement)")
+        w("")
+        w("Latency ratio = softrnic / peer (above 1: softrnic is slower). Bandwidth ratio = "
+          "softrnic / peer (below 1: softrnic is slower). CPU ratio = softrnic / peer (above 1: "
+          "softrnic spends more CPU per byte).")
+        w("")
+        w("### 8 B latency")
+        w("")
+        w("| peer | placement | peer (us) | ib_write_lat (us) | write_lat ratio | ib_send_lat (us) | send_lat ratio |")
+        w("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+        for pid in PEER_LAT:
+            if not d.has(pid):
+                continue
+            for place in PLACEMENTS:
+                p = d.med(pid, place, "lat")
+                wl = d.med("sr_write_lat", place, "lat")
+                sl = d.med("sr_send_lat", place, "lat")
+                r1 = fmt(wl / p) if p and wl else "n/a"
+                r2 = fmt(sl / p) if p and sl else "n/a"
+                w(f"| {d.label[pid]} | {place} | {fmt(p)} | {fmt(wl)} | {r1} | {fmt(sl)} | {r2} |")
+        w("")
+        w("### 64 KiB bandwidth and CPU cost")
+        w("")
+        w("| peer | placement | peer (GB/s) | ib_write_bw (GB/s) | bw ratio | peer CPU (ms/GB) | ib_write_bw CPU (ms/GB) | CPU ratio |")
+        w("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for pid in PEER_BW:
+            if not d.has(pid):
+                continue
+            for place in PLACEMENTS:
+                p = d.med(pid, place, "bw")
+                sb = d.med("sr_write_bw", place, "bw")
+                pc = d.med(pid, place, "cpu_per_gb")
+                sc = d.med("sr_write_bw", place, "cpu_per_gb")
+                r1 = fmt(sb / p) if p and sb else "n/a"
+                r2 = fmt(sc / pc) if pc and sc else "n/a"
+                w(f"| {d.label[pid]} | {place} | {fmt(p)} | {fmt(sb)} | {r1} | {fmt(pc)} | {fmt(sc)} | {r2} |")
+        w("")
+
+    # ---------------------------------------------------------- plots
+    imgs = plot(sweep, a.img_dir, a.img_prefix)
+    if imgs:
+        w("## Size sweeps")
+        w("")
+        w("softrnic: `ib_write_lat -a` and `ib_write_bw -a` (pinned placement, few iterations per "
+          "size); UCX `tag_lat` / `tag_bw` over tcp and posix shared memory for reference "
+          "(pinned).")
+        w("")
+        for title, path in imgs:
+            rel = os.path.relpath(path, out_dir)
+            w(f"![{title}]({rel})")
+            w("")
+        # the data behind the plots, as a table
+        series = collections.OrderedDict()
+        for name, kind, size, val in sweep:
+            series.setdefault((name, kind), {})[int(size)] = val
+        sizes = sorted({int(r[2]) for r in sweep})
+        for kind, unit in [("lat", "latency, us"), ("bw", "bandwidth, GB/s")]:
+            names = [n for (n, k) in series if k == kind]
+            if not names:
+                continue
+            w(f"| size | " + " | ".join(f"{n} ({unit})" for n in names) + " |")
+            w("| ---: |" + " ---: |" * len(names))
+            for s in sizes:
+                vals = []
+                for n in names:
+                    v = series[(n, kind)].get(s)
+                    try:
+                        vals.append(fmt(float(v)) if v not in (None, "") else "")
+                    except ValueError:
+                        vals.append("")
+                if any(vals):
+                    w(f"| {size_text(s)} | " + " | ".join(vals) + " |")
+            w("")
+
+    # ---------------------------------------------------------- failures + method
+    w("## Failed or timed-out runs")
+    w("")
+    if fails:
+        w("| test | placement | rep | what |")
+        w("| --- | --- | --- | --- |")
+        for f in fails:
+            w(f"| {f[0]} | {f[1]} | {f[2]} | `{f[3]}` |")
+    else:
+        w("None.")
+    w("")
+    w("## Method")
+    w("")
+    w("- softrnic's perftest runs: before the measured runs, each test is probed once (not "
+      "counted) and `-n` is chosen so that one measured run lasts about 2 s (bounded to "
+      "100..200000 round trips for latency, 200..5000000 messages for bandwidth); the "
+      "`-n iterations` column shows the value used. All runs use `-F` (no cpufreq check).")
+    w("- Latency is always one-way (half a round trip). perftest's figure is its median "
+      "(t_typical); the peers' are averages (qperf and fi_pingpong only report averages; "
+      "ucx_perftest's percentile covers only its last report interval). perftest's average and "
+      "99th percentile are in the softrnic table: compare those with the peers when the "
+      "distribution is skewed.")
+    w("- Bandwidth is GB/s = 1e9 bytes/s (perftest and UCX print MiB/s; converted). "
+      "fi_pingpong's 64 KiB figure is ping-pong bandwidth (one message in flight), lower than "
+      "a stream by construction.")
+    w("- CPU per GB: user + system CPU time of server and client processes (every thread, "
+      "including softrnic's engine threads and the test's own setup) from getrusage of the "
+      "waited-for processes, divided by bytes moved (iterations x size; ping-pong counts both "
+      "directions). qperf's server forks per test: its CPU is read from /proc after the child is "
+      "reaped. Kernel work done in softirq context on behalf of a socket may be charged to "
+      "whichever process was running, so kernel-TCP figures are approximate.")
+    w("- On a 2-vCPU VM a blocking wake-up across cores costs ~40 us; busy-polling peers (UCX, "
+      "libfabric) spin on both cores. Anything else running on the machine (builds, other "
+      "benchmarks) disturbs the figures: compare min/max spread and the load average above.")
+    w("- Raw per-run values of the full run: `bench/results/latest*.tsv`.")
+    w("")
+
+    with open(a.out, "w") as f:
+        f.write("\n".join(L))
+    print(f"report: wrote {a.out} ({len(imgs)} plots)")
+
+
+def plot(sweep, img_dir, prefix):
+    if not sweep:
+        return []
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except Exception as e:  # plots are optional
+        print(f"report: matplotlib unavailable ({e}); no plots", file=sys.stderr)
+        return []
+    imgs = []
+    for kind, ylabel, fname, title in [
+            ("lat", "one-way latency (us, log)", "latency_vs_size.png", "Latency vs message size"),
+            ("bw", "bandwidth (GB/s, log)", "bandwidth_vs_size.png", "Bandwidth vs message size")]:
+        series = collections.OrderedDict()
+        for name, k, size, val in sweep:
+            if k != kind:
+                continue
+            try:
+                v = float(val)
+            except ValueError:
+                continue
+            if v > 0:
+                series.setdefault(name, []).append((int(size), v))
+        if not series:
+            continue
+        fig, ax = plt.subplots(figsize=(8, 5))
+        for name, pts in series.items():
+            pts.sort()
+            style = "-o" if name.startswith("softrnic") else "--s"
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=name, markersize=4)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title + " (pinned: client cpu0, server cpu1)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = os.path.join(img_dir, prefix + fname)
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        imgs.append((title, path))
+    return imgs
+
+
+if __name__ == "__main__":
+    main()

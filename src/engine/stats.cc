@@ -1,0 +1,48 @@
+#include "engine/stats.h"
+
+#include <sstream>
+
+namespace softrnic::engine {
+
+std::string FormatStats(const EngineStats& s, const transport::TransportCounters& t) {
+  std::ostringstream o;
+  const auto line = [&o](const char* name, uint64_t v) { o << "softrnic " << name << ' ' << v << '\n'; };
+  line("rx_packets", s.rx_packets);
+  line("tx_packets", s.tx_packets);
+  line("rx_dropped_parse", s.rx_dropped_parse);
+  line("rx_dropped_unknown_qp", s.rx_dropped_unknown_qp);
+  line("rx_dropped_qp_state", s.rx_dropped_qp_state);
+  line("rx_dropped_source", s.rx_dropped_source);
+  line("rx_dropped_service", s.rx_dropped_service);
+  line("rx_dropped_pkey", s.rx_dropped_pkey);
+  line("rx_dropped_qkey", s.rx_dropped_qkey);
+  line("rx_dropped_no_recv", s.rx_dropped_no_recv);
+  line("rx_duplicates", s.rx_duplicates);
+  line("rx_out_of_sequence", s.rx_out_of_sequence);
+  line("rx_cnp", s.rx_cnp);
+  line("retransmit_timeouts", s.retransmit_timeouts);
+  line("retransmit_rewinds", s.retransmitted_rewinds);
+  line("tx_naks_sequence", s.tx_naks_sequence);
+  line("tx_naks_invalid_request", s.tx_naks_invalid_request);
+  line("tx_naks_remote_access", s.tx_naks_remote_access);
+  line("tx_naks_remote_operational", s.tx_naks_remote_operational);
+  line("tx_rnr_naks", s.tx_rnr_naks);
+  line("rx_naks", s.rx_naks);
+  line("rx_rnr_naks", s.rx_rnr_naks);
+  line("cq_overflows", s.cq_overflows);
+  line("udp_tx_packets", t.tx_packets);
+  line("udp_tx_bytes", t.tx_bytes);
+  line("udp_tx_errors", t.tx_errors);
+  line("udp_tx_busy", t.tx_busy);
+  line("udp_rx_packets", t.rx_packets);
+  line("udp_rx_bytes", t.rx_bytes);
+  line("udp_rx_icrc_errors", t.rx_icrc_errors);
+  line("udp_rx_runts", t.rx_runts);
+  line("fault_drops", t.injected_drops);
+  line("fault_dups", t.injected_dups);
+  line("fault_reorders", t.injected_reorders);
+  line("fault_corrupts", t.injected_corrupts);
+  return o.str();
+}
+
+}  // namespace softrnic::engine

@@ -1,0 +1,30 @@
+#!/bin/bash
+# bench/run_bench.sh --quick end to end: it must complete and write its
+# markdown report (with the targets table and at least one softrnic figure).
+# Numbers are not asserted. Output goes to this test's temp dir, never to
+# docs/. Uses the libraries of the build under test (--lib-dir), no apt-get.
+set -u
+source "$SOFTRNIC_INTEGRATION_LIB/common.sh"
+softrnic_require_lib
+softrnic_require_cmd ib_write_lat ib_write_bw ss timeout
+
+OUT=$SOFTRNIC_TMP/bench-out
+log "running bench/run_bench.sh --quick (lib: $SOFTRNIC_LIB_DIR)"
+TMPDIR=$SOFTRNIC_TMP run_t 560 bash "$SOFTRNIC_SOURCE_DIR/bench/run_bench.sh" --quick \
+  --no-install --lib-dir "$SOFTRNIC_LIB_DIR" --out-dir "$OUT" >"$SOFTRNIC_TMP/bench.log" 2>&1
+rc=$?
+tail -n 25 "$SOFTRNIC_TMP/bench.log"
+(( rc == 0 )) || die "run_bench.sh --quick exited with $rc"
+
+MD=$OUT/benchmarks-quick.md
+check "report written" test -s "$MD"
+check "targets table present" grep -q '^## Where softrnic stands against its targets' "$MD"
+check "softrnic ib_write_lat figure present" grep -qE '^\| softrnic ib_write_lat \| 8 B \| (unpinned|pinned) \| latency \(us\) \| [0-9]' "$MD"
+check "softrnic ib_write_bw figure present" grep -qE '^\| softrnic ib_write_bw \| 64 KiB \| (unpinned|pinned) \| bandwidth \(GB/s\) \| [0-9]' "$MD"
+check "docs/benchmarks.md not touched by --quick" test ! "$OUT/benchmarks.md" -ef "$SOFTRNIC_SOURCE_DIR/docs/benchmarks.md"
+if ls "$OUT"/img/*.png >/dev/null 2>&1; then
+  log "plots: $(ls "$OUT"/img/*.png | xargs -n1 basename | tr '\n' ' ')"
+else
+  log "no plots (python3-matplotlib missing?)"
+fi
+log "PASS: quick benchmark report at $MD"
