@@ -308,6 +308,16 @@ int Device::DestroyAh(Ah* ah) {
 
 int Device::CreateQp(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, QpCaps* caps,
                      bool sq_sig_all, void* handle, Qp** out) {
+  return CreateQpWithQpn(pd, type, send_cq, recv_cq, srq, caps, sq_sig_all, handle, 0, out);
+}
+
+int Device::CreateGsiQp(Pd* pd, Cq* send_cq, Cq* recv_cq, QpCaps* caps, void* handle, Qp** out) {
+  return CreateQpWithQpn(pd, QpType::kUd, send_cq, recv_cq, nullptr, caps, false, handle, 1, out);
+}
+
+int Device::CreateQpWithQpn(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq,
+                            QpCaps* caps, bool sq_sig_all, void* handle, uint32_t fixed_qpn,
+                            Qp** out) {
   const auto& dev = engine_->attr_;
   if (type != QpType::kRc && type != QpType::kUc && type != QpType::kUd) return EOPNOTSUPP;
   if (send_cq == nullptr || recv_cq == nullptr) return EINVAL;
@@ -319,11 +329,16 @@ int Device::CreateQp(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, Qp
   std::lock_guard<SpinMutex> lock(engine_->mu_);
   if (engine_->qps_.size() >= dev.max_qp) return ENOMEM;
   auto qp = std::make_unique<Qp>();
-  // QPN: skip 0 and 1 (SMI/GSI) and any in use; 24 bits.
-  do {
-    engine_->next_qpn_ = (engine_->next_qpn_ + 1) & wire::kQpnMask;
-  } while (engine_->next_qpn_ < 2 || engine_->qps_.contains(engine_->next_qpn_));
-  qp->qpn = engine_->next_qpn_;
+  if (fixed_qpn != 0) {
+    if (engine_->qps_.contains(fixed_qpn)) return EBUSY;
+    qp->qpn = fixed_qpn;
+  } else {
+    // QPN: skip 0 and 1 (SMI/GSI) and any in use; 24 bits.
+    do {
+      engine_->next_qpn_ = (engine_->next_qpn_ + 1) & wire::kQpnMask;
+    } while (engine_->next_qpn_ < 2 || engine_->qps_.contains(engine_->next_qpn_));
+    qp->qpn = engine_->next_qpn_;
+  }
   qp->type = type;
   qp->pd = pd;
   qp->send_cq = send_cq;

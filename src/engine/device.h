@@ -145,6 +145,9 @@ class Device {
   // caps is rounded up to what the QP really has (as ibv_create_qp does).
   int CreateQp(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, QpCaps* caps,
                bool sq_sig_all, void* handle, Qp** out);
+  // The General Services QP (QPN 1, IBA 3.9.1 / 13.5): a UD QP that carries
+  // connection-management MADs (librdmacm). One per device; EBUSY if taken.
+  int CreateGsiQp(Pd* pd, Cq* send_cq, Cq* recv_cq, QpCaps* caps, void* handle, Qp** out);
   uint32_t QpNum(const Qp* qp) const;
   QpState GetQpState(const Qp* qp) const;
   // IBA 10.3 / man ibv_modify_qp: EINVAL for a mask that is wrong for the
@@ -176,6 +179,8 @@ class Device {
 
  private:
   explicit Device(std::unique_ptr<Engine> engine);
+  int CreateQpWithQpn(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, QpCaps* caps,
+                      bool sq_sig_all, void* handle, uint32_t fixed_qpn, Qp** out);
   std::unique_ptr<Engine> engine_;
 };
 
