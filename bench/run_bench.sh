@@ -269,7 +269,7 @@ sr_test() {
   else
     # probe (unpinned) to size the measured runs
     local pn=$LAT_PROBE; [[ $kind == bw ]] && pn=$BW_PROBE
-    (( size < 1024 && kind == "bw" )) && pn=5000
+    [[ $kind == bw ]] && (( size < 1024 )) && pn=5000
     SRV=("${SRN_ENV[@]}" "$tool" -F -p @PORT@ -s "$size" -n "$pn" "$@")
     CLI=("${SRV[@]}" 127.0.0.1)
     pair "${id}_probe" unpinned 120

@@ -142,7 +142,14 @@ void Engine::RequesterError(Qp* qp, WcStatus status) {
       break;
     }
   }
-  MoveToError(qp);
+  if (qp->type == QpType::kRc) {
+    MoveToError(qp);
+    return;
+  }
+  // IBA 10.3.1.6: a UD or UC send error puts the QP in SQ Error: the send
+  // queue is flushed, the receive side keeps working, SQE -> RTS recovers.
+  qp->attr.qp_state = QpState::kSqe;
+  FlushSendQueue(qp);
 }
 
 void Engine::CheckTimers(Qp* qp, Clock::time_point now) {

@@ -482,7 +482,7 @@ int Device::PostSend(Qp* qp, const SendWr& wr) {
   }
   ++qp->sq_tail;
   if (state == QpState::kErr || state == QpState::kSqe) {
-    engine_->FlushQp(qp);
+    engine_->FlushSendQueue(qp);
     return 0;
   }
   engine_->RunRequester(qp);

@@ -99,6 +99,8 @@ class Engine {
   int ModifyQpLocked(Qp* qp, const QpAttr& attr, uint32_t mask);
   void MoveToError(Qp* qp);
   void FlushQp(Qp* qp);
+  void FlushSendQueue(Qp* qp);
+  void FlushRecvQueue(Qp* qp);
   void ResetQp(Qp* qp);
 
   // --- Requester (requester.cc) ---

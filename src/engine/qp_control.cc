@@ -267,6 +267,11 @@ void Engine::MoveToError(Qp* qp) {
 void Engine::FlushQp(Qp* qp) {
   // IBA 10.3.1.7 / 11.4.2: in the Error state every outstanding WQE completes
   // with a flush error, signaled or not.
+  FlushSendQueue(qp);
+  FlushRecvQueue(qp);
+}
+
+void Engine::FlushSendQueue(Qp* qp) {
   while (qp->sq_head != qp->sq_tail) {
     SendWqe& w = qp->Wqe(qp->sq_head);
     if (!w.done) {
@@ -277,6 +282,11 @@ void Engine::FlushQp(Qp* qp) {
     ++qp->sq_head;
   }
   qp->sq_next = qp->sq_tail;
+  qp->send_offset = 0;
+  qp->outstanding_rd_atomic = 0;
+}
+
+void Engine::FlushRecvQueue(Qp* qp) {
   if (qp->recv_active) {
     qp->recv_active = false;
     CompleteRecv(qp, WcStatus::kWrFlushErr, WcOpcode::kRecv, 0, 0, 0, 0, false);

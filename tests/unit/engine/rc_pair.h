@@ -148,12 +148,10 @@ inline void FillPattern(std::vector<uint8_t>& b, size_t offset, size_t len, uint
   }
 }
 
-// A snapshot of the engine's counters. Device has no public stats accessor
-// yet, so this reads the engine's internals under the engine lock.
-inline EngineStats StatsOf(Device& d) {
-  std::lock_guard lock(d.engine().mu_);
-  return d.engine().stats_;
-}
+// A snapshot of the engine's counters.
+inline EngineStats StatsOf(Device& d) { return d.stats(); }
+// The transport's counters (ICRC errors, injected faults): no public
+// accessor, so this reads the engine's internals under the engine lock.
 inline transport::TransportCounters TransportCountersOf(Device& d) {
   std::lock_guard lock(d.engine().mu_);
   return d.engine().transport_->counters();

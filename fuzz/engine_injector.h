@@ -1,0 +1,119 @@
+// Test-only entry points into a live engine for the fuzzers: inject a
+// received packet without sockets, and replace the UDP transport with one
+// that records what the engine transmits instead of sending it.
+//
+// Everything here uses Engine's public members (Device::engine(),
+// Engine::DispatchPacket, Engine::transport_, Engine::mu_); no engine file
+// is changed for it. Not for production use: swapping the transport is only
+// safe after StopProgressThread(), which DetachTransport() does.
+//
+// Thread-safety: Inject() and the helpers take the engine lock themselves;
+// call them from one thread (the fuzzer's).
+#pragma once
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "engine/device.h"
+#include "engine/engine.h"
+#include "transport/transport.h"
+
+namespace softrnic::fuzz {
+
+// A transport with the same local endpoints as the one it replaces, that
+// never touches a socket: transmitted packets are kept (copied) until
+// Clear(), so a fuzzer can check what the engine sent.
+class RecordingTransport final : public transport::Transport {
+ public:
+  explicit RecordingTransport(std::span<const transport::Endpoint> locals)
+      : locals_(locals.begin(), locals.end()) {}
+
+  std::span<const transport::Endpoint> locals() const override { return locals_; }
+  int SendBurst(const transport::TxPacket* packets, int n) override {
+    for (int i = 0; i < n; ++i) {
+      ++counters_.tx_packets;
+      counters_.tx_bytes += packets[i].length;
+      if (sent_.size() < kKeep)
+        sent_.emplace_back(packets[i].data, packets[i].data + packets[i].length);
+    }
+    return n;
+  }
+  int RecvBurst(transport::RxPacket*, int) override { return 0; }
+  int pollable_fd() const override { return -1; }
+  const transport::TransportCounters& counters() const override { return counters_; }
+
+  const std::vector<std::vector<uint8_t>>& sent() const { return sent_; }
+  void Clear() { sent_.clear(); }
+
+ private:
+  static constexpr size_t kKeep = 4096;
+  std::vector<transport::Endpoint> locals_;
+  std::vector<std::vector<uint8_t>> sent_;
+  transport::TransportCounters counters_;
+};
+
+// Stops the device's progress thread (so the fuzzer is the only thread in
+// the engine and runs are deterministic) and swaps its UDP transport for a
+// RecordingTransport. Returns the new transport (owned by the engine).
+inline RecordingTransport* DetachTransport(engine::Device& device) {
+  engine::Engine& e = device.engine();
+  e.StopProgressThread();
+  // DrainAsyncEvents reads the event pipe; it must never block.
+  fcntl(e.async_read_fd_, F_SETFL, fcntl(e.async_read_fd_, F_GETFL) | O_NONBLOCK);
+  std::lock_guard<engine::SpinMutex> lock(e.mu_);
+  auto rec = std::make_unique<RecordingTransport>(e.transport_->locals());
+  RecordingTransport* raw = rec.get();
+  e.transport_ = std::move(rec);
+  return raw;
+}
+
+// Delivers one packet (BTH .. ICRC, ICRC assumed verified) as if the
+// transport had received it from `src`, then runs what the progress pass
+// runs after a receive burst: the work list (coalesced ACKs, requesters)
+// and the transmit flush.
+inline void Inject(engine::Device& device, uint8_t* data, uint32_t length,
+                   const transport::Endpoint& src, uint16_t local_index = 0,
+                   uint8_t traffic_class = 0) {
+  engine::Engine& e = device.engine();
+  transport::RxPacket rx;
+  rx.data = data;
+  rx.length = length;
+  rx.local_index = local_index;
+  rx.src = src;
+  rx.traffic_class = traffic_class;
+  std::lock_guard<engine::SpinMutex> lock(e.mu_);
+  e.DispatchPacket(rx);
+  if (!e.work_list_.empty()) e.RunWorkList();
+  e.FlushTx();
+}
+
+// Runs every QP's timers as if `ahead` had passed (retransmit timeouts,
+// RNR waits), then the work list and the transmit flush.
+inline void FireTimers(engine::Device& device, engine::Clock::duration ahead) {
+  engine::Engine& e = device.engine();
+  std::lock_guard<engine::SpinMutex> lock(e.mu_);
+  const engine::Clock::time_point when = engine::Clock::now() + ahead;
+  for (auto& [qpn, qp] : e.qps_) e.CheckTimers(qp.get(), when);
+  if (!e.work_list_.empty()) e.RunWorkList();
+  e.FlushTx();
+}
+
+// Discards queued async events (the engine keeps them until the application
+// reads them; a fuzzer never does).
+inline void DrainAsyncEvents(engine::Device& device) {
+  engine::Engine& e = device.engine();
+  std::lock_guard<engine::SpinMutex> lock(e.mu_);
+  e.async_events_.clear();
+  char buf[256];
+  while (read(e.async_read_fd_, buf, sizeof(buf)) > 0) {
+  }
+}
+
+}  // namespace softrnic::fuzz

@@ -1,0 +1,115 @@
+// Live counters for `softrnic stat` (tools/softrnic_stat.cc): a device's
+// EngineStats and TransportCounters, published as a small text file in
+// /dev/shm that any process on the host can read while the device runs.
+//
+// File: $SOFTRNIC_STATS_DIR (default /dev/shm) / softrnic-<pid>.stats, or
+// softrnic-<pid>-<n>.stats for a process's second and later publishers.
+// Rewritten atomically (write a temporary file, rename over the old one), at
+// most every `period` (100 ms) and only when a counter changed; removed when
+// the publisher is destroyed and, for publishers still alive then, at exit.
+// A process killed by a signal leaves its file behind: readers check that
+// the pid is alive (ReadStatsDir does).
+//
+// Format (text, one item per line, "key value"; docs/hardening.md):
+//
+//   softrnic-stats 1           format version
+//   pid 4242
+//   comm ib_write_bw           /proc/<pid>/comm
+//   device softrnic0
+//   gid 0 ::ffff:10.0.0.1      one line per GID table entry
+//   time_ns 1700000000123456   CLOCK_REALTIME of the snapshot
+//   seq 17                     snapshots written so far
+//   rx_packets 1234            every counter of FormatStats(), in its order
+//   ...
+//
+// Threading: a publisher owns one thread that sleeps `period`, then takes a
+// snapshot under the engine lock with try_lock (never waiting on it: an
+// engine busy for a whole period just publishes one period later), and
+// writes the file with the lock released. Construct and destroy it from any
+// thread; do not destroy the engine first.
+//
+// SOFTRNIC_STATS_SHM=0 disables publishing (no thread, no file).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace softrnic::engine {
+
+class Engine;
+class Device;
+
+class StatsPublisher {
+ public:
+  explicit StatsPublisher(Engine& engine,
+                          std::chrono::milliseconds period = std::chrono::milliseconds(100));
+  ~StatsPublisher();
+  StatsPublisher(const StatsPublisher&) = delete;
+  StatsPublisher& operator=(const StatsPublisher&) = delete;
+
+  // For Device::Get: starts a publisher for the process's device that lives
+  // until exit (an atexit handler stops it and removes its file). Safe to
+  // call again after fork() for the child's new device.
+  static void StartForProcess(Device& device);
+
+  // Takes a snapshot and writes the file now (waiting for the engine lock).
+  void PublishNow();
+  // Stops the thread and removes the file. Idempotent.
+  void Stop();
+
+  bool enabled() const { return enabled_; }
+  const std::string& path() const { return path_; }
+
+  // $SOFTRNIC_STATS_DIR or /dev/shm.
+  static std::string Directory();
+
+ private:
+  void Run();
+  // Snapshot under the engine lock; false if `wait` is false and the lock
+  // was busy.
+  bool Snapshot(bool wait, std::string* text);
+  void Write(const std::string& text);
+
+  Engine& engine_;
+  const std::chrono::milliseconds period_;
+  bool enabled_ = false;
+  int owner_pid_ = 0;
+  std::string path_;
+  std::string last_counters_;  // counter block of the last write
+  uint64_t seq_ = 0;
+  std::mutex mu_;  // guards stop_, stopped_, the file
+  std::condition_variable cv_;
+  bool stop_ = false;
+  bool stopped_ = false;
+  std::thread thread_;
+};
+
+// A parsed stats file (for the `softrnic` tool and tests).
+struct StatsFile {
+  std::string path;
+  int pid = 0;
+  std::string comm;
+  std::string device;
+  std::vector<std::string> gids;
+  uint64_t time_ns = 0;
+  uint64_t seq = 0;
+  std::vector<std::pair<std::string, uint64_t>> counters;  // in file order
+
+  // 0 if absent.
+  uint64_t Get(const std::string& name) const;
+};
+
+// Parses one file's text; false if it is not a softrnic stats file.
+bool ParseStatsFile(const std::string& text, StatsFile* out);
+
+// Reads every softrnic-*.stats in `dir` whose process is alive, sorted by
+// pid. Files of dead processes are skipped (and removed when `remove_stale`).
+std::vector<StatsFile> ReadStatsDir(const std::string& dir, bool remove_stale = false);
+
+}  // namespace softrnic::engine

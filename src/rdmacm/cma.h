@@ -1,0 +1,13 @@
+// Private declarations of softrnic's librdmacm.so.1 (cma.cc).
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+extern "C" {
+// Exported by softrnic's libibverbs.so.1 at SOFTRNIC_PRIVATE_1
+// (src/verbs/gsi_private.cc): the device's QP1.
+ibv_qp* softrnic_create_gsi_qp(ibv_pd* pd, ibv_cq* send_cq, ibv_cq* recv_cq, ibv_qp_cap* cap);
+}
+
+#define CMA_EXPORT extern "C" __attribute__((visibility("default")))
