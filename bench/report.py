@@ -180,6 +180,19 @@ def main():
         w(f"| lscpu | {meta['lscpu'].replace(';', '; ')} |")
     w("")
 
+    try:
+        loads = [float(meta.get(k, "0").split()[0]) for k in ("loadavg_before", "loadavg_after")]
+        ncpu = int(meta.get("cpus", "0") or 0)
+    except ValueError:
+        loads, ncpu = [0.0], 0
+    if ncpu and max(loads) > 0.5 * ncpu:
+        w(f"> **Warning: the machine was busy during this run** (load average {max(loads):.1f} on "
+          f"{ncpu} vCPUs: other processes were competing for the cores). Busy-polling tools "
+          "(UCX, libfabric, softrnic) suffer most; all figures below are disturbed and the peers' "
+          "in particular are far from what they reach on an idle machine. Rerun on an idle "
+          "machine for representative numbers.")
+        w("")
+
     # ---------------------------------------------------------- targets
     w("## Where softrnic stands against its targets")
     w("")

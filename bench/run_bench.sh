@@ -414,10 +414,10 @@ ucx_one() {
   fi
   local f; read -r -a f <<<"$row"
   if [[ $test == *lat ]]; then
-    # average (ucx_perftest's 50.0%ile column is for the last report interval only)
-    rec "$id" "$label" "$place" "$size" lat us "${f[2]}" "$rep"
+    # whole-run average ("overall"; the 50.0%ile and avg columns cover the last report interval only)
+    rec "$id" "$label" "$place" "$size" lat us "${f[3]}" "$rep"
   else
-    rec "$id" "$label" "$place" "$size" bw GB/s "$(awk -v m="${f[4]}" 'BEGIN {printf "%.4f", m * 1048576 / 1e9}')" "$rep"
+    rec "$id" "$label" "$place" "$size" bw GB/s "$(awk -v m="${f[5]}" 'BEGIN {printf "%.4f", m * 1048576 / 1e9}')" "$rep"
     rec "$id" "$label" "$place" "$size" cpu_per_gb ms/GB \
       "$(awk -v c="$PAIR_CPU" -v n="$iters" -v s="$size" 'BEGIN {printf "%.1f", c * 1000 / (n * s / 1e9)}')" "$rep"
   fi
@@ -507,11 +507,11 @@ sweep_ucx() {
     [[ $tls == tcp ]] && { nl=5000; nb=2000; }
     (( s >= 262144 )) && { nl=$(( nl / 20 + 50 )); nb=$(( nb / 20 + 50 )); }
     (( s >= 4194304 )) && { nl=30; nb=30; }
-    if ucx_one "$tls" "sweep_ucx" "x" tag_lat "$s" "$nl" pinned 1; then
-      awk -v t="UCX $tls tag_lat" -v s="$s" 'NF == 8 && $1 ~ /^[0-9]+$/ {r = $3} END {printf "%s\tlat\t%s\t%s\n", t, s, r}' "$CLOG" >>"$SWEEP_TSV"
+    if ucx_one "$tls" "sweep_ucx_${tls%%,*}" "x" tag_lat "$s" "$nl" pinned 1; then
+      awk -v t="UCX $tls tag_lat" -v s="$s" 'NF == 8 && $1 ~ /^[0-9]+$/ {r = $4} END {printf "%s\tlat\t%s\t%s\n", t, s, r}' "$CLOG" >>"$SWEEP_TSV"
     fi
-    if ucx_one "$tls" "sweep_ucx" "x" tag_bw "$s" "$nb" pinned 1; then
-      awk -v t="UCX $tls tag_bw" -v s="$s" 'NF == 8 && $1 ~ /^[0-9]+$/ {r = $5} END {printf "%s\tbw\t%s\t%.6g\n", t, s, r * 1048576 / 1e9}' "$CLOG" >>"$SWEEP_TSV"
+    if ucx_one "$tls" "sweep_ucx_${tls%%,*}" "x" tag_bw "$s" "$nb" pinned 1; then
+      awk -v t="UCX $tls tag_bw" -v s="$s" 'NF == 8 && $1 ~ /^[0-9]+$/ {r = $6} END {printf "%s\tbw\t%s\t%.6g\n", t, s, r * 1048576 / 1e9}' "$CLOG" >>"$SWEEP_TSV"
     fi
   done
 }
@@ -524,7 +524,7 @@ if (( SWEEP )); then
     sweep_ucx posix,self
   fi
   # sweep results are not headline figures
-  sed -i '/^sweep_ucx\t/d' "$RES"
+  sed -i '/^sweep_ucx/d' "$RES"
 fi
 
 # ------------------------------------------------------------------ 6. report

@@ -38,9 +38,10 @@ command -v "$cc" >/dev/null 2>&1 || { log "SKIP: $cc not installed"; exit 77; }
 
 if [[ ! -f "$build/CMakeCache.txt" ]]; then
   log "configuring $build with $cxx"
+  mkdir -p "$build"
   CC=$cc CXX=$cxx cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DSOFTRNIC_BUILD_FUZZERS=ON -DSOFTRNIC_BUILD_TESTS=OFF >"$build.configure.log" 2>&1 ||
-    { cat "$build.configure.log" >&2; log "FAIL: configure"; exit 1; }
+    -DSOFTRNIC_BUILD_FUZZERS=ON -DSOFTRNIC_BUILD_TESTS=OFF >"$build/configure.log" 2>&1 ||
+    { cat "$build/configure.log" >&2; log "FAIL: configure"; exit 1; }
 fi
 log "building fuzzers (-j$jobs)"
 cmake --build "$build" -j"$jobs" --target fuzzers >"$build/fuzz-build.log" 2>&1 ||

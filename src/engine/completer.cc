@@ -47,10 +47,7 @@ void Engine::CompleteSendWqe(Qp* qp, SendWqe& w, WcStatus status) {
   c.opcode = SendWcOpcode(w.opcode);
   c.byte_len = w.length;
   c.qp_num = qp->qpn;
-  if (!qp->send_cq->Push(c, false)) {
-    ++stats_.cq_overflows;
-    PostAsyncEvent(AsyncEventType::kCqErr, qp->send_cq->handle);
-  }
+  if (!qp->send_cq->Push(c, false)) ReportCqOverflow(qp->send_cq);
 }
 
 void Engine::RetireCompletedWqes(Qp* qp) {

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "engine/engine.h"
+#include "engine/stats_publisher.h"
 
 namespace softrnic::engine {
 namespace {
@@ -54,6 +55,9 @@ std::shared_ptr<Device> Device::Get(std::string* error) {
   if (!device) return nullptr;
   g_device = new std::shared_ptr<Device>(device);
   g_device_pid = getpid();
+  // Counters readable while running: /dev/shm/softrnic-<pid>.stats, read by
+  // `softrnic stat` (tools/softrnic_stat.cc).
+  StatsPublisher::StartForProcess(*device);
   if (const char* s = std::getenv("SOFTRNIC_STATS"); s && *s == '1') {
     // SOFTRNIC_STATS=1: print the counters when the process exits.
     std::atexit([] {

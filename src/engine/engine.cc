@@ -50,6 +50,13 @@ void Engine::PostAsyncEvent(AsyncEventType type, void* handle) {
   (void)!write(async_write_fd_, &byte, 1);
 }
 
+void Engine::ReportCqOverflow(Cq* cq) {
+  ++stats_.cq_overflows;
+  if (cq->overflow_reported) return;
+  cq->overflow_reported = true;
+  PostAsyncEvent(AsyncEventType::kCqErr, cq->handle);
+}
+
 void Engine::MarkWork(Qp* qp) {
   if (qp->on_work_list) return;
   qp->on_work_list = true;

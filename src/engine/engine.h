@@ -57,6 +57,7 @@ class Engine {
   int async_write_fd_ = -1;
   std::deque<AsyncEvent> async_events_;
   void PostAsyncEvent(AsyncEventType type, void* handle);
+  void ReportCqOverflow(Cq* cq);
 
   // --- Progress (progress.cc) ---
   // One pass: receive a burst, dispatch, flush ACKs, run timers and

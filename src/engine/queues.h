@@ -60,6 +60,9 @@ class Cq {
   // 0: not armed; 1: next completion; 2: next solicited or error completion.
   int armed = 0;
   bool overflowed = false;
+  // One IBV_EVENT_CQ_ERR per overflow episode, so a flood cannot grow the
+  // async event queue without bound.
+  bool overflow_reported = false;
   unsigned events_delivered = 0;
   unsigned events_acked = 0;
   int users = 0;

@@ -119,10 +119,7 @@ void Engine::CompleteRecv(Qp* qp, WcStatus status, WcOpcode opcode, uint32_t byt
   c.src_qp = src_qp;
   c.wc_flags = wc_flags;
   qp->recv_active = false;
-  if (!qp->recv_cq->Push(c, solicited)) {
-    ++stats_.cq_overflows;
-    PostAsyncEvent(AsyncEventType::kCqErr, qp->recv_cq->handle);
-  }
+  if (!qp->recv_cq->Push(c, solicited)) ReportCqOverflow(qp->recv_cq);
 }
 
 void Engine::QueueAck(Qp* qp, uint8_t syndrome, uint32_t psn) {
@@ -156,16 +153,17 @@ void Engine::SendAckNow(Qp* qp, uint8_t syndrome, uint32_t psn) {
 }
 
 void Engine::ResponderError(Qp* qp, wire::NakCode code, uint32_t psn, WcStatus recv_status) {
+  if (qp->type != QpType::kRc) {
+    // UC: the message is dropped, the QP stays usable (IBA 9.8.3.2).
+    ++stats_.rx_dropped_invalid;
+    qp->in_message = InMessage::kNone;
+    return;
+  }
   switch (code) {
     case wire::NakCode::kInvalidRequest: ++stats_.tx_naks_invalid_request; break;
     case wire::NakCode::kRemoteAccessError: ++stats_.tx_naks_remote_access; break;
     case wire::NakCode::kRemoteOperationalError: ++stats_.tx_naks_remote_operational; break;
     default: break;
-  }
-  if (qp->type != QpType::kRc) {
-    // UC: the message is dropped, the QP stays usable (IBA 9.8.3.2).
-    qp->in_message = InMessage::kNone;
-    return;
   }
   SendAckNow(qp, wire::MakeSyndrome(wire::AckKind::kNak, static_cast<uint8_t>(code)), psn);
   if (qp->recv_active)
@@ -329,6 +327,7 @@ void Engine::HandleRequest(Qp* qp, const wire::Packet& pkt, const transport::RxP
     if (rc) {
       ResponderError(qp, wire::NakCode::kInvalidRequest, psn, WcStatus::kRemInvReqErr);
     } else {
+      ++stats_.rx_dropped_invalid;
       qp->in_message = InMessage::kNone;
       qp->epsn = wire::PsnAdd(psn, 1);
     }
@@ -391,9 +390,15 @@ void Engine::HandleRequest(Qp* qp, const wire::Packet& pkt, const transport::RxP
     // The receive WQE an immediate consumes is checked before any byte
     // moves, so an RNR retry finds the same state.
     if (with_imm && !qp->recv_active && !TakeRecvWqe(qp)) {
-      ++stats_.tx_rnr_naks;
-      if (rc)
+      if (rc) {
+        ++stats_.tx_rnr_naks;
         SendAckNow(qp, wire::MakeSyndrome(wire::AckKind::kRnrNak, qp->attr.min_rnr_timer), psn);
+      } else {
+        // UC: no receive WQE loses the message (IBA 9.8.3.2).
+        ++stats_.rx_dropped_no_recv;
+        qp->in_message = InMessage::kNone;
+        qp->epsn = wire::PsnAdd(psn, 1);
+      }
       return;
     }
     if (first) {

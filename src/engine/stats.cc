@@ -17,6 +17,7 @@ std::string FormatStats(const EngineStats& s, const transport::TransportCounters
   line("rx_dropped_pkey", s.rx_dropped_pkey);
   line("rx_dropped_qkey", s.rx_dropped_qkey);
   line("rx_dropped_no_recv", s.rx_dropped_no_recv);
+  line("rx_dropped_invalid", s.rx_dropped_invalid);
   line("rx_duplicates", s.rx_duplicates);
   line("rx_out_of_sequence", s.rx_out_of_sequence);
   line("rx_cnp", s.rx_cnp);

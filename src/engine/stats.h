@@ -23,6 +23,7 @@ struct EngineStats {
   uint64_t rx_dropped_pkey = 0;
   uint64_t rx_dropped_qkey = 0;
   uint64_t rx_dropped_no_recv = 0;     // UD/UC message with no receive WQE
+  uint64_t rx_dropped_invalid = 0;   // UC message dropped: bad sequence, length, rights
   uint64_t rx_duplicates = 0;
   uint64_t rx_out_of_sequence = 0;
   uint64_t rx_cnp = 0;

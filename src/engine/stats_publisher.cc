@@ -113,6 +113,7 @@ void StatsPublisher::Stop() {
     if (stopped_) return;
     stop_ = true;
   }
+  stop_requested_.store(true, std::memory_order_relaxed);
   cv_.notify_all();
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
   {
@@ -128,10 +129,18 @@ void StatsPublisher::Stop() {
 bool StatsPublisher::Snapshot(bool wait, std::string* text) {
   EngineStats stats;
   transport::TransportCounters counters;
-  if (wait) {
+  // An application thread busy-polling its CQ holds the engine lock nearly
+  // all the time and re-takes it at once, so a bare try_lock would starve:
+  // try a while, then queue for the lock like any verb call does (it is
+  // held here for a copy of a few hundred bytes).
+  bool locked = false;
+  for (int i = 0; i < 256 && !locked; ++i) {
+    locked = engine_.mu_.try_lock();
+    if (!locked) __builtin_ia32_pause();
+  }
+  if (!locked) {
+    if (!wait && stop_requested_.load(std::memory_order_relaxed)) return false;
     engine_.mu_.lock();
-  } else if (!engine_.mu_.try_lock()) {
-    return false;
   }
   stats = engine_.stats_;
   counters = engine_.transport_->counters();

@@ -22,15 +22,16 @@
 //   rx_packets 1234            every counter of FormatStats(), in its order
 //   ...
 //
-// Threading: a publisher owns one thread that sleeps `period`, then takes a
-// snapshot under the engine lock with try_lock (never waiting on it: an
-// engine busy for a whole period just publishes one period later), and
-// writes the file with the lock released. Construct and destroy it from any
+// Threading: a publisher owns one thread that sleeps `period`, then copies
+// the counters under the engine lock (a few hundred bytes; it spins on
+// try_lock briefly, then queues for the lock like a verb call) and writes
+// the file with the lock released. Construct and destroy it from any
 // thread; do not destroy the engine first.
 //
 // SOFTRNIC_STATS_SHM=0 disables publishing (no thread, no file).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -87,6 +88,7 @@ class StatsPublisher {
   std::condition_variable cv_;
   bool stop_ = false;
   bool stopped_ = false;
+  std::atomic<bool> stop_requested_{false};  // stop_, readable without mu_
   std::thread thread_;
 };
 

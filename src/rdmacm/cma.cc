@@ -16,6 +16,7 @@
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
@@ -83,6 +84,11 @@ constexpr int kSlotSize = 512;
 constexpr size_t kGrh = 40;
 constexpr uint64_t kRecvTag = 1ull << 32;
 constexpr int kMaxRdAtomic = 16;
+// A same-host connect to a port with no registered listener polls the
+// registry every kLookupMs for kLookups times (a listener that is just being
+// set up, as perftest's server does after its handshake) before REJECTED.
+constexpr int kLookupMs = 50;
+constexpr int kLookups = 20;
 
 // ---------------------------------------------------------------- channels / events
 struct Id;
@@ -145,6 +151,13 @@ struct Id {
   Clock::time_point deadline;
   uint8_t last_mad[kMadSize];
   bool have_last = false;
+  // Same-host destination whose listener is not registered (yet): the REQ
+  // waits in last_mad while the registry is polled (lookups_left times).
+  bool pending_lookup = false;
+  int lookups_left = 0;
+  // REJ "invalid service ID" answers are retried this many more times
+  // (every kLookupMs) before REJECTED: see HandleRej.
+  int invalid_sid_retries = 0;
   // Library-created CQs / channels (rdma_create_qp without CQs).
   bool own_send_cq = false, own_recv_cq = false;
   // rdma_create_ep on a passive id: QP attributes for rdma_get_request.
@@ -179,10 +192,13 @@ struct Cm {
   std::mt19937 rng{std::random_device{}()};
 };
 
-Cm& G() {
-  static Cm* g = new Cm;  // never destroyed: the CM thread may outlive statics
-  return *g;
-}
+// Never destroyed: the CM thread may outlive static destructors. A forked
+// child starts over with a fresh CM (its own device, QP1 and thread, as the
+// verbs shim gives it its own device); ids inherited from the parent are not
+// usable in the child.
+Cm* g_cm = new Cm;
+Cm& G() { return *g_cm; }
+void AtForkChild() { g_cm = new Cm; }
 
 // ---------------------------------------------------------------- helpers
 void SetGidFromIp(ibv_gid* g, uint32_t ip_host) {
@@ -527,6 +543,21 @@ int QpToRts(Id* id) {
   return rc;
 }
 
+void SendOrDefer(Id* id, const CmMsg& m, Timer t, bool defer) {
+  id->invalid_sid_retries = kLookups;
+  if (!defer) {
+    SendMsg(id->sgid_index, id->dgid, m, id);
+    ArmTimer(id, t);
+    return;
+  }
+  EncodeCm(m, id->last_mad);
+  id->have_last = true;
+  id->pending_lookup = true;
+  id->lookups_left = kLookups;
+  id->timer = t;
+  id->deadline = Clock::now() + std::chrono::milliseconds(kLookupMs);
+}
+
 uint8_t ClampRd(uint8_t v) { return v > kMaxRdAtomic ? kMaxRdAtomic : v; }
 
 // ---------------------------------------------------------------- receive side
@@ -736,6 +767,17 @@ void HandleRej(const CmMsg& m) {
   Id* id = FindComm(m.remote_comm_id);
   if (!id) return;
   if (id->st != St::kReqSent && id->st != St::kRepSent && id->st != St::kRepRcvd) return;
+  if (id->st == St::kReqSent && m.reason == kRejInvalidServiceId && id->invalid_sid_retries > 0 &&
+      id->have_last) {
+    // The listener may be just being set up (perftest closes its first
+    // listener and opens the next one right after its handshake): try again
+    // shortly, for about a second, before reporting REJECTED.
+    --id->invalid_sid_retries;
+    id->timer = Timer::kReq;
+    id->retries_left = std::max(id->retries_left, 1);
+    id->deadline = Clock::now() + std::chrono::milliseconds(kLookupMs);
+    return;
+  }
   StopTimer(id);
   QpToErr(id);
   id->st = St::kRejected;
@@ -830,6 +872,31 @@ void RunTimers() {
   auto now = Clock::now();
   for (Id* id : G().ids) {
     if (id->timer == Timer::kNone || now < id->deadline) continue;
+    if (id->pending_lookup) {
+      long pid;
+      uint32_t lip;
+      if (RegRead(id->id.ps, SinPort(id->id.route.addr.dst_sin), &pid, &lip)) {
+        id->pending_lookup = false;
+        SetGidFromIp(&id->dgid, lip);
+        id->id.route.addr.addr.ibaddr.dgid = id->dgid;
+        if (id->id.route.path_rec) id->id.route.path_rec->dgid = id->dgid;
+        if (id->id.qp_type != IBV_QPT_UD) std::memcpy(id->last_mad + kMadHeader + 72, id->dgid.raw, 16);
+        SendRaw(id->sgid_index, id->dgid, id->last_mad);
+        ArmTimer(id, id->timer);
+      } else if (--id->lookups_left > 0) {
+        id->deadline = now + std::chrono::milliseconds(kLookupMs);
+      } else {
+        // Nobody on this host listens on the port: what the destination's
+        // CM answers (REJ, invalid service ID), without a round trip.
+        id->pending_lookup = false;
+        StopTimer(id);
+        id->st = St::kRejected;
+        bool ud = id->id.qp_type == IBV_QPT_UD;
+        Simple(id, ud ? RDMA_CM_EVENT_UNREACHABLE : RDMA_CM_EVENT_REJECTED,
+               ud ? -ECONNREFUSED : kRejInvalidServiceId);
+      }
+      continue;
+    }
     if (id->retries_left > 0 && id->have_last) {
       --id->retries_left;
       id->deadline = now + std::chrono::milliseconds(RetryMs());
@@ -917,6 +984,8 @@ int StartLocked() {
     g.init_error = e;
     return e;
   };
+  static bool atfork = (pthread_atfork(nullptr, nullptr, AtForkChild), true);
+  (void)atfork;
   g.netns = NetnsId();
   int n = 0;
   ibv_device** list = ibv_get_device_list(&n);
@@ -1478,6 +1547,7 @@ CMA_EXPORT int rdma_connect(rdma_cm_id* cid, rdma_conn_param* param) {
     size_t max_user = (ud ? kSidrReqPdata : kReqPdata) - kCmaHdr;
     if (param && param->private_data_len > max_user) return Fail(EINVAL);
     uint16_t dport = SinPort(id->id.route.addr.dst_sin);
+    bool defer = false;
     if (id->local_dst) {
       long pid;
       uint32_t lip;
@@ -1485,14 +1555,8 @@ CMA_EXPORT int rdma_connect(rdma_cm_id* cid, rdma_conn_param* param) {
         SetGidFromIp(&id->dgid, lip);
         id->id.route.addr.addr.ibaddr.dgid = id->dgid;
       } else {
-        // Nobody on this host listens on the port: the same REJ a CM on
-        // the destination would send (invalid service ID), without a round trip.
-        CM_DBG("no listener registered for port %u on this host", dport);
-        id->st = St::kRejected;
-        Event* e = NewEvent(id, ud ? RDMA_CM_EVENT_UNREACHABLE : RDMA_CM_EVENT_REJECTED,
-                            ud ? -ECONNREFUSED : kRejInvalidServiceId);
-        Deliver(id, e);
-        goto done;
+        CM_DBG("no listener registered for port %u on this host (yet)", dport);
+        defer = true;
       }
     }
     {
@@ -1510,8 +1574,7 @@ CMA_EXPORT int rdma_connect(rdma_cm_id* cid, rdma_conn_param* param) {
       m.pdata_len = kCmaHdr + (param ? param->private_data_len : 0);
       if (ud) {
         m.attr = kAttrSidrReq;
-        SendMsg(id->sgid_index, id->dgid, m, id);
-        ArmTimer(id, Timer::kSidr);
+        SendOrDefer(id, m, Timer::kSidr, defer);
       } else {
         m.attr = kAttrReq;
         m.tid = (uint64_t(getpid()) << 32) | id->local_comm_id;
@@ -1533,13 +1596,11 @@ CMA_EXPORT int rdma_connect(rdma_cm_id* cid, rdma_conn_param* param) {
         m.mtu = IBV_MTU_1024;
         std::memcpy(m.sgid, id->id.route.addr.addr.ibaddr.sgid.raw, 16);
         std::memcpy(m.dgid, id->dgid.raw, 16);
-        SendMsg(id->sgid_index, id->dgid, m, id);
-        ArmTimer(id, Timer::kReq);
+        SendOrDefer(id, m, Timer::kReq, defer);
       }
       id->st = St::kReqSent;
     }
   }
-done:
   return Complete(id);
 }
 

@@ -86,7 +86,12 @@ inline int TranslateSendWr(const ibv_send_wr* w, eng::Sge* sges, eng::SendWr* ou
   out->send_flags = w->send_flags;
   out->imm_data = w->imm_data;
   out->sges = std::span<const eng::Sge>(sges, static_cast<size_t>(w->num_sge));
-  switch (w->opcode) {
+  // Read as an integer: a C caller may put any value in the enum field, and
+  // loading an out-of-range enum value is undefined behaviour in C++.
+  uint32_t opcode;
+  static_assert(sizeof(opcode) == sizeof(w->opcode));
+  std::memcpy(&opcode, &w->opcode, sizeof(opcode));
+  switch (opcode) {
     case IBV_WR_SEND:
     case IBV_WR_SEND_WITH_IMM:
     case IBV_WR_SEND_WITH_INV:
@@ -109,7 +114,7 @@ inline int TranslateSendWr(const ibv_send_wr* w, eng::Sge* sges, eng::SendWr* ou
       // BIND_MW (no memory windows), TSO, DRIVER1, ATOMIC_WRITE: not offered.
       return EINVAL;
   }
-  out->opcode = static_cast<eng::WrOpcode>(w->opcode);
+  out->opcode = static_cast<eng::WrOpcode>(opcode);
   return 0;
 }
 

@@ -1,0 +1,295 @@
+// `softrnic`: command-line tool for running softrnic devices.
+//
+//   softrnic stat [-p PID] [-w SECS [-c COUNT]] [-r | -j] [-d DIR] [--clean]
+//
+// Lists every live process with a softrnic device and its counters, read
+// from the files the engine's StatsPublisher keeps in /dev/shm
+// (src/engine/stats_publisher.h), in the spirit of `rdma statistic`:
+// packets and bytes per direction, retransmissions, NAKs by kind, RNR,
+// drops by reason, ICRC errors, duplicates.
+//
+//   -p PID     only this process
+//   -w SECS    watch: every SECS seconds print per-second rates of the
+//              counters that changed (Ctrl-C to stop; -c COUNT intervals)
+//   -r         raw: "pid PID name value" per counter (for scripts)
+//   -j         JSON: one object per process
+//   -d DIR     read DIR instead of $SOFTRNIC_STATS_DIR or /dev/shm
+//   --clean    remove the files of processes that are gone
+//
+// Exit status: 0 on success, 1 if no process matched, 2 on usage errors.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/stats_publisher.h"
+
+namespace {
+
+using softrnic::engine::ReadStatsDir;
+using softrnic::engine::StatsFile;
+using softrnic::engine::StatsPublisher;
+
+struct Options {
+  int pid = 0;
+  double watch = 0;
+  long count = 0;  // 0 = forever
+  bool raw = false;
+  bool json = false;
+  bool clean = false;
+  std::string dir;
+};
+
+volatile sig_atomic_t g_stop = 0;
+
+void Usage(FILE* out) {
+  std::fprintf(out,
+               "usage: softrnic stat [-p PID] [-w SECS [-c COUNT]] [-r | -j] [-d DIR] [--clean]\n"
+               "       softrnic help\n"
+               "Shows the counters of every running softrnic device (see docs/hardening.md).\n");
+}
+
+// Human-readable groups: (title, {(label, counter)...}).
+struct Group {
+  const char* title;
+  std::vector<std::pair<const char*, const char*>> items;
+};
+const std::vector<Group>& Groups() {
+  static const std::vector<Group> groups = {
+      {"packets", {{"rx", "udp_rx_packets"}, {"tx", "udp_tx_packets"},
+                   {"engine_rx", "rx_packets"}, {"engine_tx", "tx_packets"}}},
+      {"bytes", {{"rx", "udp_rx_bytes"}, {"tx", "udp_tx_bytes"}}},
+      {"retransmit", {{"timeouts", "retransmit_timeouts"}, {"rewinds", "retransmit_rewinds"}}},
+      {"naks_tx", {{"seq", "tx_naks_sequence"}, {"inv_req", "tx_naks_invalid_request"},
+                   {"rem_access", "tx_naks_remote_access"},
+                   {"rem_op", "tx_naks_remote_operational"}}},
+      {"naks_rx", {{"all", "rx_naks"}}},
+      {"rnr", {{"tx", "tx_rnr_naks"}, {"rx", "rx_rnr_naks"}}},
+      {"drops", {{"parse", "rx_dropped_parse"}, {"unknown_qp", "rx_dropped_unknown_qp"},
+                 {"qp_state", "rx_dropped_qp_state"}, {"source", "rx_dropped_source"},
+                 {"service", "rx_dropped_service"}, {"pkey", "rx_dropped_pkey"},
+                 {"qkey", "rx_dropped_qkey"}, {"no_recv", "rx_dropped_no_recv"}, {"invalid", "rx_dropped_invalid"}}},
+      {"errors", {{"icrc", "udp_rx_icrc_errors"}, {"runts", "udp_rx_runts"},
+                  {"tx_errors", "udp_tx_errors"}, {"tx_busy", "udp_tx_busy"},
+                  {"cq_overflows", "cq_overflows"}}},
+      {"sequence", {{"duplicates", "rx_duplicates"}, {"out_of_seq", "rx_out_of_sequence"},
+                    {"cnp", "rx_cnp"}}},
+      {"faults", {{"drops", "fault_drops"}, {"dups", "fault_dups"},
+                  {"reorders", "fault_reorders"}, {"corrupts", "fault_corrupts"}}},
+  };
+  return groups;
+}
+
+bool Known(const std::string& name) {
+  for (const Group& g : Groups())
+    for (const auto& item : g.items)
+      if (name == item.second) return true;
+  return false;
+}
+
+std::string Gids(const StatsFile& f) {
+  std::string s;
+  for (const std::string& g : f.gids) s += (s.empty() ? "" : ",") + g;
+  return s.empty() ? "-" : s;
+}
+
+std::string Num(double v, bool rate) {
+  char buf[64];
+  if (rate && v != static_cast<double>(static_cast<uint64_t>(v)))
+    std::snprintf(buf, sizeof(buf), "%.1f", v);
+  else
+    std::snprintf(buf, sizeof(buf), "%" PRIu64, static_cast<uint64_t>(v));
+  return buf;
+}
+
+// values: counter -> value (a total, or a per-second rate in watch mode).
+void PrintHuman(const StatsFile& f, const std::map<std::string, double>& values, bool rate,
+                bool only_nonzero) {
+  std::printf("pid %d %s %s gid %s%s\n", f.pid, f.comm.c_str(), f.device.c_str(), Gids(f).c_str(),
+              rate ? " (per second)" : "");
+  auto value = [&](const char* name) {
+    auto it = values.find(name);
+    return it == values.end() ? 0.0 : it->second;
+  };
+  for (const Group& g : Groups()) {
+    std::string line;
+    bool any = false;
+    for (const auto& [label, name] : g.items) {
+      const double v = value(name);
+      if (v != 0) any = true;
+      line += std::string(" ") + label + " " + Num(v, rate);
+    }
+    if (only_nonzero && !any) continue;
+    std::printf("    %-11s%s\n", g.title, line.c_str());
+  }
+  // Counters added to the engine after this tool was written.
+  std::string extra;
+  for (const auto& [name, v] : values)
+    if (!Known(name) && (!only_nonzero || v != 0)) extra += " " + name + " " + Num(v, rate);
+  if (!extra.empty()) std::printf("    %-11s%s\n", "other", extra.c_str());
+}
+
+void PrintRaw(const StatsFile& f, const std::map<std::string, double>& values, bool rate) {
+  for (const auto& [name, v] : f.counters) {
+    (void)v;
+    auto it = values.find(name);
+    std::printf("pid %d %s %s\n", f.pid, name.c_str(), Num(it->second, rate).c_str());
+  }
+}
+
+void PrintJson(const StatsFile& f, const std::map<std::string, double>& values, bool rate, bool last) {
+  std::printf("  {\"pid\": %d, \"comm\": \"%s\", \"device\": \"%s\", \"gids\": [", f.pid,
+              f.comm.c_str(), f.device.c_str());
+  for (size_t i = 0; i < f.gids.size(); ++i)
+    std::printf("%s\"%s\"", i ? ", " : "", f.gids[i].c_str());
+  std::printf("], \"%s\": {", rate ? "rates" : "counters");
+  bool first = true;
+  for (const auto& [name, v] : f.counters) {
+    (void)v;
+    std::printf("%s\"%s\": %s", first ? "" : ", ", name.c_str(), Num(values.at(name), rate).c_str());
+    first = false;
+  }
+  std::printf("}}%s\n", last ? "" : ",");
+}
+
+std::vector<StatsFile> Load(const Options& o) {
+  std::vector<StatsFile> files = ReadStatsDir(o.dir, o.clean);
+  if (o.pid) {
+    std::vector<StatsFile> mine;
+    for (auto& f : files)
+      if (f.pid == o.pid) mine.push_back(std::move(f));
+    files.swap(mine);
+  }
+  return files;
+}
+
+std::map<std::string, double> Totals(const StatsFile& f) {
+  std::map<std::string, double> m;
+  for (const auto& [k, v] : f.counters) m[k] = static_cast<double>(v);
+  return m;
+}
+
+void Print(const std::vector<StatsFile>& files,
+           const std::vector<std::map<std::string, double>>& values, const Options& o, bool rate) {
+  if (o.json) std::printf("[\n");
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (o.json) PrintJson(files[i], values[i], rate, i + 1 == files.size());
+    else if (o.raw) PrintRaw(files[i], values[i], rate);
+    else PrintHuman(files[i], values[i], rate, rate);
+  }
+  if (o.json) std::printf("]\n");
+  std::fflush(stdout);
+}
+
+int Show(const Options& o) {
+  const std::vector<StatsFile> files = Load(o);
+  if (files.empty()) {
+    std::fprintf(stderr, "softrnic: no running softrnic device%s in %s\n",
+                 o.pid ? (" with pid " + std::to_string(o.pid)).c_str() : "", o.dir.c_str());
+    return 1;
+  }
+  std::vector<std::map<std::string, double>> values;
+  for (const StatsFile& f : files) values.push_back(Totals(f));
+  Print(files, values, o, false);
+  return 0;
+}
+
+int Watch(const Options& o) {
+  using Clock = std::chrono::steady_clock;
+  // Keyed by file path: a process may have several devices.
+  std::map<std::string, std::map<std::string, double>> prev;
+  Clock::time_point prev_t = Clock::now();
+  for (const StatsFile& f : Load(o)) prev[f.path] = Totals(f);
+  if (prev.empty()) {
+    std::fprintf(stderr, "softrnic: no running softrnic device in %s\n", o.dir.c_str());
+    return 1;
+  }
+  for (long n = 0; !g_stop && (o.count == 0 || n < o.count); ++n) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(o.watch));
+    if (g_stop) break;
+    const Clock::time_point now = Clock::now();
+    const double dt = std::chrono::duration<double>(now - prev_t).count();
+    prev_t = now;
+    const std::vector<StatsFile> files = Load(o);
+    std::vector<std::map<std::string, double>> rates;
+    std::map<std::string, std::map<std::string, double>> next;
+    for (const StatsFile& f : files) {
+      std::map<std::string, double> cur = Totals(f), r;
+      const auto it = prev.find(f.path);
+      for (const auto& [k, v] : cur) {
+        const double before = it == prev.end() ? 0.0 : it->second.count(k) ? it->second.at(k) : 0.0;
+        r[k] = v >= before ? (v - before) / dt : 0.0;
+      }
+      rates.push_back(std::move(r));
+      next[f.path] = std::move(cur);
+    }
+    prev.swap(next);
+    if (!o.json && !o.raw) {
+      char ts[32];
+      const time_t t = time(nullptr);
+      strftime(ts, sizeof(ts), "%H:%M:%S", localtime(&t));
+      std::printf("--- %s, %zu process%s, interval %.2f s\n", ts, files.size(),
+                  files.size() == 1 ? "" : "es", dt);
+    }
+    Print(files, rates, o, true);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "help") || !std::strcmp(argv[1], "-h") ||
+      !std::strcmp(argv[1], "--help")) {
+    Usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (std::strcmp(argv[1], "stat") != 0 && std::strcmp(argv[1], "statistic") != 0) {
+    std::fprintf(stderr, "softrnic: unknown command '%s'\n", argv[1]);
+    Usage(stderr);
+    return 2;
+  }
+  Options o;
+  o.dir = StatsPublisher::Directory();
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto need = [&](const char* what) -> const char* {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "softrnic: %s needs %s\n", a.c_str(), what);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "show") continue;  // `softrnic stat show`, as `rdma statistic show`
+    if (a == "-p" || a == "--pid") o.pid = std::atoi(need("a pid"));
+    else if (a == "-w" || a == "--watch") o.watch = std::atof(need("seconds"));
+    else if (a == "-c" || a == "--count") o.count = std::atol(need("a count"));
+    else if (a == "-r" || a == "--raw") o.raw = true;
+    else if (a == "-j" || a == "--json") o.json = true;
+    else if (a == "-d" || a == "--dir") o.dir = need("a directory");
+    else if (a == "--clean") o.clean = true;
+    else if (a == "-h" || a == "--help") {
+      Usage(stdout);
+      return 0;
+    } else {
+      std::fprintf(stderr, "softrnic: unknown option '%s'\n", a.c_str());
+      Usage(stderr);
+      return 2;
+    }
+  }
+  if ((o.pid < 0) || (o.watch < 0) || (o.raw && o.json)) {
+    Usage(stderr);
+    return 2;
+  }
+  signal(SIGINT, [](int) { g_stop = 1; });
+  signal(SIGTERM, [](int) { g_stop = 1; });
+  return o.watch > 0 ? Watch(o) : Show(o);
+}
