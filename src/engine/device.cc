@@ -492,6 +492,9 @@ int Device::PostSend(Qp* qp, const SendWr& wr) {
   engine_->RunRequester(qp);
   engine_->FlushTx();
   engine_->WakeProgressThread();
+  // A posting application is active too: the progress thread backs off.
+  engine_->last_app_progress_ns_.store(Clock::now().time_since_epoch().count(),
+                                       std::memory_order_relaxed);
   return 0;
 }
 

@@ -6,6 +6,8 @@
 // it between passes. Nothing here blocks while holding it.
 #pragma once
 
+#include <sched.h>
+
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -71,6 +73,7 @@ class Engine {
   int wake_fd_ = -1;   // eventfd to wake a sleeping progress thread
   int epoll_fd_ = -1;
   std::thread progress_thread_;
+  cpu_set_t app_cpus_;  // the creating thread's CPUs (see PlaceAwayFromApplication)
   void WakeProgressThread();
   // Busy-poll time after the last work before sleeping. 0 by default: on the
   // 2-vCPU machines this targets, a spinning engine thread steals the core

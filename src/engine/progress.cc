@@ -11,7 +11,11 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <sys/eventfd.h>
+#include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
+
+#include <cstdlib>
 
 #include <algorithm>
 
@@ -48,6 +52,42 @@ void RequestShortSlice() {
   attr.sched_policy = 0;              // SCHED_OTHER
   attr.sched_runtime = 100 * 1000;    // 100 us, the smallest slice allowed
   syscall(SYS_sched_setattr, 0, &attr, 0);
+}
+
+// Places the progress thread where wake-ups are cheap. Linux (PREEMPT_LAZY,
+// 6.x) preempts a running fair task for a woken one only at the next tick
+// (4 ms here) or when the running task returns from a system call. A peer's
+// packet is delivered, and this thread woken, inside the peer's sendmsg on
+// the peer's CPU, which then returns to user space and lets this thread run
+// at once. So when the application is pinned to one CPU (as benchmarks pin
+// client and server apart), run the engine on the other CPUs, where the
+// peer's application lives. Unpinned applications are left to the scheduler.
+void PlaceAwayFromApplication(const cpu_set_t& app_cpus) {
+  if (std::getenv("SOFTRNIC_NO_PLACEMENT")) return;
+  if (CPU_COUNT(&app_cpus) != 1) return;
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  if (sched_getaffinity(0, sizeof(all), &all) != 0) return;
+  // The thread inherited the application's mask; widen it to every online
+  // CPU first (allowed: a thread may choose any CPU of its cpuset).
+  const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  cpu_set_t other;
+  CPU_ZERO(&other);
+  for (long c = 0; c < ncpu && c < CPU_SETSIZE; ++c)
+    if (!CPU_ISSET(c, &app_cpus)) CPU_SET(c, &other);
+  if (CPU_COUNT(&other) == 0) return;
+  sched_setaffinity(0, sizeof(other), &other);
+}
+
+// SOFTRNIC_PROGRESS_RT=1: run the progress thread SCHED_FIFO (needs
+// CAP_SYS_NICE or an RLIMIT_RTPRIO; silently stays SCHED_OTHER otherwise). A
+// woken real-time thread preempts at once, whatever the application does.
+bool MaybeRealtime() {
+  const char* rt = std::getenv("SOFTRNIC_PROGRESS_RT");
+  if (rt == nullptr || *rt != '1') return false;
+  sched_param p{};
+  p.sched_priority = 1;
+  return pthread_setschedparam(pthread_self(), SCHED_FIFO, &p) == 0;
 }
 
 }  // namespace
@@ -100,6 +140,8 @@ void Engine::StartProgressThread() {
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, ev.data.fd, &ev);
   ev.data.fd = wake_fd_;
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+  CPU_ZERO(&app_cpus_);
+  sched_getaffinity(0, sizeof(app_cpus_), &app_cpus_);
   progress_thread_ = std::thread([this] { ProgressThreadMain(); });
 }
 
@@ -117,7 +159,12 @@ void Engine::ProgressThreadMain() {
   // Sleeps must be short and precise (the default 50 us timer slack would
   // stretch every wait).
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+  pthread_setname_np(pthread_self(), "softrnic-engine");
   RequestShortSlice();
+  PlaceAwayFromApplication(app_cpus_);
+  // Under SCHED_FIFO this thread must never spin on the lock: it would
+  // starve the application thread holding it (the loop below never does).
+  MaybeRealtime();
   const auto spin = std::chrono::microseconds(spin_us_);
   Clock::time_point last_work = Clock::now();
   while (!stop_.load(std::memory_order_relaxed)) {
@@ -135,7 +182,8 @@ void Engine::ProgressThreadMain() {
     }
     bool sleep = false;
     Clock::time_point deadline = Clock::time_point::max();
-    if (mu_.try_lock()) {
+    const bool got_lock = mu_.try_lock();
+    if (got_lock) {
       const bool did = PollOnceLocked();
       if (did) last_work = now;
       if (!did && now - last_work >= spin) {
@@ -148,7 +196,14 @@ void Engine::ProgressThreadMain() {
       mu_.unlock();
     }
     if (!sleep) {
-      CpuRelax();
+      if (!got_lock) {
+        // An application thread is inside the engine and will do the work;
+        // spinning here would only take a CPU from it.
+        const timespec ts{0, 20 * 1000};
+        nanosleep(&ts, nullptr);
+      } else {
+        CpuRelax();
+      }
       continue;
     }
     int timeout_ms = -1;

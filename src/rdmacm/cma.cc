@@ -987,6 +987,10 @@ int StartLocked() {
   static bool atfork = (pthread_atfork(nullptr, nullptr, AtForkChild), true);
   (void)atfork;
   g.netns = NetnsId();
+  // Seed here, not at load: processes forked from one parent must not share
+  // communication IDs and PSNs.
+  g.rng.seed(std::random_device{}() ^ uint32_t(getpid()) ^
+             uint32_t(Clock::now().time_since_epoch().count()));
   int n = 0;
   ibv_device** list = ibv_get_device_list(&n);
   if (!list || n < 1) {
@@ -1220,8 +1224,9 @@ CMA_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** ev
   for (;;) {
     ssize_t r = read(c->ch.fd, &v, sizeof v);
     if (r == sizeof v) break;
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return -1;  // EAGAIN for an O_NONBLOCK channel
+    // EAGAIN for an O_NONBLOCK channel; EINTR is returned, as librdmacm's
+    // read of the kernel fd does (programs end wait loops with signals).
+    if (r < 0) return -1;
     return Fail(ENODATA);
   }
   std::lock_guard<std::mutex> l(c->mu);

@@ -5,10 +5,13 @@
 // rdma_cm id with an RC QP, data carried as SENDs into a ring of posted
 // receive buffers (the RNR retry count is 7, infinite, so a sender simply
 // waits while the receiver has no free buffer: flow control without credits).
-// A zero-length SEND or the DISCONNECTED event ends the stream. Both ends must
-// be this library: the wire protocol is not rdma-core's rsockets protocol.
-// Not implemented (errno ENOSYS / EOPNOTSUPP): SOCK_DGRAM, riomap/riounmap/
-// riowrite, out-of-band data. See docs/rdmacm.md.
+// A zero-length SEND or the DISCONNECTED event ends the stream. riomap
+// registers a buffer for remote writes and announces it to the peer with a
+// SEND with immediate data kCtlIomap (offset, address, rkey, length); riowrite
+// is an RDMA WRITE into the peer's announced mapping. Both ends must be this
+// library: the wire protocol is not rdma-core's rsockets protocol.
+// Not implemented (EOPNOTSUPP): SOCK_DGRAM, out-of-band data. See
+// docs/rdmacm.md.
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -16,7 +19,9 @@
 #include <rdma/rdma_cma.h>
 #include <rdma/rsocket.h>
 #include <sched.h>
+#include <arpa/inet.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -43,6 +48,18 @@ constexpr size_t kSlot = 64 * 1024;
 
 enum class RsState { kNew, kBound, kListen, kConnected, kClosed };
 
+constexpr uint32_t kCtlIomap = 1;  // immediate data of an iomap announcement
+
+struct IoMap {
+  uint64_t offset = 0, addr = 0, len = 0;
+  uint32_t rkey = 0;
+  ibv_mr* mr = nullptr;  // local mappings only
+};
+struct IomapWire {  // the announcement's payload (host order: same library)
+  uint64_t offset, addr, len;
+  uint32_t rkey, pad;
+};
+
 struct RSocket {
   int fd = -1;  // the number handed to the application (an eventfd)
   RsState st = RsState::kNew;
@@ -57,6 +74,8 @@ struct RSocket {
   bool eof = false;        // peer sent EOF or disconnected
   bool disconnected = false;
   bool wr_shut = false;
+  std::vector<IoMap> local_maps, peer_maps;
+  uint64_t next_map_off = 0;
   std::mutex mu;
 };
 
@@ -178,6 +197,8 @@ void FreeSock(RSocket* s) {
     if (s->id->qp) rdma_destroy_qp(s->id);
     rdma_destroy_id(s->id);
   }
+  for (auto& m : s->local_maps)
+    if (m.mr) ibv_dereg_mr(m.mr);
   if (s->mr) ibv_dereg_mr(s->mr);
   free(s->buf);
   if (s->ch) rdma_destroy_event_channel(s->ch);
@@ -193,6 +214,18 @@ int ReapRecv(RSocket* s) {
     for (int i = 0; i < n; ++i) {
       if (wc[i].status != IBV_WC_SUCCESS) {
         s->eof = true;
+        continue;
+      }
+      if ((wc[i].wc_flags & IBV_WC_WITH_IMM) && ntohl(wc[i].imm_data) == kCtlIomap) {
+        IomapWire w;
+        std::memcpy(&w, SlotBuf(s, int(wc[i].wr_id)), sizeof w);
+        IoMap m;
+        m.offset = w.offset;
+        m.addr = w.addr;
+        m.len = w.len;
+        m.rkey = w.rkey;
+        s->peer_maps.push_back(m);
+        PostRecv(s, int(wc[i].wr_id));
         continue;
       }
       s->rx.emplace_back(int(wc[i].wr_id), wc[i].byte_len);
@@ -639,13 +672,139 @@ RS_EXPORT int rfcntl(int socket, int cmd, ...) {
   return r;
 }
 
-// RDMA write to a peer's mapped buffer: not implemented.
-RS_EXPORT off_t riomap(int, void*, size_t, int, int, off_t) {
-  errno = ENOSYS;
-  return off_t(-1);
+namespace {
+
+// Takes a free send slot, waiting for send completions unless non-blocking.
+int TakeSendSlot(RSocket* s, bool nb) {
+  for (;;) {
+    ReapSend(s);
+    if (!s->free_send.empty()) {
+      int slot = s->free_send.back();
+      s->free_send.pop_back();
+      return slot;
+    }
+    CheckCm(s);
+    if (s->disconnected) return -EPIPE;
+    if (nb) return -EAGAIN;
+    sched_yield();
+  }
 }
-RS_EXPORT int riounmap(int, void*, size_t) { return Err(ENOSYS); }
-RS_EXPORT size_t riowrite(int, const void*, size_t, off_t, int) {
-  errno = ENOSYS;
-  return 0;
+
+const IoMap* PeerMap(RSocket* s, uint64_t off) {
+  for (auto& m : s->peer_maps)
+    if (off >= m.offset && off < m.offset + m.len) return &m;
+  return nullptr;
+}
+
+}  // namespace
+
+// riomap: buf becomes writable by the peer's riowrite at [offset, offset+len)
+// (offset -1: the next free offset). Only PROT_WRITE mappings exist.
+RS_EXPORT off_t riomap(int socket, void* buf, size_t len, int prot, int flags, off_t offset) {
+  (void)flags;
+  RSocket* s = Find(socket);
+  if (!s) return Err(EBADF);
+  if (s->st != RsState::kConnected) return Err(ENOTCONN);
+  if (!(prot & PROT_WRITE) || !buf || !len) return Err(EINVAL);
+  std::lock_guard<std::mutex> l(s->mu);
+  IoMap m;
+  m.offset = offset == off_t(-1) ? s->next_map_off : uint64_t(offset);
+  m.addr = reinterpret_cast<uintptr_t>(buf);
+  m.len = len;
+  m.mr = ibv_reg_mr(s->id->pd, buf, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  if (!m.mr) return -1;
+  m.rkey = m.mr->rkey;
+  int slot = TakeSendSlot(s, false);
+  if (slot < 0) {
+    ibv_dereg_mr(m.mr);
+    return Err(-slot);
+  }
+  IomapWire w{m.offset, m.addr, m.len, m.rkey, 0};
+  std::memcpy(SlotBuf(s, slot), &w, sizeof w);
+  ibv_sge sge{reinterpret_cast<uintptr_t>(SlotBuf(s, slot)), uint32_t(sizeof w), s->mr->lkey};
+  ibv_send_wr wr{}, *bad;
+  wr.wr_id = uint64_t(slot);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND_WITH_IMM;
+  wr.imm_data = htonl(kCtlIomap);
+  wr.send_flags = IBV_SEND_SIGNALED;
+  if (int rc = ibv_post_send(s->id->qp, &wr, &bad)) {
+    s->free_send.push_back(slot);
+    ibv_dereg_mr(m.mr);
+    return Err(rc);
+  }
+  s->next_map_off = std::max(s->next_map_off, m.offset + len);
+  s->local_maps.push_back(m);
+  return off_t(m.offset);
+}
+
+RS_EXPORT int riounmap(int socket, void* buf, size_t len) {
+  (void)len;
+  RSocket* s = Find(socket);
+  if (!s) return Err(EBADF);
+  std::lock_guard<std::mutex> l(s->mu);
+  for (auto it = s->local_maps.begin(); it != s->local_maps.end(); ++it) {
+    if (it->addr == reinterpret_cast<uintptr_t>(buf)) {
+      ibv_dereg_mr(it->mr);
+      s->local_maps.erase(it);
+      return 0;
+    }
+  }
+  return Err(EINVAL);
+}
+
+// riowrite: RDMA WRITE of up to 64 KiB into the peer's mapping at `offset`;
+// returns the bytes written (the caller loops, as with rsend). Waits for the
+// peer's riomap announcement if it has not arrived yet.
+RS_EXPORT size_t riowrite(int socket, const void* buf, size_t count, off_t offset, int flags) {
+  RSocket* s = Find(socket);
+  if (!s) {
+    errno = EBADF;
+    return size_t(-1);
+  }
+  std::lock_guard<std::mutex> l(s->mu);
+  if (s->st != RsState::kConnected) {
+    errno = ENOTCONN;
+    return size_t(-1);
+  }
+  bool nb = s->nonblock || (flags & MSG_DONTWAIT);
+  const IoMap* m;
+  for (;;) {
+    ReapRecv(s);
+    m = PeerMap(s, uint64_t(offset));
+    if (m) break;
+    CheckCm(s);
+    if (s->disconnected) {
+      errno = EPIPE;
+      return size_t(-1);
+    }
+    if (nb) {
+      errno = EAGAIN;
+      return size_t(-1);
+    }
+    WaitRecv(s, 10);
+  }
+  size_t n = std::min({count, kSlot, size_t(m->offset + m->len - uint64_t(offset))});
+  int slot = TakeSendSlot(s, nb);
+  if (slot < 0) {
+    errno = -slot;
+    return size_t(-1);
+  }
+  std::memcpy(SlotBuf(s, slot), buf, n);
+  ibv_sge sge{reinterpret_cast<uintptr_t>(SlotBuf(s, slot)), uint32_t(n), s->mr->lkey};
+  ibv_send_wr wr{}, *bad;
+  wr.wr_id = uint64_t(slot);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = m->addr + (uint64_t(offset) - m->offset);
+  wr.wr.rdma.rkey = m->rkey;
+  if (int rc = ibv_post_send(s->id->qp, &wr, &bad)) {
+    s->free_send.push_back(slot);
+    errno = rc;
+    return size_t(-1);
+  }
+  return n;
 }

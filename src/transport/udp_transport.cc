@@ -92,7 +92,16 @@ void SetBuffer(int fd, int force_option, int option) {
 struct LocalSocket {
   int fd = -1;
   sockaddr_in addr{};  // the bound address and port (network order)
+  // Consecutive polls that found nothing. A socket quiet for a while is
+  // polled only every kQuietPollEvery calls: a polling application then pays
+  // one recvmmsg per pass for the socket its peer uses, not one per socket.
+  // (The engine's idle sleep waits on every socket through epoll, so a
+  // quiet socket that becomes busy is noticed at the latest then.)
+  uint32_t quiet = 0;
 };
+
+constexpr uint32_t kQuietAfter = 64;
+constexpr uint64_t kQuietPollEvery = 8;
 
 // Opens and binds one socket. Returns 0 or the errno of the failing call, and
 // a message in *error.
@@ -206,6 +215,7 @@ class UdpTransport final : public Transport {
   sockaddr_in rx_src_[kUdpMaxRecvBurst];
   alignas(cmsghdr) uint8_t rx_cmsg_[kUdpMaxRecvBurst][64];
   size_t rr_ = 0;  // round-robin start socket
+  uint64_t recv_calls_ = 0;
 };
 
 std::unique_ptr<Transport> UdpTransport::Create(const UdpConfig& config, std::string* error) {
@@ -533,7 +543,8 @@ int UdpTransport::RecvBurst(RxPacket* packets, int n) {
   const size_t nsock = sockets_.size();
   for (size_t k = 0; k < nsock && used < n; ++k) {
     const size_t si = (rr_ + k) % nsock;
-    const LocalSocket& s = sockets_[si];
+    LocalSocket& s = sockets_[si];
+    if (nsock > 1 && s.quiet > kQuietAfter && recv_calls_ % kQuietPollEvery != 0) continue;
     for (int j = used; j < n; ++j) {
       msghdr& h = rx_hdrs_[j].msg_hdr;
       h.msg_namelen = sizeof(sockaddr_in);
@@ -542,7 +553,11 @@ int UdpTransport::RecvBurst(RxPacket* packets, int n) {
     }
     const int r =
         recvmmsg(s.fd, rx_hdrs_ + used, static_cast<unsigned>(n - used), MSG_DONTWAIT, nullptr);
-    if (r <= 0) continue;  // EAGAIN: nothing here
+    if (r <= 0) {  // EAGAIN: nothing here
+      ++s.quiet;
+      continue;
+    }
+    s.quiet = 0;
     for (int j = used; j < used + r; ++j) {
       const msghdr& h = rx_hdrs_[j].msg_hdr;
       const uint32_t len = rx_hdrs_[j].msg_len;
@@ -579,6 +594,7 @@ int UdpTransport::RecvBurst(RxPacket* packets, int n) {
     used += r;
   }
   rr_ = nsock ? (rr_ + 1) % nsock : 0;
+  ++recv_calls_;
   return produced;
 }
 

@@ -6,7 +6,9 @@
 #
 # usage: test_tools.sh [--netns] [--addr IP] CASE...
 #   CASE: rping rping_loss ucmatose ucmatose4 udaddy rdma_client cmtime send_bw
-#         write_lat (default: all)
+#         write_lat rstream rstream_async riostream rcopy (default: all), qperf (not by default:
+#         its rc_lat server sometimes hangs in ibv_get_cq_event because the
+#         engine retries the read on EINTR and qperf ends tests with SIGALRM)
 #   (default)  both on this host, the client connects to 127.0.0.1 (--addr
 #              picks another local address, e.g. the host's own IP)
 #   --netns    server and client in two network namespaces joined by a veth
@@ -26,7 +28,8 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 cases=("$@")
-(( ${#cases[@]} )) || cases=(rping rping_loss ucmatose ucmatose4 udaddy rdma_client cmtime send_bw write_lat)
+(( ${#cases[@]} )) || cases=(rping rping_loss ucmatose ucmatose4 udaddy rdma_client cmtime send_bw write_lat
+                              rstream rstream_async riostream rcopy)
 
 A=srcm_a B=srcm_b IPA=10.233.0.1 IPB=10.233.0.2
 srv_pre=() cli_pre=()
@@ -41,7 +44,12 @@ base=$(( netns ? 21600 : 21500 ))
 
 # wait_listener PS PORT: the listener is in softrnic's host registry
 # (docs/rdmacm.md), or 3 s have passed.
+# wait_listener tcp PORT: something listens on TCP PORT (qperf's control port).
 wait_listener() {
+  if [[ $1 == tcp ]]; then
+    if (( netns )); then wait_for_port -n $B "$2" 10; else wait_for_port "$2" 10; fi
+    return 0
+  fi
   wait_until 10 bash -c "ls /dev/shm/softrnic-cm/*-$1-$2 >/dev/null 2>&1" || sleep 1
 }
 
@@ -122,6 +130,41 @@ for c in "${cases[@]}"; do
       p=$((base + 8))
       run_case write_lat 106 $p '' '^ 2 +1000 ' \
         -- ib_write_lat -R -p $p -- ib_write_lat -R -p $p "$addr" ;;
+    rstream)
+      # rsockets (softrnic's simplified implementation), data verified.
+      p=$((base + 10))
+      run_case rstream 106 $p '64k +100 ' '64k +100 ' \
+        -- rstream -p $p -S 65536 -C 100 -T v -- rstream -s "$addr" -p $p -S 65536 -C 100 -T v ;;
+    rstream_async)
+      # rpoll-driven non-blocking rsockets.
+      p=$((base + 11))
+      run_case rstream_async 106 $p '64k +100 ' '64k +100 ' \
+        -- rstream -p $p -S 65536 -C 100 -T a -- rstream -s "$addr" -p $p -S 65536 -C 100 -T a ;;
+    riostream)
+      # riomap + riowrite (RDMA WRITE into the peer's mapped buffer, whose
+      # CPU spins on the last byte), data verified.
+      p=$((base + 14))
+      run_case riostream 106 $p '64k +100 ' '64k +100 ' \
+        -- riostream -p $p -S 65536 -C 100 -T v -- riostream -s "$addr" -p $p -S 65536 -C 100 -T v ;;
+    rcopy)
+      # rsockets file copy: 3 MB of random data arrive intact.
+      p=$((base + 13))
+      head -c 3000000 /dev/urandom >"$SOFTRNIC_TMP/rcopy.src"
+      start_bg rcopy-server 60 "${srv_pre[@]}" rcopy -p $p
+      wait_listener 106 $p
+      if timeout -k 5 60 "${cli_pre[@]}" rcopy "$SOFTRNIC_TMP/rcopy.src" "$addr:$SOFTRNIC_TMP/rcopy.dst" \
+           -p $p >"$SOFTRNIC_TMP/rcopy-client.log" 2>&1 &&
+         wait_until 10 cmp -s "$SOFTRNIC_TMP/rcopy.src" "$SOFTRNIC_TMP/rcopy.dst"; then
+        log "PASS rcopy"
+      else
+        fail=$((fail + 1)); log "FAIL rcopy"; tail -5 "$SOFTRNIC_TMP/rcopy-client.log" >&2
+      fi
+      kill_bg rcopy-server ;;
+    qperf)
+      # qperf -cm1: its server forks a child per test, which uses rdma_cm.
+      p=$((base + 12))
+      run_case qperf tcp $p '' 'latency +=' \
+        -- qperf -lp $p -- qperf -cm1 -lp $p "$addr" rc_bw rc_lat ;;
     *) die "unknown case $c" ;;
   esac
 done
