@@ -974,6 +974,33 @@ std::string NetnsId() {
   return s.empty() ? "0" : s;
 }
 
+// At exit, tell the peers of connected ids, as the kernel's CM does when a
+// process's rdma_cm fd is closed: a DREQ each (not retried), then a few
+// passes over QP1's CQ so the engine transmits them before the process ends.
+void DisconnectAllAtExit() {
+  Cm& g = G();
+  if (!g.started) return;
+  std::unique_lock<std::mutex> l(g.mu, std::try_to_lock);
+  if (!l.owns_lock()) return;
+  int sent = 0;
+  for (Id* id : g.ids) {
+    if (id->id.qp_type == IBV_QPT_UD) continue;
+    if (id->st != St::kConnected && id->st != St::kRepSent && id->st != St::kRepRcvd) continue;
+    CmMsg m;
+    m.attr = kAttrDreq;
+    m.local_comm_id = id->local_comm_id;
+    m.remote_comm_id = id->remote_comm_id;
+    m.qpn = id->remote_qpn;
+    SendMsg(id->sgid_index, id->dgid, m);
+    id->st = St::kDisconnected;
+    ++sent;
+  }
+  for (int i = 0; sent && i < 20; ++i) {
+    PollGsiCq();
+    usleep(500);
+  }
+}
+
 int StartLocked() {
   Cm& g = G();
   if (g.started) return 0;
@@ -1065,6 +1092,8 @@ int StartLocked() {
     }
   }
   ibv_req_notify_cq(g.cq, 0);
+  static bool exit_hook = (atexit(DisconnectAllAtExit), true);
+  (void)exit_hook;
   g.th = std::thread(CmThread);
   g.th.detach();
   g.started = true;

@@ -238,8 +238,14 @@ int ReapRecv(RSocket* s) {
 void ReapSend(RSocket* s) {
   ibv_wc wc[16];
   int n;
-  while ((n = ibv_poll_cq(s->id->send_cq, 16, wc)) > 0)
-    for (int i = 0; i < n; ++i) s->free_send.push_back(int(wc[i].wr_id));
+  while ((n = ibv_poll_cq(s->id->send_cq, 16, wc)) > 0) {
+    for (int i = 0; i < n; ++i) {
+      s->free_send.push_back(int(wc[i].wr_id));
+      // A failed send (retries exhausted, QP in error): the connection is
+      // gone; blocked calls return EPIPE / end of stream instead of waiting.
+      if (wc[i].status != IBV_WC_SUCCESS) s->disconnected = s->eof = true;
+    }
+  }
 }
 
 bool Readable(RSocket* s) {

@@ -14,7 +14,8 @@
  *   - event channel fd: pollable, O_NONBLOCK -> EAGAIN;
  *   - rdma_init_qp_attr for INIT/RTR/RTS;
  *   - synchronous ids (rdma_create_ep / rdma_get_request / rdma_connect);
- *   - no fd or thread leak after destroying everything, over several rounds.
+ *   - no fd or thread leak after destroying everything, over several rounds;
+ *   - a forked child that exits while connected: DISCONNECTED in the parent.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -28,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int failures;
@@ -304,6 +306,44 @@ static int sync_round(void) {
   return 0;
 }
 
+/* A forked child (fresh CM and device of its own) connects and exits without
+ * disconnecting: the library's exit hook sends a DREQ, so the parent's
+ * connection sees DISCONNECTED, as with the kernel CM when a process dies. */
+static int exit_round(void) {
+  int port = port_base + 77;
+  struct rdma_event_channel* ch = rdma_create_event_channel();
+  struct rdma_cm_id *listen_id, *child;
+  struct rdma_cm_event* e;
+  struct sockaddr_in any = addr_of("0.0.0.0", port);
+  CHECK(ch && rdma_create_id(ch, &listen_id, NULL, RDMA_PS_TCP) == 0, "create");
+  CHECK(rdma_bind_addr(listen_id, (struct sockaddr*)&any) == 0 && rdma_listen(listen_id, 1) == 0,
+        "listen");
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    struct rdma_event_channel* cch = rdma_create_event_channel();
+    struct rdma_cm_id* cid;
+    if (!cch || client_resolve(cch, &cid, port) || make_qp(cid)) _exit(2);
+    if (rdma_connect(cid, NULL) || expect(cch, RDMA_CM_EVENT_ESTABLISHED, NULL)) _exit(3);
+    exit(0); /* no disconnect, no destroy */
+  }
+  if (expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, &e)) return -1;
+  child = e->id;
+  rdma_ack_cm_event(e);
+  if (make_qp(child)) return -1;
+  CHECK(rdma_accept(child, NULL) == 0, "accept");
+  if (expect(ch, RDMA_CM_EVENT_ESTABLISHED, NULL)) return -1;
+  if (expect(ch, RDMA_CM_EVENT_DISCONNECTED, NULL)) return -1;
+  int st;
+  waitpid(pid, &st, 0);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d", st);
+  rdma_destroy_qp(child);
+  rdma_destroy_id(child);
+  rdma_destroy_id(listen_id);
+  rdma_destroy_event_channel(ch);
+  return 0;
+}
+
 int main(void) {
   port_base = 23000 + getpid() % 2000;
   /* Round 0 warms up the process-wide machinery (device, QP1, CM thread);
@@ -318,7 +358,8 @@ int main(void) {
     fprintf(stderr, "FAIL: fd or thread leak\n");
     return 1;
   }
+  if (exit_round()) return 1;
   if (failures) return 1;
-  printf("PASS: rdma_cm events, private data, reject, disconnect, sync ids, no leaks\n");
+  printf("PASS: rdma_cm events, private data, reject, disconnect, sync ids, no leaks, exit\n");
   return 0;
 }
