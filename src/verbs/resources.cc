@@ -148,8 +148,11 @@ int PostSend(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept {
   }
 }
 
-int PostRecv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept {
-  Qp* qp = ToQp(ibqp);
+// Walks an ibv_recv_wr list, handing each WR to `post` (the QP's receive
+// queue or an SRQ); on the first failure sets *bad_wr and returns its errno,
+// as ibv_post_recv(3) / ibv_post_srq_recv(3) specify.
+template <typename PostOne>
+int PostRecvList(ibv_recv_wr* wr, ibv_recv_wr** bad_wr, PostOne post) noexcept {
   eng::Sge sges[kMaxSgeOnStack];
   try {
     for (ibv_recv_wr* w = wr; w; w = w->next) {
@@ -158,7 +161,7 @@ int PostRecv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept {
         eng::RecvWr e;
         e.wr_id = w->wr_id;
         e.sges = std::span<const eng::Sge>(sges, static_cast<size_t>(w->num_sge));
-        rc = qp->dev->PostRecv(qp->e, e);
+        rc = post(e);
       }
       if (rc) {
         if (bad_wr) *bad_wr = w;
@@ -172,28 +175,15 @@ int PostRecv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept {
   }
 }
 
+int PostRecv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept {
+  Qp* qp = ToQp(ibqp);
+  return PostRecvList(wr, bad_wr, [qp](const eng::RecvWr& e) { return qp->dev->PostRecv(qp->e, e); });
+}
+
 int PostSrqRecv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) noexcept {
   auto* srq = reinterpret_cast<Srq*>(ibsrq);
-  eng::Sge sges[kMaxSgeOnStack];
-  try {
-    for (ibv_recv_wr* w = wr; w; w = w->next) {
-      int rc = CopySges(w->sg_list, w->num_sge, sges);
-      if (!rc) {
-        eng::RecvWr e;
-        e.wr_id = w->wr_id;
-        e.sges = std::span<const eng::Sge>(sges, static_cast<size_t>(w->num_sge));
-        rc = srq->dev->PostSrqRecv(srq->e, e);
-      }
-      if (rc) {
-        if (bad_wr) *bad_wr = w;
-        return rc;
-      }
-    }
-    return 0;
-  } catch (...) {
-    if (bad_wr) *bad_wr = wr;
-    return ENOMEM;
-  }
+  return PostRecvList(wr, bad_wr,
+                      [srq](const eng::RecvWr& e) { return srq->dev->PostSrqRecv(srq->e, e); });
 }
 
 // Takes up to n completions from the engine. Device::PollCq itself runs an
