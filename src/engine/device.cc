@@ -51,6 +51,19 @@ std::shared_ptr<Device> Device::Get(std::string* error) {
   std::lock_guard<std::mutex> lock(g_device_mu);
   if (g_device != nullptr && g_device_pid == getpid()) return *g_device;
   // First use, or first use in a forked child: build a device of our own.
+  // SOFTRNIC_TRANSPORT selects the packet path: udp, or auto (the default;
+  // today the same, UDP being the only transport built). Anything else is
+  // refused loudly rather than silently measured on the wrong path.
+  if (const char* t = std::getenv("SOFTRNIC_TRANSPORT");
+      t != nullptr && *t != '\0' && std::strcmp(t, "udp") != 0 && std::strcmp(t, "auto") != 0) {
+    const std::string msg = std::string("softrnic: SOFTRNIC_TRANSPORT=") + t +
+                            (std::strcmp(t, "shm") == 0
+                                 ? ": the shared-memory transport is not in this build"
+                                 : ": unknown transport (udp|auto)");
+    std::fprintf(stderr, "%s\n", msg.c_str());
+    if (error) *error = msg;
+    return nullptr;
+  }
   auto device = Create(transport::UdpConfigFromEnvironment(), error);
   if (!device) return nullptr;
   g_device = new std::shared_ptr<Device>(device);
