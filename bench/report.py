@@ -224,8 +224,14 @@ def main():
             w("All targets are met (pinned placement).")
         else:
             w(f"{len(summary) - len(missed)} of {len(summary)} targets met (pinned placement). "
-              "softrnic is still far from its targets where marked *missed*; the engine is being "
-              "optimised, rerun this script to update the figures.")
+              "softrnic is still far from its targets where marked *missed*; what limits each "
+              "figure is below.")
+        w("")
+    # What limits the figures: analysis kept by hand next to this script.
+    findings = os.path.join(os.path.dirname(os.path.abspath(__file__)), "findings.md")
+    if os.path.exists(findings):
+        with open(findings) as f:
+            w(f.read().rstrip())
         w("")
 
     # ---------------------------------------------------------- softrnic detail
@@ -234,7 +240,7 @@ def main():
     w("Server and client are two processes on this host (out-of-band exchange over TCP, "
       "RoCE v2 / same-host path chosen by softrnic). *unpinned*: both processes and softrnic's "
       "threads scheduled freely, as users run it; *pinned*: %s with `taskset -c` "
-      "(softrnic's threads inherit the affinity). Latency: perftest's t_typical "
+      "(softrnic's progress thread then moves to the other CPU, docs/engine.md). Latency: perftest's t_typical "
       "(median, one-way = half round trip); bandwidth: BW average converted from MiB/s to GB/s "
       "(1e9 B/s); CPU per GB: user+system CPU time of **both** processes (including setup) "
       "divided by the bytes moved." % meta.get("cpus_pinned", "client cpu0, server cpu1"))

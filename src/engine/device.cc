@@ -33,16 +33,15 @@ bool EraseOwned(std::vector<std::unique_ptr<T>>& v, T* p) {
   return true;
 }
 
-// Blocking read of one byte honouring the descriptor's O_NONBLOCK flag.
+// Blocking read of one byte honouring the descriptor's O_NONBLOCK flag. A
+// signal interrupts the wait with EINTR, as rdma-core's ibv_get_cq_event
+// does (qperf ends its tests with SIGALRM and relies on it).
 int ReadEventByte(int fd) {
   char byte;
-  for (;;) {
-    ssize_t r = read(fd, &byte, 1);
-    if (r == 1) return 0;
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return errno;
-    return EIO;
-  }
+  const ssize_t r = read(fd, &byte, 1);
+  if (r == 1) return 0;
+  if (r < 0) return errno;
+  return EIO;
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "rdmacm/cma.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <netdb.h>
@@ -172,6 +173,7 @@ inline Id* ToId(rdma_cm_id* id) { return reinterpret_cast<Id*>(id); }
 struct Cm {
   std::mutex mu;
   bool started = false;
+  bool exited = false;  // the exit hook has run
   int init_error = 0;
   ibv_context* ctx = nullptr;
   ibv_pd* pd = nullptr;
@@ -181,6 +183,7 @@ struct Cm {
   ibv_mr* mr = nullptr;
   uint8_t* bufs = nullptr;
   int send_slot = 0;
+  uint64_t sends_posted = 0, sends_done = 0;  // QP1 SENDs (exit hook waits)
   std::thread th;
   std::vector<uint32_t> gid_ip;  // host-order IPv4 per GID index (0: none)
   int loop_idx = -1;
@@ -301,11 +304,30 @@ bool RegRead(int ps, uint16_t port, long* pid, uint32_t* ip) {
   return true;
 }
 
+// Removes the entries of processes that are gone (killed listeners never
+// unregister): checked on every rdma_listen.
+void RegSweep() {
+  DIR* d = opendir(kRegDir);
+  if (!d) return;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.' || std::strstr(e->d_name, ".tmp.")) continue;
+    std::string p = std::string(kRegDir) + "/" + e->d_name;
+    FILE* f = fopen(p.c_str(), "re");
+    if (!f) continue;
+    long pid = 0;
+    int n = fscanf(f, "%ld", &pid);
+    fclose(f);
+    if (n == 1 && !PidAlive(pid)) unlink(p.c_str());
+  }
+  closedir(d);
+}
+
 int RegAdd(int ps, uint16_t port) {
   Cm& g = G();
   if (g.loop_idx < 0) return 0;  // nothing to publish (explicit SOFTRNIC_BIND)
   mkdir(kRegDir, 01777);
   chmod(kRegDir, 01777);
+  RegSweep();
   std::string p = RegPath(ps, port);
   std::string tmp = p + ".tmp." + std::to_string(getpid());
   FILE* f = fopen(tmp.c_str(), "we");
@@ -427,6 +449,7 @@ int SendRaw(int sgid_index, const ibv_gid& dgid, const uint8_t* mad) {
     PollGsiCq();
     rc = ibv_post_send(g.qp, &wr, &bad);
   }
+  if (!rc) ++g.sends_posted;
   return rc;
 }
 
@@ -933,7 +956,10 @@ void PollGsiCq() {
   int n;
   while ((n = ibv_poll_cq(g.cq, 16, wc)) > 0) {
     for (int i = 0; i < n; ++i) {
-      if (!(wc[i].wr_id & kRecvTag)) continue;  // send completion
+      if (!(wc[i].wr_id & kRecvTag)) {  // send completion
+        ++g.sends_done;
+        continue;
+      }
       int slot = int(wc[i].wr_id & 0xffffffff);
       uint8_t* b = g.bufs + size_t(kSendSlots + slot) * kSlotSize;
       if (wc[i].status == IBV_WC_SUCCESS) HandleMad(b, wc[i].byte_len);
@@ -979,14 +1005,18 @@ std::string NetnsId() {
 // passes over QP1's CQ so the engine transmits them before the process ends.
 void DisconnectAllAtExit() {
   Cm& g = G();
-  if (!g.started) return;
-  std::unique_lock<std::mutex> l(g.mu, std::try_to_lock);
+  if (!g.started || g.exited) return;
+  std::unique_lock<std::mutex> l(g.mu, std::defer_lock);
+  for (int i = 0; i < 200 && !l.try_lock(); ++i) usleep(500);  // the CM thread's pass
   if (!l.owns_lock()) return;
+  g.exited = true;  // once: a handler inherited across fork finds it done
   int sent = 0;
   for (Id* id : g.ids) {
     if (id->id.qp_type == IBV_QPT_UD) continue;
-    if (id->st != St::kConnected && id->st != St::kRepSent && id->st != St::kRepRcvd) continue;
-    CmMsg m;
+    if (id->st != St::kConnected && id->st != St::kRepSent && id->st != St::kRepRcvd &&
+        id->st != St::kDreqSent)
+      continue;
+    CmMsg m;  // (again, for kDreqSent: its retransmissions die with us)
     m.attr = kAttrDreq;
     m.local_comm_id = id->local_comm_id;
     m.remote_comm_id = id->remote_comm_id;
@@ -995,8 +1025,11 @@ void DisconnectAllAtExit() {
     id->st = St::kDisconnected;
     ++sent;
   }
-  for (int i = 0; sent && i < 20; ++i) {
+  // Until the engine has transmitted every QP1 SEND (a UD send completes
+  // once it is on the wire), at most 300 ms.
+  for (int i = 0; (sent || g.sends_done < g.sends_posted) && i < 600; ++i) {
     PollGsiCq();
+    if (g.sends_done >= g.sends_posted) break;
     usleep(500);
   }
 }
@@ -1092,8 +1125,9 @@ int StartLocked() {
     }
   }
   ibv_req_notify_cq(g.cq, 0);
-  static bool exit_hook = (atexit(DisconnectAllAtExit), true);
-  (void)exit_hook;
+  // Registered per CM (a forked child registers its own, after its own
+  // device exists, so that it runs before that device is torn down).
+  atexit(DisconnectAllAtExit);
   g.th = std::thread(CmThread);
   g.th.detach();
   g.started = true;

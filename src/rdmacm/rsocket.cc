@@ -353,6 +353,32 @@ ssize_t DoRecv(RSocket* s, void* data, size_t len, int flags) {
   }
 }
 
+// Waits (at most 2 s) until every posted send has completed, so that data
+// and the EOF marker are on the wire before the QP leaves RTS.
+void DrainSends(RSocket* s) {
+  for (int i = 0; i < 2000 && s->free_send.size() < size_t(kSendSlots); ++i) {
+    ReapSend(s);
+    if (s->free_send.size() >= size_t(kSendSlots)) break;
+    CheckCm(s);
+    if (s->disconnected) break;
+    struct timespec ts{0, 1000000};
+    nanosleep(&ts, nullptr);
+  }
+}
+
+// rdma_disconnect after the sends drained, then wait (at most 1 s) for the
+// DISCONNECTED event, i.e. for the peer's DREP (or DREQ).
+void Disconnect(RSocket* s) {
+  if (s->disconnected) return;
+  DrainSends(s);
+  if (rdma_disconnect(s->id) != 0) return;
+  for (int i = 0; i < 100 && !s->disconnected; ++i) {
+    pollfd p{s->ch->fd, POLLIN, 0};
+    if (poll(&p, 1, 10) == 1) CheckCm(s);
+  }
+  s->disconnected = true;
+}
+
 }  // namespace
 
 RS_EXPORT int rsocket(int domain, int type, int protocol) {
@@ -455,10 +481,7 @@ RS_EXPORT int rshutdown(int socket, int how) {
     DoSend(s, nullptr, 0, 0);  // EOF marker
     s->wr_shut = true;
   }
-  if (how == SHUT_RDWR) {
-    rdma_disconnect(s->id);
-    s->disconnected = true;
-  }
+  if (how == SHUT_RDWR) Disconnect(s);
   return 0;
 }
 
@@ -467,15 +490,7 @@ RS_EXPORT int rclose(int socket) {
   if (!s) return Err(EBADF);
   if (s->st == RsState::kConnected) {
     if (!s->wr_shut && !s->disconnected) DoSend(s, nullptr, 0, 0);
-    // Let queued sends finish (bounded), then disconnect.
-    for (int i = 0; i < 2000 && s->free_send.size() < size_t(kSendSlots); ++i) {
-      ReapSend(s);
-      CheckCm(s);
-      if (s->disconnected) break;
-      struct timespec ts{0, 1000000};
-      nanosleep(&ts, nullptr);
-    }
-    rdma_disconnect(s->id);
+    Disconnect(s);
   }
   FreeSock(s);
   return 0;
