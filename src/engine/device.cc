@@ -67,6 +67,20 @@ std::shared_ptr<Device> Device::Get(std::string* error) {
   if (!device) return nullptr;
   g_device = new std::shared_ptr<Device>(device);
   g_device_pid = getpid();
+  // At exit, give destroyed QPs their linger time (Engine::Lingering): the
+  // progress thread keeps answering duplicates until they expire.
+  std::atexit([] {
+    if (g_device == nullptr || g_device_pid != getpid()) return;
+    Engine& e = (*g_device)->engine();
+    for (int i = 0; i < 100; ++i) {
+      {
+        std::lock_guard<SpinMutex> lock(e.mu_);
+        e.ExpireLingering(Clock::now());
+        if (e.lingering_.empty()) return;
+      }
+      usleep(5000);
+    }
+  });
   // Counters readable while running: /dev/shm/softrnic-<pid>.stats, read by
   // `softrnic stat` (tools/softrnic_stat.cc).
   StatsPublisher::StartForProcess(*device);
@@ -352,7 +366,8 @@ int Device::CreateQpWithQpn(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* 
     // QPN: skip 0 and 1 (SMI/GSI) and any in use; 24 bits.
     do {
       engine_->next_qpn_ = (engine_->next_qpn_ + 1) & wire::kQpnMask;
-    } while (engine_->next_qpn_ < 2 || engine_->qps_.contains(engine_->next_qpn_));
+    } while (engine_->next_qpn_ < 2 || engine_->qps_.contains(engine_->next_qpn_) ||
+             engine_->IsLingering(engine_->next_qpn_));
     qp->qpn = engine_->next_qpn_;
   }
   qp->type = type;
@@ -416,6 +431,7 @@ int Device::DestroyQp(Qp* qp) {
   if (it == engine_->qps_.end() || it->second.get() != qp) return EINVAL;
   auto& wl = engine_->work_list_;
   wl.erase(std::remove(wl.begin(), wl.end(), qp), wl.end());
+  engine_->StartLinger(qp);
   --qp->pd->users;
   --qp->send_cq->users;
   --qp->recv_cq->users;

@@ -57,6 +57,61 @@ void Engine::ReportCqOverflow(Cq* cq) {
   PostAsyncEvent(AsyncEventType::kCqErr, cq->handle);
 }
 
+void Engine::StartLinger(const Qp* qp) {
+  const QpState st = qp->attr.qp_state;
+  if (qp->type != QpType::kRc ||
+      (st != QpState::kRtr && st != QpState::kRts && st != QpState::kSqd))
+    return;
+  Lingering l;
+  l.qpn = qp->qpn;
+  l.peer = qp->attr.ah_attr.dgid;
+  l.dest_qpn = qp->attr.dest_qp_num;
+  l.sgid_index = SourceIndex(qp);
+  l.epsn = qp->epsn;
+  l.msn = qp->msn;
+  l.until = Clock::now() + kLinger;
+  lingering_.push_back(l);
+}
+
+bool Engine::IsLingering(uint32_t qpn) const {
+  for (const Lingering& l : lingering_)
+    if (l.qpn == qpn) return true;
+  return false;
+}
+
+void Engine::ExpireLingering(Clock::time_point now) {
+  std::erase_if(lingering_, [now](const Lingering& l) { return now >= l.until; });
+}
+
+bool Engine::AnswerLingering(const wire::Packet& pkt, const transport::RxPacket& rx) {
+  for (const Lingering& l : lingering_) {
+    if (l.qpn != pkt.bth.dest_qp()) continue;
+    if (!(rx.src.gid == l.peer) || wire::ServiceOf(pkt.opcode()) != wire::Service::kRc ||
+        !pkt.info->has(wire::kIsRequest) || wire::PsnDiff(pkt.bth.psn(), l.epsn) >= 0) {
+      ++stats_.rx_dropped_unknown_qp;
+      return true;
+    }
+    // A duplicate of something this QP already executed: acknowledge up to
+    // the last PSN it accepted (IBA 9.7.5.1.3), nothing else.
+    ++stats_.rx_duplicates;
+    uint8_t* buf = TxBuffer();
+    const wire::OpcodeInfo& info = wire::GetOpcodeInfo(wire::op::kRcAck);
+    wire::Bth bth;
+    bth.set_opcode(wire::op::kRcAck);
+    bth.set_pkey(wire::kDefaultPkey);
+    bth.set_dest_qp(l.dest_qpn);
+    bth.set_psn(wire::PsnAdd(l.epsn, wire::kPsnMask));
+    std::memcpy(buf, bth.b.data(), sizeof(bth));
+    wire::Aeth aeth;
+    aeth.set_syndrome(wire::kAckSyndromeNoCredit);
+    aeth.set_msn(l.msn);
+    std::memcpy(buf + info.aeth_offset, aeth.b.data(), sizeof(aeth));
+    TxCommit(info.header_length + wire::kIcrcSize, l.sgid_index, l.peer);
+    return true;
+  }
+  return false;
+}
+
 void Engine::MarkWork(Qp* qp) {
   if (qp->on_work_list) return;
   qp->on_work_list = true;
@@ -130,7 +185,7 @@ void Engine::DispatchPacket(const transport::RxPacket& rx) {
   }
   auto it = qps_.find(pkt.bth.dest_qp());
   if (it == qps_.end()) {
-    ++stats_.rx_dropped_unknown_qp;
+    if (!AnswerLingering(pkt, rx)) ++stats_.rx_dropped_unknown_qp;
     return;
   }
   Qp* qp = it->second.get();

@@ -94,6 +94,27 @@ class Engine {
   int tx_count_ = 0;
   uint16_t udp_port_ = wire::kRoceV2UdpPort;
 
+  // Destroyed RC QPs keep answering duplicates for a while, like TCP's
+  // TIME_WAIT: on a lossy network the last ACK a responder sent may be lost
+  // while the application, having its data, destroys the QP and exits; the
+  // peer would then retry into silence and fail with RETRY_EXC_ERR.
+  struct Lingering {
+    uint32_t qpn = 0;
+    Gid peer;
+    uint32_t dest_qpn = 0;
+    uint16_t sgid_index = 0;
+    uint32_t epsn = 0;
+    uint32_t msn = 0;
+    Clock::time_point until{};
+  };
+  std::vector<Lingering> lingering_;
+  static constexpr auto kLinger = std::chrono::milliseconds(300);
+  void StartLinger(const Qp* qp);
+  bool IsLingering(uint32_t qpn) const;
+  // Answers a request for a lingering QPN; false if it is not one.
+  bool AnswerLingering(const wire::Packet& pkt, const transport::RxPacket& rx);
+  void ExpireLingering(Clock::time_point now);
+
   // Work list: QPs whose requester may be able to send or that owe an ACK.
   std::vector<Qp*> work_list_;
   void MarkWork(Qp* qp);

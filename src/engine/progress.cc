@@ -106,6 +106,7 @@ bool Engine::PollOnceLocked() {
   if (now >= next_timer_check_) {
     next_timer_check_ = now + kTimerCheckInterval;
     for (auto& [qpn, qp] : qps_) CheckTimers(qp.get(), now);
+    if (!lingering_.empty()) ExpireLingering(now);
   }
   if (!work_list_.empty()) {
     did = true;

@@ -298,7 +298,7 @@ ssize_t DoSend(RSocket* s, const void* data, size_t len, int flags) {
     int slot = s->free_send.back();
     s->free_send.pop_back();
     size_t n = std::min(kSlot, len - done);
-    std::memcpy(SlotBuf(s, slot), p + done, n);
+    if (n > 0) std::memcpy(SlotBuf(s, slot), p + done, n);  // p may be null when len is 0
     ibv_sge sge{reinterpret_cast<uintptr_t>(SlotBuf(s, slot)), uint32_t(n), s->mr->lkey};
     ibv_send_wr wr{}, *bad;
     wr.wr_id = uint64_t(slot);
@@ -332,7 +332,7 @@ ssize_t DoRecv(RSocket* s, void* data, size_t len, int flags) {
         break;
       }
       size_t n = std::min(len - got, size_t(blen) - s->rx_off);
-      std::memcpy(out + got, SlotBuf(s, slot) + s->rx_off, n);
+      if (n > 0) std::memcpy(out + got, SlotBuf(s, slot) + s->rx_off, n);
       got += n;
       if (flags & MSG_PEEK) return ssize_t(got);
       s->rx_off += n;
@@ -812,7 +812,7 @@ RS_EXPORT size_t riowrite(int socket, const void* buf, size_t count, off_t offse
     errno = -slot;
     return size_t(-1);
   }
-  std::memcpy(SlotBuf(s, slot), buf, n);
+  if (n > 0) std::memcpy(SlotBuf(s, slot), buf, n);
   ibv_sge sge{reinterpret_cast<uintptr_t>(SlotBuf(s, slot)), uint32_t(n), s->mr->lkey};
   ibv_send_wr wr{}, *bad;
   wr.wr_id = uint64_t(slot);

@@ -43,11 +43,13 @@ inline std::shared_ptr<Device> MakeDevice(int which, transport::FaultConfig faul
 }
 
 struct Side {
+  // Declared first so it is destroyed last: the device (and its progress
+  // thread, which may still be sending from registered memory) goes first.
+  std::vector<uint8_t> buf;
   std::shared_ptr<Device> dev;
   Pd* pd = nullptr;
   Cq* cq = nullptr;
   Qp* qp = nullptr;
-  std::vector<uint8_t> buf;
   Mr* mr = nullptr;
 };
 
