@@ -241,7 +241,7 @@ pair() {
   ( cpu_run "$LOGS/$tag.cli.cpu" timeout -k 3 "$t" $pc "${cli[@]}" ) >"$CLOG" 2>&1 || crc=$?
   if (( crc != 0 )); then
     # the client failed: do not wait for the server's own timeout
-    local tp; tp=$(pgrep -P "$spid" 2>/dev/null | head -1)
+    local tp; tp=$(env -u LD_PRELOAD pgrep -P "$spid" 2>/dev/null | head -1)
     [[ -n "$tp" ]] && kill "$tp" 2>/dev/null
   fi
   local src=0

@@ -218,6 +218,19 @@ _softrnic_kill_all_bg() {
   for n in "${!_softrnic_bg_pid[@]}"; do kill_bg "$n"; done
 }
 
+# children_of PID: the pids whose parent is PID, one per line, read from
+# /proc with bash builtins only. (pgrep deadlocks under the sanitizer
+# runtime that softrnic_env preloads for CI builds.)
+children_of() {
+  local f line rest ppid pid
+  for f in /proc/[0-9]*/stat; do
+    read -r line <"$f" 2>/dev/null || continue
+    rest=${line##*) }          # after "pid (comm) "
+    read -r _ ppid _ <<<"$rest"
+    if [[ "$ppid" == "$1" ]]; then pid=${f#/proc/}; echo "${pid%/stat}"; fi
+  done
+}
+
 # ---------------------------------------------------------------- softrnic libraries
 # softrnic_env: make verbs programs (ours or Debian's unmodified tools) load
 # softrnic's libibverbs.so.1 / librdmacm.so.1 / provider stubs. If the

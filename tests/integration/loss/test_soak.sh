@@ -17,7 +17,7 @@ set -u
 source "${SOFTRNIC_INTEGRATION_LIB:-$(dirname "$0")/../lib}/common.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/lib_loss.sh"
 softrnic_require_root
-softrnic_require_cmd nft ss pgrep ib_write_bw ib_send_bw
+softrnic_require_cmd nft ss ib_write_bw ib_send_bw
 softrnic_require_lib
 
 S=${SOAK_SECONDS:-90}
@@ -33,7 +33,7 @@ deadline=$(( $(date +%s) + S ))
 
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null; }
 # The tool is the child of `timeout` (ip netns exec execs it).
-tool_pid() { pgrep -P "$1" 2>/dev/null | head -1; }
+tool_pid() { children_of "$1" | head -1; }
 
 # timed NAME DURATION TOOL ARGS...: a -D run with RSS sampling.
 timed() {

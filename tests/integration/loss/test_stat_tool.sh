@@ -8,7 +8,7 @@ set -u
 source "${SOFTRNIC_INTEGRATION_LIB:-$(dirname "$0")/../lib}/common.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/lib_loss.sh"
 softrnic_require_root
-softrnic_require_cmd nft ss pgrep ib_write_bw
+softrnic_require_cmd nft ss ib_write_bw
 softrnic_require_lib
 
 TOOL=${SOFTRNIC_TOOL:-$SOFTRNIC_BUILD_DIR/bin/softrnic}
@@ -29,9 +29,10 @@ timeout -k 5 60 ip netns exec "$LOSS_A" ib_write_bw -F -q 2 -D "$DUR" -p "$PORT"
   >"$SOFTRNIC_TMP/client.log" 2>&1 &
 cto=$!
 spid="" cpid=""
-wait_until 10 bash -c "pgrep -P $sto >/dev/null && pgrep -P $cto >/dev/null" ||
+both_running() { [[ -n "$(children_of "$sto")" && -n "$(children_of "$cto")" ]]; }
+wait_until 10 both_running ||
   die "perftest did not start"
-spid=$(pgrep -P "$sto" | head -1) cpid=$(pgrep -P "$cto" | head -1)
+spid=$(children_of "$sto" | head -1) cpid=$(children_of "$cto" | head -1)
 log "server pid $spid, client pid $cpid"
 
 # Both publish within a moment of opening the device (the client after the
