@@ -74,7 +74,7 @@ std::shared_ptr<Device> Device::Get(std::string* error) {
     Engine& e = (*g_device)->engine();
     for (int i = 0; i < 100; ++i) {
       {
-        std::lock_guard<SpinMutex> lock(e.mu_);
+        std::lock_guard<SpinMutex> engine_lock(e.mu_);
         e.ExpireLingering(Clock::now());
         if (e.lingering_.empty()) return;
       }
