@@ -134,6 +134,21 @@ else
   echo "perftest not installed: skipping"; record "perftest" "SKIPPED (not installed)"
 fi
 
+# rdma_cm (softrnic's librdmacm.so.1): rping exchanges and verifies 10 pings.
+if command -v rping >/dev/null && [[ -e "$SOFTRNIC_LIB_DIR/librdmacm.so.1" ]]; then
+  banner "rping over rdma_cm (Debian rdmacm-utils on softrnic's librdmacm.so.1)"
+  say "[server] rping -s -a 127.0.0.1 -p 7471 -C 10 -V"
+  start_bg rping_srv "$STEP_TIMEOUT" rping -s -a 127.0.0.1 -p 7471 -C 10 -V
+  sleep 1
+  say "[client] rping -c -a 127.0.0.1 -p 7471 -C 10 -V -v"
+  rc=0
+  timeout -k 5 "$STEP_TIMEOUT" rping -c -a 127.0.0.1 -p 7471 -C 10 -V -v || rc=$?
+  src=0
+  wait_bg rping_srv 15 || src=$?
+  if (( rc == 0 && src == 0 )); then record "rping -V -C 10 (same host)" PASS
+  else record "rping -V -C 10 (same host)" "FAIL (client exit $rc, server exit $src)"; fi
+fi
+
 if [[ -n "${DEMO_CAPTURE:-}" ]] && (( have_ns )); then
   capture_stop
   say "tshark -r $DEMO_CAPTURE -c 10"
