@@ -94,19 +94,8 @@ bool Engine::AnswerLingering(const wire::Packet& pkt, const transport::RxPacket&
     // A duplicate of something this QP already executed: acknowledge up to
     // the last PSN it accepted (IBA 9.7.5.1.3), nothing else.
     ++stats_.rx_duplicates;
-    uint8_t* buf = TxBuffer();
-    const wire::OpcodeInfo& info = wire::GetOpcodeInfo(wire::op::kRcAck);
-    wire::Bth bth;
-    bth.set_opcode(wire::op::kRcAck);
-    bth.set_pkey(wire::kDefaultPkey);
-    bth.set_dest_qp(l.dest_qpn);
-    bth.set_psn(wire::PsnAdd(l.epsn, wire::kPsnMask));
-    std::memcpy(buf, bth.b.data(), sizeof(bth));
-    wire::Aeth aeth;
-    aeth.set_syndrome(wire::kAckSyndromeNoCredit);
-    aeth.set_msn(l.msn);
-    std::memcpy(buf + info.aeth_offset, aeth.b.data(), sizeof(aeth));
-    TxCommit(info.header_length + wire::kIcrcSize, l.sgid_index, l.peer);
+    EmitAck(l.dest_qpn, wire::PsnAdd(l.epsn, wire::kPsnMask), wire::kAckSyndromeNoCredit, l.msn,
+            l.sgid_index, l.peer);
     return true;
   }
   return false;

@@ -150,6 +150,9 @@ class Engine {
   void HandleUdRequest(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx);
   void QueueAck(Qp* qp, uint8_t syndrome, uint32_t psn);
   void SendAckNow(Qp* qp, uint8_t syndrome, uint32_t psn);
+  // Queues one ACK/NAK packet (BTH + AETH) for transmission.
+  void EmitAck(uint32_t dest_qpn, uint32_t psn, uint8_t syndrome, uint32_t msn,
+               uint16_t sgid_index, const Gid& dgid);
   void FlushAck(Qp* qp);
   void ResponderError(Qp* qp, wire::NakCode code, uint32_t psn, WcStatus recv_status);
   void SendReadResponses(Qp* qp, uint32_t first_psn, uint64_t va, uint32_t rkey, uint32_t length,

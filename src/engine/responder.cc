@@ -137,19 +137,24 @@ void Engine::FlushAck(Qp* qp) {
 
 void Engine::SendAckNow(Qp* qp, uint8_t syndrome, uint32_t psn) {
   if (wire::SyndromeKind(syndrome) != wire::AckKind::kAck) FlushAck(qp);
+  EmitAck(qp->attr.dest_qp_num, psn, syndrome, qp->msn, SourceIndex(qp), qp->attr.ah_attr.dgid);
+}
+
+void Engine::EmitAck(uint32_t dest_qpn, uint32_t psn, uint8_t syndrome, uint32_t msn,
+                     uint16_t sgid_index, const Gid& dgid) {
   uint8_t* buf = TxBuffer();
   const wire::OpcodeInfo& info = wire::GetOpcodeInfo(wire::op::kRcAck);
   wire::Bth bth;
   bth.set_opcode(wire::op::kRcAck);
   bth.set_pkey(wire::kDefaultPkey);
-  bth.set_dest_qp(qp->attr.dest_qp_num);
+  bth.set_dest_qp(dest_qpn);
   bth.set_psn(psn);
   std::memcpy(buf, bth.b.data(), sizeof(bth));
   wire::Aeth aeth;
   aeth.set_syndrome(syndrome);
-  aeth.set_msn(qp->msn);
+  aeth.set_msn(msn);
   std::memcpy(buf + info.aeth_offset, aeth.b.data(), sizeof(aeth));
-  TxCommit(info.header_length + wire::kIcrcSize, SourceIndex(qp), qp->attr.ah_attr.dgid);
+  TxCommit(info.header_length + wire::kIcrcSize, sgid_index, dgid);
 }
 
 void Engine::ResponderError(Qp* qp, wire::NakCode code, uint32_t psn, WcStatus recv_status) {
