@@ -802,7 +802,9 @@ void HandleRej(const CmMsg& m) {
     return;
   }
   StopTimer(id);
-  QpToErr(id);
+  // The QP is the application's: it moves it (rdma_disconnect) or destroys it,
+  // possibly right now on its own thread, so the CM thread leaves it alone
+  // (as rdma-core's librdmacm does).
   id->st = St::kRejected;
   Event* e = NewEvent(id, RDMA_CM_EVENT_REJECTED, m.reason);
   SetConnPdata(e, m.pdata, kRejPdata);
@@ -819,7 +821,9 @@ void HandleDreq(const CmMsg& m, int sgid, const ibv_gid& peer) {
   if (id->st == St::kConnected || id->st == St::kRepSent || id->st == St::kDreqSent ||
       id->st == St::kRepRcvd) {
     StopTimer(id);
-    QpToErr(id);
+    // The QP is the application's: it moves it (rdma_disconnect) or destroys it,
+    // possibly right now on its own thread, so the CM thread leaves it alone
+    // (as rdma-core's librdmacm does).
     id->st = St::kDisconnected;
     Simple(id, RDMA_CM_EVENT_DISCONNECTED, 0);
   }
@@ -933,12 +937,16 @@ void RunTimers() {
       case Timer::kReq:
       case Timer::kSidr:
         id->st = St::kError;
-        QpToErr(id);
+        // The QP is the application's: it moves it (rdma_disconnect) or destroys it,
+        // possibly right now on its own thread, so the CM thread leaves it alone
+        // (as rdma-core's librdmacm does).
         Simple(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
         break;
       case Timer::kRep:
         id->st = St::kError;
-        QpToErr(id);
+        // The QP is the application's: it moves it (rdma_disconnect) or destroys it,
+        // possibly right now on its own thread, so the CM thread leaves it alone
+        // (as rdma-core's librdmacm does).
         Simple(id, RDMA_CM_EVENT_CONNECT_ERROR, -ETIMEDOUT);
         break;
       case Timer::kDreq:
@@ -1599,8 +1607,16 @@ CMA_EXPORT int rdma_create_qp(rdma_cm_id* cid, ibv_pd* pd, ibv_qp_init_attr* qp_
 CMA_EXPORT void rdma_destroy_qp(rdma_cm_id* cid) {
   if (!cid) return;
   Id* id = ToId(cid);
-  if (id->id.qp) ibv_destroy_qp(id->id.qp);
-  id->id.qp = nullptr;
+  // Detach under the CM lock: the CM thread moves id->id.qp to ERR when a
+  // DREQ or REJ arrives, holding that lock, and must never see a QP that is
+  // being destroyed.
+  ibv_qp* qp;
+  {
+    std::lock_guard<std::mutex> l(G().mu);
+    qp = id->id.qp;
+    id->id.qp = nullptr;
+  }
+  if (qp) ibv_destroy_qp(qp);
   DestroyOwnCqs(id);
 }
 
@@ -1837,7 +1853,10 @@ CMA_EXPORT int rdma_disconnect(rdma_cm_id* cid) {
     }
     case St::kDreqSent:
     case St::kDisconnected:
-      return 0;  // already disconnecting / disconnected by the peer
+      // Already disconnecting / disconnected by the peer; like rdma-core,
+      // still move the application's QP to ERR so its WRs flush.
+      QpToErr(id);
+      return 0;
     default:
       return Fail(EINVAL);
   }
