@@ -38,6 +38,10 @@ run_case() {
   local name=$1 tool=$2
   shift 2
   PORT=$((PORT + 1))
+  # The out-of-band TCP port may be taken by another test's connection:
+  # move to one nobody listens on or uses (this is the tool's TCP exchange,
+  # not softrnic).
+  while ss -tan 2>/dev/null | awk '{print $4}' | grep -q ":$PORT\$"; do PORT=$((PORT + 1)); done
   local slog="$TMP/server.log" clog="$TMP/client.log"
   timeout "$TIMEOUT" "$tool" -p "$PORT" "$@" >"$slog" 2>&1 &
   local spid=$!
