@@ -81,6 +81,7 @@ class StatsPublisher {
   const std::chrono::milliseconds period_;
   bool enabled_ = false;
   int owner_pid_ = 0;
+  std::string comm_;  // /proc/self/comm when the publisher started
   std::string path_;
   std::string last_counters_;  // counter block of the last write
   uint64_t seq_ = 0;

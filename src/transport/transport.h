@@ -87,6 +87,11 @@ struct UdpConfig {
   std::vector<std::string> bind_addresses;
   uint16_t port = 4791;
   FaultConfig faults;
+  // UDP segmentation offload: runs of equal-sized packets to one peer leave
+  // in one sendmsg (UDP_SEGMENT) and arrive coalesced (UDP_GRO), so the
+  // kernel's per-datagram cost is paid once per run. Off when faults are
+  // injected (those act per packet). SOFTRNIC_GSO=0 turns it off.
+  bool segmentation = true;
 };
 
 // Creates the UDP transport. On failure returns nullptr and sets *error.

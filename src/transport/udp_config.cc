@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string_view>
 
 #include "transport/udp_transport.h"
@@ -84,6 +85,8 @@ UdpConfig UdpConfigFromEnvironment() {
     // for the bad variable rather than run with a half-understood setting.
     std::fprintf(stderr, "softrnic: ignoring bad environment setting: %s\n", error.c_str());
   }
+  if (const char* gso = std::getenv("SOFTRNIC_GSO"); gso != nullptr && std::strcmp(gso, "0") == 0)
+    config.segmentation = false;
   return config;
 }
 

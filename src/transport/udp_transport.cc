@@ -26,6 +26,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/ip.h>
+#include <netinet/udp.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -72,6 +73,15 @@ constexpr int kMaxTxBatch = 64;              // messages per sendmmsg
 constexpr int kSocketBufferBytes = 4 << 20;  // SO_SNDBUF / SO_RCVBUF
 constexpr uint32_t kMinPacket = 12 + 4;      // BTH + ICRC
 constexpr uint32_t kMaxLoopbackAttempts = 16;
+// UDP segmentation (UDP_SEGMENT / UDP_GRO, Linux >= 5.0). The kernel accepts
+// up to UDP_MAX_SEGMENTS (64 before 6.2, 128 since) segments per send.
+constexpr int kMaxSegments = 64;
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
 
 std::string Ipv4Text(uint32_t addr_network_order) {
   char text[INET_ADDRSTRLEN] = {};
@@ -98,6 +108,7 @@ struct LocalSocket {
   // (The engine's idle sleep waits on every socket through epoll, so a
   // quiet socket that becomes busy is noticed at the latest then.)
   uint32_t quiet = 0;
+  bool gro = false;  // UDP_GRO accepted: datagrams may hold several packets
 };
 
 constexpr uint32_t kQuietAfter = 64;
@@ -105,7 +116,8 @@ constexpr uint64_t kQuietPollEvery = 8;
 
 // Opens and binds one socket. Returns 0 or the errno of the failing call, and
 // a message in *error.
-int OpenSocket(uint32_t addr_network_order, uint16_t port, LocalSocket* out, std::string* error) {
+int OpenSocket(uint32_t addr_network_order, uint16_t port, bool gro, LocalSocket* out,
+               std::string* error) {
   const std::string where = Ipv4Text(addr_network_order) + ":" + std::to_string(port);
   const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
@@ -124,6 +136,9 @@ int OpenSocket(uint32_t addr_network_order, uint16_t port, LocalSocket* out, std
   SetBuffer(fd, SO_SNDBUFFORCE, SO_SNDBUF);
   const int one = 1;
   (void)setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));  // ECN bits; optional
+  // Coalesced receive: a run of equal-sized datagrams arrives as one buffer
+  // with its segment size in a UDP_GRO cmsg (RecvBurst splits it again).
+  if (gro) out->gro = setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one)) == 0;
   sockaddr_in sin{};
   sin.sin_family = AF_INET;
   sin.sin_addr.s_addr = addr_network_order;
@@ -171,7 +186,8 @@ class UdpTransport final : public Transport {
     int packet;  // caller's index; for kHeld the packet it was sent after
   };
 
-  explicit UdpTransport(const FaultConfig& faults) : faults_(faults) {}
+  explicit UdpTransport(const UdpConfig& config)
+      : faults_(config.faults), segmentation_(config.segmentation) {}
   bool Init(std::string* error);
   bool AddSocket(const LocalSocket& s, std::string* error);
 
@@ -184,6 +200,22 @@ class UdpTransport final : public Transport {
                      uint32_t icrc, const FaultDecision& d, MsgKind kind, int packet);
   void FillHeldMsg(TxMsg* m, int after_packet);
   void FlushHeldAlone();
+
+  // The segmented send path (no fault injection): runs of packets to one
+  // destination with one size (the last may be shorter) become one
+  // UDP_SEGMENT message. Returns how many packets were consumed.
+  int SendBurstSegmented(const TxPacket* packets, int n);
+  // Sends the staged segmented messages; false on a full socket buffer
+  // (then *consumed = the first packet not handed to the kernel).
+  bool FlushSegmented(int* consumed);
+  // ICRC check of one packet of a (possibly coalesced) datagram: GSO numbers
+  // the IPv4 IDs of a run 0, 1, 2, ... (inet_gso_segment), a fixed-ID GRO
+  // flow keeps the first ID; try the segment's index, then 0.
+  static bool CheckSegmentIcrc(wire::IpUdpFields& ip, const uint8_t* data, uint32_t len,
+                               uint32_t segment);
+  // Turns received datagram `slot` into packets from segment `next_segment_`
+  // on; returns false when `packets` filled up before the datagram ended.
+  bool SplitDatagram(int slot, uint16_t local, RxPacket* packets, int n, int* produced);
 
   std::vector<LocalSocket> sockets_;
   std::vector<Endpoint> locals_;
@@ -207,6 +239,27 @@ class UdpTransport final : public Transport {
   sockaddr_in held_dst_{};
   int held_from_packet_ = -1;  // index in the current SendBurst, else -1
 
+  // Segmented transmit staging (SendBurstSegmented): one message per run,
+  // two iovecs (body, ICRC) per packet.
+  const bool segmentation_;
+  bool gso_refused_ = false;  // the kernel rejected UDP_SEGMENT: send packet by packet
+  struct SegMsg {
+    sockaddr_in dst;
+    int first_packet;
+    int packets;
+    int first_iov;
+    uint32_t bytes;
+    uint16_t segment_size;
+    alignas(cmsghdr) uint8_t cmsg[CMSG_SPACE(sizeof(uint16_t))];
+  };
+  SegMsg seg_msgs_[kMaxTxBatch];
+  mmsghdr seg_hdrs_[kMaxTxBatch];
+  iovec seg_iov_[2 * kMaxTxBatch];
+  uint8_t seg_icrc_[kMaxTxBatch][4];
+  int seg_pending_ = 0;      // messages staged
+  int seg_packets_ = 0;      // packets staged (iovec pairs used)
+  uint16_t seg_local_ = 0;   // the socket the staged messages leave from
+
   // Receive side.
   std::unique_ptr<uint8_t[]>
       rx_buf_;  // kUdpMaxRecvBurst * kUdpRecvBufferSize, untouched until used
@@ -216,12 +269,21 @@ class UdpTransport final : public Transport {
   alignas(cmsghdr) uint8_t rx_cmsg_[kUdpMaxRecvBurst][64];
   size_t rr_ = 0;  // round-robin start socket
   uint64_t recv_calls_ = 0;
+  // Datagrams received but not yet fully returned (a coalesced datagram can
+  // hold more packets than one RecvBurst may return): slots
+  // [next_slot_, slots_filled_) of socket split_socket_, the first one from
+  // segment next_segment_ on. No new recvmmsg until they are all returned,
+  // so the buffers stay valid as the interface promises.
+  int next_slot_ = 0;
+  int slots_filled_ = 0;
+  uint32_t next_segment_ = 0;
+  uint16_t split_socket_ = 0;
 };
 
 std::unique_ptr<Transport> UdpTransport::Create(const UdpConfig& config, std::string* error) {
   std::string scratch;
   if (error == nullptr) error = &scratch;
-  std::unique_ptr<UdpTransport> t(new UdpTransport(config.faults));
+  std::unique_ptr<UdpTransport> t(new UdpTransport(config));
   if (!t->Init(error)) return nullptr;
 
   if (!config.bind_addresses.empty()) {
@@ -244,7 +306,7 @@ std::unique_ptr<Transport> UdpTransport::Create(const UdpConfig& config, std::st
       }
       seen.push_back(a.s_addr);
       LocalSocket s;
-      if (OpenSocket(a.s_addr, config.port, &s, error) != 0) return nullptr;
+      if (OpenSocket(a.s_addr, config.port, config.segmentation, &s, error) != 0) return nullptr;
       if (!t->AddSocket(s, error)) return nullptr;
     }
     return t;
@@ -255,7 +317,7 @@ std::unique_ptr<Transport> UdpTransport::Create(const UdpConfig& config, std::st
   for (uint32_t addr : HostIpv4Addresses()) {
     LocalSocket s;
     std::string ignored;
-    if (OpenSocket(addr, config.port, &s, &ignored) != 0) continue;
+    if (OpenSocket(addr, config.port, config.segmentation, &s, &ignored) != 0) continue;
     if (!t->AddSocket(s, error)) return nullptr;
   }
   // ...then exactly one per-process loopback address.
@@ -264,8 +326,8 @@ std::unique_ptr<Transport> UdpTransport::Create(const UdpConfig& config, std::st
   bool bound = false;
   for (uint32_t attempt = 0; attempt < kMaxLoopbackAttempts && !bound; ++attempt) {
     LocalSocket s;
-    const int err =
-        OpenSocket(htonl(PerProcessLoopbackAddress(pid, attempt)), config.port, &s, &last_error);
+    const int err = OpenSocket(htonl(PerProcessLoopbackAddress(pid, attempt)), config.port,
+                               config.segmentation, &s, &last_error);
     if (err == EADDRINUSE) continue;
     if (err != 0) {
       *error = last_error;
@@ -436,6 +498,7 @@ void UdpTransport::FlushHeldAlone() {
 }
 
 int UdpTransport::SendBurst(const TxPacket* packets, int n) {
+  if (segmentation_ && !faults_.enabled()) return SendBurstSegmented(packets, n);
   busy_return_ = n;
   held_from_packet_ = -1;
   bool busy = false;
@@ -531,65 +594,260 @@ int UdpTransport::SendBurst(const TxPacket* packets, int n) {
   return consumed;
 }
 
+int UdpTransport::SendBurstSegmented(const TxPacket* packets, int n) {
+  seg_pending_ = 0;
+  seg_packets_ = 0;
+  const int max_segments = gso_refused_ ? 1 : kMaxSegments;
+  uint32_t last_length = 0;
+  for (int i = 0; i < n; ++i) {
+    const TxPacket& p = packets[i];
+    if (p.data == nullptr || p.length < kMinPacket || p.length > kUdpMaxPayload ||
+        p.local_index >= sockets_.size() || !p.dst.gid.IsV4Mapped() || p.dst.port == 0) {
+      ++counters_.tx_errors;  // malformed request: consumed, never retried
+      continue;
+    }
+    const uint32_t dst_ip = p.dst.gid.Ipv4();
+    const uint16_t dst_port = htons(p.dst.port);
+    SegMsg* m = seg_pending_ > 0 ? &seg_msgs_[seg_pending_ - 1] : nullptr;
+    // A packet joins the open run when it goes the same way, is not larger
+    // than the run's segment size, every earlier packet of the run had
+    // exactly that size (the kernel cuts at segment_size; only the last
+    // segment may be shorter), and the datagram stays within UDP's limit.
+    const bool join = m != nullptr && seg_local_ == p.local_index &&
+                      m->dst.sin_addr.s_addr == dst_ip && m->dst.sin_port == dst_port &&
+                      p.length <= m->segment_size && last_length == m->segment_size &&
+                      m->packets < max_segments && m->bytes + p.length <= kUdpMaxPayload &&
+                      seg_packets_ < kMaxTxBatch;
+    if (!join) {
+      if (seg_pending_ > 0 && (seg_local_ != p.local_index || seg_pending_ == kMaxTxBatch ||
+                               seg_packets_ == kMaxTxBatch)) {
+        int consumed = n;
+        if (!FlushSegmented(&consumed)) return consumed;
+      }
+      m = &seg_msgs_[seg_pending_++];
+      m->dst = sockaddr_in{};
+      m->dst.sin_family = AF_INET;
+      m->dst.sin_addr.s_addr = dst_ip;
+      m->dst.sin_port = dst_port;
+      m->first_packet = i;
+      m->packets = 0;
+      m->first_iov = 2 * seg_packets_;
+      m->bytes = 0;
+      m->segment_size = static_cast<uint16_t>(p.length);
+      seg_local_ = p.local_index;
+    }
+    // The ICRC for exactly the headers the kernel will emit for this
+    // segment: its IPv4 ID is its index in the run (see CheckSegmentIcrc).
+    const LocalSocket& s = sockets_[p.local_index];
+    wire::IpUdpFields ip;
+    std::memcpy(ip.src_ip, &s.addr.sin_addr.s_addr, 4);
+    std::memcpy(ip.dst_ip, &dst_ip, 4);
+    ip.src_port = ntohs(s.addr.sin_port);
+    ip.dst_port = p.dst.port;
+    ip.ipv4_id = static_cast<uint16_t>(m->packets);
+    const uint32_t icrc = wire::ComputeIcrc(ip, p.data, p.length - 4);
+    uint8_t* staged = seg_icrc_[seg_packets_];
+    staged[0] = static_cast<uint8_t>(icrc);
+    staged[1] = static_cast<uint8_t>(icrc >> 8);
+    staged[2] = static_cast<uint8_t>(icrc >> 16);
+    staged[3] = static_cast<uint8_t>(icrc >> 24);
+    // The kernel only reads iov_base for a send; the const_cast never leads to a write.
+    seg_iov_[2 * seg_packets_] = iovec{const_cast<uint8_t*>(p.data), p.length - 4};
+    seg_iov_[2 * seg_packets_ + 1] = iovec{staged, 4};
+    ++seg_packets_;
+    ++m->packets;
+    m->bytes += p.length;
+    last_length = p.length;
+  }
+  int consumed = n;
+  if (seg_pending_ > 0) (void)FlushSegmented(&consumed);
+  return consumed;
+}
+
+bool UdpTransport::FlushSegmented(int* consumed) {
+  for (int k = 0; k < seg_pending_; ++k) {
+    SegMsg& m = seg_msgs_[k];
+    msghdr& h = seg_hdrs_[k].msg_hdr;
+    h.msg_name = &m.dst;
+    h.msg_namelen = sizeof(m.dst);
+    h.msg_iov = &seg_iov_[m.first_iov];
+    h.msg_iovlen = static_cast<size_t>(2 * m.packets);
+    h.msg_flags = 0;
+    if (m.packets > 1) {
+      h.msg_control = m.cmsg;
+      h.msg_controllen = sizeof(m.cmsg);
+      cmsghdr* c = CMSG_FIRSTHDR(&h);
+      c->cmsg_level = SOL_UDP;
+      c->cmsg_type = UDP_SEGMENT;
+      c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+      std::memcpy(CMSG_DATA(c), &m.segment_size, sizeof(uint16_t));
+    } else {
+      h.msg_control = nullptr;
+      h.msg_controllen = 0;
+    }
+  }
+  const int fd = sockets_[seg_local_].fd;
+  int off = 0;
+  bool ok = true;
+  while (off < seg_pending_) {
+    const int r =
+        sendmmsg(fd, seg_hdrs_ + off, static_cast<unsigned>(seg_pending_ - off), MSG_DONTWAIT);
+    if (r > 0) {
+      for (int k = off; k < off + r; ++k) {
+        counters_.tx_packets += static_cast<uint64_t>(seg_msgs_[k].packets);
+        counters_.tx_bytes += seg_hdrs_[k].msg_len;
+      }
+      off += r;
+      continue;
+    }
+    const int err = r < 0 ? errno : EAGAIN;
+    if (err == EINTR) continue;
+    if (err == EAGAIN || err == EWOULDBLOCK || err == ENOBUFS) {
+      // Socket buffer full: never block; the caller offers the rest again.
+      ++counters_.tx_busy;
+      *consumed = seg_msgs_[off].first_packet;
+      ok = false;
+      break;
+    }
+    if (seg_msgs_[off].packets > 1 && (err == EINVAL || err == EIO || err == EOPNOTSUPP)) {
+      // A kernel (or route: xfrm, UDP-Lite) without UDP segmentation: from
+      // now on one packet per datagram. This run is lost like on a lossy
+      // wire; RC retransmits it.
+      if (!gso_refused_)
+        std::fprintf(stderr, "softrnic: UDP_SEGMENT refused (%s); sending packet by packet\n",
+                     std::strerror(err));
+      gso_refused_ = true;
+    }
+    // A hard error for this one datagram (EMSGSIZE beyond the path MTU with
+    // DF, EHOSTUNREACH, EPERM from a firewall...): drop it like a lossy wire.
+    counters_.tx_errors += static_cast<uint64_t>(seg_msgs_[off].packets);
+    ++off;
+  }
+  seg_pending_ = 0;
+  seg_packets_ = 0;
+  return ok;
+}
+
+bool UdpTransport::CheckSegmentIcrc(wire::IpUdpFields& ip, const uint8_t* data, uint32_t len,
+                                    uint32_t segment) {
+  ip.ipv4_id = static_cast<uint16_t>(segment);
+  if (wire::CheckIcrc(ip, data, len)) return true;
+  // A run segmented before it reached us (by a NIC, a veth without GSO, a
+  // router) arrives as single datagrams whose IPv4 IDs are their index in
+  // the run, which the datagram no longer shows; a fixed-ID GRO flow keeps
+  // ID 0. Try those IDs: only packets that fail the first check pay for it
+  // (at most kMaxSegments CRCs of one packet, ~3 us for 4 KiB).
+  for (uint32_t id = 0; id < kMaxSegments; ++id) {
+    if (id == segment) continue;
+    ip.ipv4_id = static_cast<uint16_t>(id);
+    if (wire::CheckIcrc(ip, data, len)) return true;
+  }
+  return false;
+}
+
+bool UdpTransport::SplitDatagram(int slot, uint16_t local, RxPacket* packets, int n,
+                                 int* produced) {
+  const msghdr& h = rx_hdrs_[slot].msg_hdr;
+  const uint32_t len = rx_hdrs_[slot].msg_len;
+  uint8_t* data = static_cast<uint8_t*>(rx_iov_[slot].iov_base);
+  if (len < kMinPacket || (h.msg_flags & MSG_TRUNC) || h.msg_namelen < sizeof(sockaddr_in) ||
+      rx_src_[slot].sin_family != AF_INET) {
+    ++counters_.rx_runts;
+    return true;
+  }
+  uint32_t segment_size = len;
+  uint8_t traffic_class = 0;
+  for (const cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr;
+       c = CMSG_NXTHDR(const_cast<msghdr*>(&h), const_cast<cmsghdr*>(c))) {
+    if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS && c->cmsg_len >= CMSG_LEN(1)) {
+      traffic_class = *CMSG_DATA(c);
+    } else if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO &&
+               c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+      int size = 0;
+      std::memcpy(&size, CMSG_DATA(c), sizeof(size));
+      if (size > 0 && static_cast<uint32_t>(size) < len) segment_size = static_cast<uint32_t>(size);
+    }
+  }
+  const LocalSocket& s = sockets_[local];
+  wire::IpUdpFields ip;
+  std::memcpy(ip.src_ip, &rx_src_[slot].sin_addr.s_addr, 4);
+  std::memcpy(ip.dst_ip, &s.addr.sin_addr.s_addr, 4);
+  ip.src_port = ntohs(rx_src_[slot].sin_port);
+  ip.dst_port = ntohs(s.addr.sin_port);
+  const uint32_t segments = (len + segment_size - 1) / segment_size;
+  for (; next_segment_ < segments; ++next_segment_) {
+    if (*produced >= n) return false;
+    const uint32_t offset = next_segment_ * segment_size;
+    const uint32_t seg_len = std::min(segment_size, len - offset);
+    uint8_t* seg = data + offset;
+    if (seg_len < kMinPacket) {
+      ++counters_.rx_runts;
+      continue;
+    }
+    if (!CheckSegmentIcrc(ip, seg, seg_len, next_segment_)) {
+      ++counters_.rx_icrc_errors;
+      continue;
+    }
+    RxPacket& out = packets[(*produced)++];
+    out.data = seg;
+    out.length = seg_len;
+    out.local_index = local;
+    out.src = Endpoint{Gid::FromIpv4(rx_src_[slot].sin_addr.s_addr), ntohs(rx_src_[slot].sin_port)};
+    out.traffic_class = traffic_class;
+    ++counters_.rx_packets;
+    counters_.rx_bytes += seg_len;
+  }
+  next_segment_ = 0;
+  return true;
+}
+
 int UdpTransport::RecvBurst(RxPacket* packets, int n) {
   // A packet held back for reordering goes out now at the latest: the engine
   // calls RecvBurst before it sleeps, so nothing stays held while idle.
   if (held_) FlushHeldAlone();
-
-  n = std::min(n, kUdpMaxRecvBurst);
   if (n <= 0) return 0;
   int produced = 0;
+  // First what is left of datagrams received earlier; their slots must not
+  // be reused before every packet in them has been returned.
+  while (next_slot_ < slots_filled_) {
+    if (!SplitDatagram(next_slot_, split_socket_, packets, n, &produced)) return produced;
+    ++next_slot_;
+  }
+  next_slot_ = slots_filled_ = 0;
+  if (produced > 0) return produced;
+
   int used = 0;  // receive slots consumed this call
   const size_t nsock = sockets_.size();
-  for (size_t k = 0; k < nsock && used < n; ++k) {
+  for (size_t k = 0; k < nsock && used < kUdpMaxRecvBurst && produced < n; ++k) {
     const size_t si = (rr_ + k) % nsock;
     LocalSocket& s = sockets_[si];
     if (nsock > 1 && s.quiet > kQuietAfter && recv_calls_ % kQuietPollEvery != 0) continue;
-    for (int j = used; j < n; ++j) {
+    const int want = std::min(n - produced, kUdpMaxRecvBurst - used);
+    for (int j = used; j < used + want; ++j) {
       msghdr& h = rx_hdrs_[j].msg_hdr;
       h.msg_namelen = sizeof(sockaddr_in);
       h.msg_controllen = sizeof(rx_cmsg_[j]);
       h.msg_flags = 0;
     }
     const int r =
-        recvmmsg(s.fd, rx_hdrs_ + used, static_cast<unsigned>(n - used), MSG_DONTWAIT, nullptr);
+        recvmmsg(s.fd, rx_hdrs_ + used, static_cast<unsigned>(want), MSG_DONTWAIT, nullptr);
     if (r <= 0) {  // EAGAIN: nothing here
       ++s.quiet;
       continue;
     }
     s.quiet = 0;
     for (int j = used; j < used + r; ++j) {
-      const msghdr& h = rx_hdrs_[j].msg_hdr;
-      const uint32_t len = rx_hdrs_[j].msg_len;
-      uint8_t* data = static_cast<uint8_t*>(rx_iov_[j].iov_base);
-      if (len < kMinPacket || (h.msg_flags & MSG_TRUNC) || h.msg_namelen < sizeof(sockaddr_in) ||
-          rx_src_[j].sin_family != AF_INET) {
-        ++counters_.rx_runts;
-        continue;
+      next_segment_ = 0;
+      if (!SplitDatagram(j, static_cast<uint16_t>(si), packets, n, &produced)) {
+        // `packets` is full: the rest of this datagram and the later ones
+        // are returned by the next calls.
+        next_slot_ = j;
+        slots_filled_ = used + r;
+        split_socket_ = static_cast<uint16_t>(si);
+        rr_ = nsock ? (rr_ + 1) % nsock : 0;
+        ++recv_calls_;
+        return produced;
       }
-      wire::IpUdpFields ip;
-      std::memcpy(ip.src_ip, &rx_src_[j].sin_addr.s_addr, 4);
-      std::memcpy(ip.dst_ip, &s.addr.sin_addr.s_addr, 4);
-      ip.src_port = ntohs(rx_src_[j].sin_port);
-      ip.dst_port = ntohs(s.addr.sin_port);
-      if (!wire::CheckIcrc(ip, data, len)) {
-        ++counters_.rx_icrc_errors;
-        continue;
-      }
-      RxPacket& out = packets[produced++];
-      out.data = data;
-      out.length = len;
-      out.local_index = static_cast<uint16_t>(si);
-      out.src = Endpoint{Gid::FromIpv4(rx_src_[j].sin_addr.s_addr), ntohs(rx_src_[j].sin_port)};
-      out.traffic_class = 0;
-      for (const cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr;
-           c = CMSG_NXTHDR(const_cast<msghdr*>(&h), const_cast<cmsghdr*>(c))) {
-        if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS && c->cmsg_len >= CMSG_LEN(1)) {
-          out.traffic_class = *CMSG_DATA(c);
-        }
-      }
-      ++counters_.rx_packets;
-      counters_.rx_bytes += len;
     }
     used += r;
   }

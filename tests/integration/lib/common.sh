@@ -289,6 +289,13 @@ netns_pair_up() {
     if [[ $ns == "$a" ]]; then ip=$ipa; else ip=$ipb; fi
     ip -n "$ns" link set lo up
     [[ -n "${NETNS_MTU:-}" ]] && ip -n "$ns" link set "$NETNS_IFACE" mtu "$NETNS_MTU"
+    # A veth passes a UDP GSO run (softrnic sends runs of packets with
+    # UDP_SEGMENT) whole to the other namespace, where no real wire would:
+    # a NIC puts each segment on the wire with its own IPv4 header. One
+    # segment per skb makes the kernel segment before the veth, so captures,
+    # nftables loss and the receiver see what a real wire carries.
+    # NETNS_GSO=1 keeps the runs whole.
+    [[ "${NETNS_GSO:-0}" == 1 ]] || ip -n "$ns" link set "$NETNS_IFACE" gso_max_segs 1
     ip -n "$ns" addr add "$ip/$plen" dev "$NETNS_IFACE"
     ip -n "$ns" link set "$NETNS_IFACE" up
   done

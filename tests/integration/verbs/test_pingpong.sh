@@ -60,8 +60,16 @@ run_case() {
   else
     fail=$((fail + 1))
     printf 'FAIL %-40s client rc=%d server rc=%d\n' "$name" "$crc" "$src"
-    sed 's/^/    client: /' "$clog" | tail -5
-    sed 's/^/    server: /' "$slog" | tail -5
+    # A sanitizer report is long and its cause is at the top: show that part.
+    for side in client server; do
+      local f=$clog
+      [[ $side == server ]] && f=$slog
+      if grep -q '^==[0-9]*==ERROR' "$f"; then
+        sed -n '/^==[0-9]*==ERROR/,/^SUMMARY/p' "$f" | head -60 | sed "s/^/    $side: /"
+      else
+        sed "s/^/    $side: /" "$f" | tail -5
+      fi
+    done
   fi
 }
 

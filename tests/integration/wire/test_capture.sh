@@ -43,4 +43,13 @@ log "QPNs seen by the tools: $qpns"
 "$SOFTRNIC_PYTHON" "$SOFTRNIC_SOURCE_DIR/tests/integration/icrc_judge.py" "$PCAP" \
   --min-packets 100 --expect-opcodes 0,1,2,4,17,100 --expect-dqpn "$qpns" ||
   die "capture failed the ICRC / tshark judge"
+# softrnic sends the packets of a multi-packet message as one UDP GSO run;
+# the kernel cut it into datagrams numbered IPv4 ID 0, 1, 2, ... before the
+# veth (netns_pair_up), and the judge above checked each ICRC against the
+# real header. Make sure such runs were on the wire, so that check happened.
+segmented=$(tshark -r "$PCAP" -Y 'ip.id != 0' -T fields -e ip.id 2>/dev/null | wc -l)
+log "datagrams with a nonzero IPv4 ID (segments of GSO runs): $segmented"
+if [[ "${SOFTRNIC_GSO:-1}" != 0 ]]; then
+  (( segmented > 0 )) || die "no segmented run seen: UDP GSO was not exercised"
+fi
 log "PASS: $(tcpdump -r "$PCAP" 2>/dev/null | wc -l) RoCE v2 packets judged"
