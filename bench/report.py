@@ -22,9 +22,21 @@ TARGETS = [
     ("sr_write_bw", "bw", ">=", 4.0, "ib_write_bw 64 KiB >= 4 GB/s"),
     ("sr_write_bw", "cpu_per_gb", "<=", 440.0, "... at <= 440 ms CPU per GB (both processes)"),
     ("sr_write_rate", "rate", ">=", 1.0, "ib_write_bw 64 B >= 1 M msg/s"),
+    ("sr_shm_write_lat", "lat", "<=", 0.25, "shm: ib_write_lat 8 B one-way latency <= 0.25 us"),
+    ("sr_shm_send_lat", "lat", "<=", 0.35, "shm: ib_send_lat 8 B one-way latency <= 0.35 us"),
+    ("sr_shm_write_bw", "bw", ">=", 20.0, "shm: ib_write_bw 64 KiB >= 20 GB/s"),
+    ("sr_shm_read_bw", "bw", ">=", 15.0, "shm: ib_read_bw 64 KiB >= 15 GB/s"),
 ]
 PLACEMENTS = ["unpinned", "pinned"]
-SR_LAT = ["sr_write_lat", "sr_send_lat"]
+SR_LAT = ["sr_write_lat", "sr_send_lat", "sr_shm_write_lat", "sr_shm_send_lat"]
+# Peers that move data through shared memory are compared with softrnic's
+# shared-memory path, the others with its UDP path.
+SHM_PEERS = {"peer_ucx_posix_lat", "peer_ucx_posix_bw", "peer_fi_shm_lat", "peer_fi_shm_bw"}
+
+
+def sr_id(peer_id, base):
+    """softrnic's figure to compare a peer with: sr_X (UDP) or sr_shm_X."""
+    return base.replace("sr_", "sr_shm_", 1) if peer_id in SHM_PEERS else base
 SR_BW = ["sr_write_bw", "sr_read_bw", "sr_send_bw"]
 PEER_LAT = ["peer_tcp_lat", "peer_ucx_tcp_lat", "peer_fi_tcp_lat", "peer_fi_udp_lat",
             "peer_ucx_posix_lat", "peer_fi_shm_lat"]
@@ -294,34 +306,36 @@ def main():
         w("")
         w("### 8 B latency")
         w("")
-        w("| peer | placement | peer (us) | ib_write_lat (us) | write_lat ratio | ib_send_lat (us) | send_lat ratio |")
-        w("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+        w("| peer | placement | softrnic path | peer (us) | ib_write_lat (us) | write_lat ratio | ib_send_lat (us) | send_lat ratio |")
+        w("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |")
         for pid in PEER_LAT:
             if not d.has(pid):
                 continue
+            path = "shm" if pid in SHM_PEERS else "udp"
             for place in PLACEMENTS:
                 p = d.med(pid, place, "lat")
-                wl = d.med("sr_write_lat", place, "lat")
-                sl = d.med("sr_send_lat", place, "lat")
+                wl = d.med(sr_id(pid, "sr_write_lat"), place, "lat")
+                sl = d.med(sr_id(pid, "sr_send_lat"), place, "lat")
                 r1 = fmt(wl / p) if p and wl else "n/a"
                 r2 = fmt(sl / p) if p and sl else "n/a"
-                w(f"| {d.label[pid]} | {place} | {fmt(p)} | {fmt(wl)} | {r1} | {fmt(sl)} | {r2} |")
+                w(f"| {d.label[pid]} | {place} | {path} | {fmt(p)} | {fmt(wl)} | {r1} | {fmt(sl)} | {r2} |")
         w("")
         w("### 64 KiB bandwidth and CPU cost")
         w("")
-        w("| peer | placement | peer (GB/s) | ib_write_bw (GB/s) | bw ratio | peer CPU (ms/GB) | ib_write_bw CPU (ms/GB) | CPU ratio |")
-        w("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+        w("| peer | placement | softrnic path | peer (GB/s) | ib_write_bw (GB/s) | bw ratio | peer CPU (ms/GB) | ib_write_bw CPU (ms/GB) | CPU ratio |")
+        w("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
         for pid in PEER_BW:
             if not d.has(pid):
                 continue
+            path = "shm" if pid in SHM_PEERS else "udp"
             for place in PLACEMENTS:
                 p = d.med(pid, place, "bw")
-                sb = d.med("sr_write_bw", place, "bw")
+                sb = d.med(sr_id(pid, "sr_write_bw"), place, "bw")
                 pc = d.med(pid, place, "cpu_per_gb")
-                sc = d.med("sr_write_bw", place, "cpu_per_gb")
+                sc = d.med(sr_id(pid, "sr_write_bw"), place, "cpu_per_gb")
                 r1 = fmt(sb / p) if p and sb else "n/a"
                 r2 = fmt(sc / pc) if pc and sc else "n/a"
-                w(f"| {d.label[pid]} | {place} | {fmt(p)} | {fmt(sb)} | {r1} | {fmt(pc)} | {fmt(sc)} | {r2} |")
+                w(f"| {d.label[pid]} | {place} | {path} | {fmt(p)} | {fmt(sb)} | {r1} | {fmt(pc)} | {fmt(sc)} | {r2} |")
         w("")
 
     # ---------------------------------------------------------- plots

@@ -18,6 +18,8 @@
 #      users run it) and pinned (client on cpu $CPU_CLIENT, server on cpu
 #      $CPU_SERVER): ib_write_lat 8B, ib_send_lat 8B, ib_write_bw 64KiB,
 #      ib_write_bw 64B (message rate), ib_read_bw 64KiB, ib_send_bw 64KiB
+#      over UDP (SOFTRNIC_TRANSPORT=udp), and ib_write_lat, ib_send_lat,
+#      ib_write_bw, ib_read_bw over shared memory (SOFTRNIC_TRANSPORT=shm)
 #   4. runs the peers the same way: kernel TCP (qperf tcp_lat / tcp_bw, iperf3),
 #      UCX (ucx_perftest tag_lat 8B / tag_bw 64KiB over UCX_TLS=tcp and
 #      UCX_TLS=posix,self), libfabric (fi_pingpong over tcp/msg, udp/dgram,
@@ -260,9 +262,11 @@ pt_row() { awk '/#bytes/ {h=1; next} h && $1 ~ /^[0-9]+$/ && NF >= 4 {print; exi
 LAT_PROBE=100 BW_PROBE=200
 if (( QUICK )); then LAT_N=50 BW_N=100 RATE_N=2000; fi
 
-# sr_test ID TOOL SIZE KIND(lat|bw) EXTRA...
+# sr_test ID TOOL SIZE KIND(lat|bw) EXTRA...  (path: $SR_TRANSPORT, udp or shm)
+SR_TRANSPORT=udp
 sr_test() {
   local id=$1 tool=$2 size=$3 kind=$4; shift 4
+  local SRN_ENV=("${SRN_ENV[@]}" "SOFTRNIC_TRANSPORT=$SR_TRANSPORT")
   local n
   if (( QUICK )); then
     if [[ $kind == lat ]]; then n=$LAT_N; elif (( size < 1024 )); then n=$RATE_N; else n=$BW_N; fi
@@ -299,7 +303,7 @@ sr_test() {
         continue
       fi
       local f; read -r -a f <<<"$row"
-      local label="softrnic $tool"
+      local label="softrnic $SR_TRANSPORT $tool"
       if [[ $kind == lat ]]; then
         # bytes iters t_min t_max t_typical t_avg t_stdev p99 p99.9
         rec "$id" "$label" "$place" "$size" lat us "${f[4]}" "$rep"
@@ -326,6 +330,13 @@ sr_test sr_write_bw ib_write_bw 65536 bw
 sr_test sr_write_rate ib_write_bw 64 bw
 sr_test sr_read_bw ib_read_bw 65536 bw
 sr_test sr_send_bw ib_send_bw 65536 bw
+# The same-host shared-memory path (docs/shm.md), forced.
+SR_TRANSPORT=shm
+sr_test sr_shm_write_lat ib_write_lat 8 lat
+sr_test sr_shm_send_lat ib_send_lat 8 lat
+sr_test sr_shm_write_bw ib_write_bw 65536 bw
+sr_test sr_shm_read_bw ib_read_bw 65536 bw
+SR_TRANSPORT=udp
 
 # ------------------------------------------------------------------ 4. peers
 qperf_val() {  # FILE KEY -> number (us for latency, GB/s for bw)
@@ -488,13 +499,13 @@ fi
 
 # ------------------------------------------------------------------ 5. sweeps
 SWEEP_TSV=$WORK/sweep.tsv; : >"$SWEEP_TSV"
-sweep_perftest() {  # TOOL KIND N
-  local tool=$1 kind=$2 n=$3
-  SRV=("${SRN_ENV[@]}" "$tool" -F -p @PORT@ -a -n "$n")
+sweep_perftest() {  # TOOL KIND N TRANSPORT
+  local tool=$1 kind=$2 n=$3 tr=$4
+  SRV=("${SRN_ENV[@]}" "SOFTRNIC_TRANSPORT=$tr" "$tool" -F -p @PORT@ -a -n "$n")
   CLI=("${SRV[@]}" 127.0.0.1)
-  pair "sweep_$tool" pinned $(( QUICK ? 120 : 400 ))
-  if (( PAIR_RC != 0 )); then fail "sweep_$tool" pinned 1 "rc=$PAIR_RC: $tool -F -a -n $n"; fi
-  awk -v k="$kind" -v t="softrnic $tool" '/#bytes/ {h=1; next}
+  pair "sweep_${tr}_$tool" pinned $(( QUICK ? 120 : 400 ))
+  if (( PAIR_RC != 0 )); then fail "sweep_${tr}_$tool" pinned 1 "rc=$PAIR_RC: SOFTRNIC_TRANSPORT=$tr $tool -F -a -n $n"; fi
+  awk -v k="$kind" -v t="softrnic $tr $tool" '/#bytes/ {h=1; next}
       h && $1 ~ /^[0-9]+$/ && NF >= 4 {
         if (k == "lat") printf "%s\tlat\t%s\t%s\n", t, $1, $5
         else printf "%s\tbw\t%s\t%.6g\n", t, $1, $4 * 1048576 / 1e9 }' "$CLOG" >>"$SWEEP_TSV"
@@ -517,8 +528,10 @@ sweep_ucx() {
 }
 if (( SWEEP )); then
   say "size sweeps"
-  sweep_perftest ib_write_lat lat $(( QUICK ? 5 : 50 ))
-  sweep_perftest ib_write_bw bw $(( QUICK ? 5 : 100 ))
+  for tr in udp shm; do
+    sweep_perftest ib_write_lat lat $(( QUICK ? 5 : 50 )) $tr
+    sweep_perftest ib_write_bw bw $(( QUICK ? 5 : 100 )) $tr
+  done
   if (( PEERS && ! QUICK )) && have ucx_perftest; then
     sweep_ucx tcp
     sweep_ucx posix,self
