@@ -143,6 +143,32 @@ inline T* FailNull(int err) {
   return nullptr;
 }
 
+// The shape of every ibv_create_* / ibv_alloc_*: a new wrapper W, filled by
+// the engine through `create(W*)` (0 or an errno). On failure the wrapper is
+// freed and the verb fails as the man pages say: NULL with errno set.
+template <class W, class Create>
+inline W* NewFilledByEngine(Create&& create) {
+  auto* w = new W{};
+  if (const int rc = create(w); rc != 0) {
+    delete w;
+    errno = rc;
+    return nullptr;
+  }
+  return w;
+}
+
+// The shape of every ibv_destroy_* / ibv_dealloc_*: the wrapper is freed once
+// the engine has let go of the object (`destroy()` returned 0); otherwise
+// the errno is returned and the object stays usable.
+template <class W, class Destroy>
+inline int DestroyThenFree(W* w, Destroy&& destroy) {
+  return NoThrow<int>(ENOMEM, [&] {
+    const int rc = destroy();
+    if (rc == 0) delete w;
+    return rc;
+  });
+}
+
 // Translation helpers shared by the files of this library.
 void ToEngineAv(const ibv_ah_attr& in, eng::AddressVector* out);
 void FromEngineAv(const eng::AddressVector& in, ibv_ah_attr* out);

@@ -292,14 +292,12 @@ ibv_cq_ex* CreateCqCommon(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_
   if (comp_vector < 0 || comp_vector >= ctx->num_comp_vectors) return FailNull<ibv_cq_ex>(EINVAL);
   if (channel && channel->context != ctx) return FailNull<ibv_cq_ex>(EINVAL);
   eng::Device* dev = DevOf(ctx);
-  auto* cq = new Cq{};
-  std::memset(&cq->cq, 0, sizeof(cq->cq));
   eng::CompletionChannel* ech = channel ? reinterpret_cast<CompChannel*>(channel)->e : nullptr;
-  int rc = dev->CreateCq(static_cast<uint32_t>(cqe), ech, &cq->cq, &cq->e);
-  if (rc) {
-    delete cq;
-    return FailNull<ibv_cq_ex>(rc);
-  }
+  auto* cq = NewFilledByEngine<Cq>([&](Cq* w) {
+    std::memset(&w->cq, 0, sizeof(w->cq));
+    return dev->CreateCq(static_cast<uint32_t>(cqe), ech, &w->cq, &w->e);
+  });
+  if (!cq) return nullptr;
   cq->dev = dev;
   cq->is_ex = is_ex;
   ibv_cq_ex* c = &cq->cq;
@@ -357,8 +355,6 @@ ibv_qp* CreateQpCommon(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr_ex* attr, 
   if (!SupportedQpType(attr->qp_type)) return FailNull<ibv_qp>(EOPNOTSUPP);
   if (attr->srq && attr->qp_type == IBV_QPT_XRC_RECV) return FailNull<ibv_qp>(EINVAL);
   eng::Device* dev = DevOf(ctx);
-  auto* qp = new Qp{};
-  std::memset(&qp->qpx, 0, sizeof(qp->qpx));
   eng::QpCaps caps;
   caps.max_send_wr = attr->cap.max_send_wr;
   caps.max_recv_wr = attr->cap.max_recv_wr;
@@ -366,13 +362,13 @@ ibv_qp* CreateQpCommon(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr_ex* attr, 
   caps.max_recv_sge = attr->cap.max_recv_sge;
   caps.max_inline_data = attr->cap.max_inline_data;
   eng::Srq* esrq = attr->srq ? reinterpret_cast<Srq*>(attr->srq)->e : nullptr;
-  int rc = dev->CreateQp(reinterpret_cast<Pd*>(pd)->e, static_cast<eng::QpType>(attr->qp_type),
+  auto* qp = NewFilledByEngine<Qp>([&](Qp* w) {
+    std::memset(&w->qpx, 0, sizeof(w->qpx));
+    return dev->CreateQp(reinterpret_cast<Pd*>(pd)->e, static_cast<eng::QpType>(attr->qp_type),
                          ToCq(attr->send_cq)->e, ToCq(attr->recv_cq)->e, esrq, &caps,
-                         attr->sq_sig_all != 0, &qp->qpx.qp_base, &qp->e);
-  if (rc) {
-    delete qp;
-    return FailNull<ibv_qp>(rc);
-  }
+                         attr->sq_sig_all != 0, &w->qpx.qp_base, &w->e);
+  });
+  if (!qp) return nullptr;
   qp->dev = dev;
   // Write the real capacities back, as ibv_create_qp(3) promises.
   attr->cap.max_send_wr = caps.max_send_wr;
@@ -451,12 +447,8 @@ using namespace softrnic::verbs;
 SOFTRNIC_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* ctx) {
   if (!ctx) return FailNull<ibv_pd>(EINVAL);
   return NoThrow<ibv_pd*>(nullptr, [&]() -> ibv_pd* {
-    auto* pd = new Pd{};
-    int rc = DevOf(ctx)->AllocPd(&pd->pd, &pd->e);
-    if (rc) {
-      delete pd;
-      return FailNull<ibv_pd>(rc);
-    }
+    auto* pd = NewFilledByEngine<Pd>([&](Pd* w) { return DevOf(ctx)->AllocPd(&w->pd, &w->e); });
+    if (!pd) return nullptr;
     pd->pd.context = ctx;
     return &pd->pd;
   });
@@ -465,11 +457,7 @@ SOFTRNIC_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* ctx) {
 SOFTRNIC_EXPORT int ibv_dealloc_pd(ibv_pd* ibpd) {
   if (!ibpd) return EINVAL;
   auto* pd = reinterpret_cast<Pd*>(ibpd);
-  return NoThrow<int>(ENOMEM, [&] {
-    int rc = DevOf(ibpd->context)->DeallocPd(pd->e);
-    if (!rc) delete pd;
-    return rc;
-  });
+  return DestroyThenFree(pd, [&] { return DevOf(ibpd->context)->DeallocPd(pd->e); });
 }
 
 // ---- MR ----------------------------------------------------------------------
@@ -493,12 +481,9 @@ ibv_mr* RegMr(ibv_pd* ibpd, void* addr, size_t length, uint64_t iova, unsigned a
   return NoThrow<ibv_mr*>(nullptr, [&]() -> ibv_mr* {
     auto* pd = reinterpret_cast<Pd*>(ibpd);
     eng::Device* dev = DevOf(ibpd->context);
-    auto* mr = new Mr{};
-    int rc = dev->RegMr(pd->e, addr, length, iova, access, &mr->mr, &mr->e);
-    if (rc) {
-      delete mr;
-      return FailNull<ibv_mr>(rc);
-    }
+    auto* mr = NewFilledByEngine<Mr>(
+        [&](Mr* w) { return dev->RegMr(pd->e, addr, length, iova, access, &w->mr, &w->e); });
+    if (!mr) return nullptr;
     mr->mr.context = ibpd->context;
     mr->mr.pd = ibpd;
     mr->mr.addr = addr;
@@ -532,11 +517,7 @@ SOFTRNIC_EXPORT ibv_mr* ibv_reg_dmabuf_mr(ibv_pd*, uint64_t, size_t, uint64_t, i
 SOFTRNIC_EXPORT int ibv_dereg_mr(ibv_mr* ibmr) {
   if (!ibmr) return EINVAL;
   auto* mr = reinterpret_cast<Mr*>(ibmr);
-  return NoThrow<int>(ENOMEM, [&] {
-    int rc = DevOf(ibmr->context)->DeregMr(mr->e);
-    if (!rc) delete mr;
-    return rc;
-  });
+  return DestroyThenFree(mr, [&] { return DevOf(ibmr->context)->DeregMr(mr->e); });
 }
 
 // Not offered: deregister and register again. The MR stays valid as it was.
@@ -551,12 +532,9 @@ SOFTRNIC_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* ctx) {
   if (!ctx) return FailNull<ibv_comp_channel>(EINVAL);
   return NoThrow<ibv_comp_channel*>(nullptr, [&]() -> ibv_comp_channel* {
     eng::Device* dev = DevOf(ctx);
-    auto* ch = new CompChannel{};
-    int rc = dev->CreateCompletionChannel(&ch->e);
-    if (rc) {
-      delete ch;
-      return FailNull<ibv_comp_channel>(rc);
-    }
+    auto* ch = NewFilledByEngine<CompChannel>(
+        [&](CompChannel* w) { return dev->CreateCompletionChannel(&w->e); });
+    if (!ch) return nullptr;
     ch->ch.context = ctx;
     ch->ch.fd = dev->CompletionChannelFd(ch->e);
     ch->ch.refcnt = 0;
@@ -567,11 +545,9 @@ SOFTRNIC_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* ctx) {
 SOFTRNIC_EXPORT int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
   if (!channel) return EINVAL;
   auto* ch = reinterpret_cast<CompChannel*>(channel);
-  return NoThrow<int>(ENOMEM, [&] {
+  return DestroyThenFree(ch, [&] {
     if (__atomic_load_n(&channel->refcnt, __ATOMIC_RELAXED) > 0) return EBUSY;
-    int rc = DevOf(channel->context)->DestroyCompletionChannel(ch->e);
-    if (!rc) delete ch;
-    return rc;
+    return DevOf(channel->context)->DestroyCompletionChannel(ch->e);
   });
 }
 
@@ -632,14 +608,14 @@ SOFTRNIC_EXPORT int ibv_resize_cq(ibv_cq* ibcq, int cqe) {
 SOFTRNIC_EXPORT int ibv_destroy_cq(ibv_cq* ibcq) {
   if (!ibcq) return EINVAL;
   Cq* cq = ToCq(ibcq);
-  return NoThrow<int>(ENOMEM, [&] {
-    int rc = cq->dev->DestroyCq(cq->e);
-    if (rc) return rc;
-    if (ibcq->channel) __atomic_sub_fetch(&ibcq->channel->refcnt, 1, __ATOMIC_RELAXED);
-    pthread_mutex_destroy(&ibcq->mutex);
-    pthread_cond_destroy(&ibcq->cond);
-    delete cq;
-    return 0;
+  return DestroyThenFree(cq, [&] {
+    const int rc = cq->dev->DestroyCq(cq->e);
+    if (rc == 0) {
+      if (ibcq->channel) __atomic_sub_fetch(&ibcq->channel->refcnt, 1, __ATOMIC_RELAXED);
+      pthread_mutex_destroy(&ibcq->mutex);
+      pthread_cond_destroy(&ibcq->cond);
+    }
+    return rc;
   });
 }
 
@@ -650,12 +626,9 @@ SOFTRNIC_EXPORT ibv_srq* ibv_create_srq(ibv_pd* ibpd, ibv_srq_init_attr* init) {
   return NoThrow<ibv_srq*>(nullptr, [&]() -> ibv_srq* {
     eng::Device* dev = DevOf(ibpd->context);
     eng::SrqAttr a{init->attr.max_wr, init->attr.max_sge, init->attr.srq_limit};
-    auto* srq = new Srq{};
-    int rc = dev->CreateSrq(reinterpret_cast<Pd*>(ibpd)->e, a, &srq->srq, &srq->e);
-    if (rc) {
-      delete srq;
-      return FailNull<ibv_srq>(rc);
-    }
+    auto* srq = NewFilledByEngine<Srq>(
+        [&](Srq* w) { return dev->CreateSrq(reinterpret_cast<Pd*>(ibpd)->e, a, &w->srq, &w->e); });
+    if (!srq) return nullptr;
     srq->dev = dev;
     // Report the real sizes back, as ibv_create_srq(3) promises.
     eng::SrqAttr real;
@@ -700,13 +673,13 @@ SOFTRNIC_EXPORT int ibv_query_srq(ibv_srq* ibsrq, ibv_srq_attr* attr) {
 SOFTRNIC_EXPORT int ibv_destroy_srq(ibv_srq* ibsrq) {
   if (!ibsrq) return EINVAL;
   auto* srq = reinterpret_cast<Srq*>(ibsrq);
-  return NoThrow<int>(ENOMEM, [&] {
-    int rc = srq->dev->DestroySrq(srq->e);
-    if (rc) return rc;
-    pthread_mutex_destroy(&ibsrq->mutex);
-    pthread_cond_destroy(&ibsrq->cond);
-    delete srq;
-    return 0;
+  return DestroyThenFree(srq, [&] {
+    const int rc = srq->dev->DestroySrq(srq->e);
+    if (rc == 0) {
+      pthread_mutex_destroy(&ibsrq->mutex);
+      pthread_cond_destroy(&ibsrq->cond);
+    }
+    return rc;
   });
 }
 
@@ -717,12 +690,10 @@ SOFTRNIC_EXPORT ibv_ah* ibv_create_ah(ibv_pd* ibpd, ibv_ah_attr* attr) {
   return NoThrow<ibv_ah*>(nullptr, [&]() -> ibv_ah* {
     eng::AddressVector av;
     ToEngineAv(*attr, &av);
-    auto* ah = new Ah{};
-    int rc = DevOf(ibpd->context)->CreateAh(reinterpret_cast<Pd*>(ibpd)->e, av, &ah->ah, &ah->e);
-    if (rc) {
-      delete ah;
-      return FailNull<ibv_ah>(rc);
-    }
+    auto* ah = NewFilledByEngine<Ah>([&](Ah* w) {
+      return DevOf(ibpd->context)->CreateAh(reinterpret_cast<Pd*>(ibpd)->e, av, &w->ah, &w->e);
+    });
+    if (!ah) return nullptr;
     ah->ah.context = ibpd->context;
     ah->ah.pd = ibpd;
     return &ah->ah;
@@ -732,11 +703,7 @@ SOFTRNIC_EXPORT ibv_ah* ibv_create_ah(ibv_pd* ibpd, ibv_ah_attr* attr) {
 SOFTRNIC_EXPORT int ibv_destroy_ah(ibv_ah* ibah) {
   if (!ibah) return EINVAL;
   auto* ah = reinterpret_cast<Ah*>(ibah);
-  return NoThrow<int>(ENOMEM, [&] {
-    int rc = DevOf(ibah->context)->DestroyAh(ah->e);
-    if (!rc) delete ah;
-    return rc;
-  });
+  return DestroyThenFree(ah, [&] { return DevOf(ibah->context)->DestroyAh(ah->e); });
 }
 
 // ---- QP ----------------------------------------------------------------------
@@ -871,13 +838,13 @@ SOFTRNIC_EXPORT int ibv_query_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask,
 SOFTRNIC_EXPORT int ibv_destroy_qp(ibv_qp* ibqp) {
   if (!ibqp) return EINVAL;
   Qp* qp = ToQp(ibqp);
-  return NoThrow<int>(ENOMEM, [&] {
-    int rc = qp->dev->DestroyQp(qp->e);
-    if (rc) return rc;
-    pthread_mutex_destroy(&ibqp->mutex);
-    pthread_cond_destroy(&ibqp->cond);
-    delete qp;
-    return 0;
+  return DestroyThenFree(qp, [&] {
+    const int rc = qp->dev->DestroyQp(qp->e);
+    if (rc == 0) {
+      pthread_mutex_destroy(&ibqp->mutex);
+      pthread_cond_destroy(&ibqp->cond);
+    }
+    return rc;
   });
 }
 
