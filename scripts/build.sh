@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Configure and build softrnic.
 #
-#   scripts/build.sh [BUILD_TYPE] [BUILD_DIR]
+#   scripts/build.sh [BUILD_TYPE] [BUILD_DIR] [cmake --build options, e.g. --target T]
 #     BUILD_TYPE  RelWithDebInfo (default) | CI (ASan+UBSan, -Werror) | TSan | Debug | Release
 #     BUILD_DIR   default: build (RelWithDebInfo), build-ci (CI), build-tsan (TSan),
 #                 build-<type> otherwise; relative paths are relative to the repo root.
@@ -20,6 +20,8 @@ case "$BUILD_TYPE" in
   *)              def_dir=build-$(echo "$BUILD_TYPE" | tr '[:upper:]' '[:lower:]') ;;
 esac
 BUILD_DIR=${2:-$def_dir}
+# Anything after BUILD_DIR goes to `cmake --build` (e.g. --target NAME...).
+BUILD_ARGS=("${@:3}")
 [[ "$BUILD_DIR" = /* ]] || BUILD_DIR="$ROOT/$BUILD_DIR"
 JOBS=${JOBS:-$(nproc)}
 
@@ -43,5 +45,5 @@ if [[ "${KEEP_GOING:-0}" == 1 ]]; then
   if [[ -f "$BUILD_DIR/build.ninja" ]]; then keep=(-- -k 0); else keep=(-- -k); fi
 fi
 echo "==> build: -j$JOBS${keep:+ (keep going)}"
-cmake --build "$BUILD_DIR" -j "$JOBS" "${keep[@]}"
+cmake --build "$BUILD_DIR" -j "$JOBS" "${BUILD_ARGS[@]}" "${keep[@]}"
 echo "==> built $BUILD_DIR"

@@ -67,6 +67,29 @@ ctest --test-dir "$BUILD_DIR" --output-on-failure --timeout "$TEST_TIMEOUT" \
   -j "$CTEST_JOBS" --no-tests=error "$@" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 
+# ThreadSanitizer over the progress engine: the engine and transport unit
+# tests (two engines per test over real sockets or shared memory, progress
+# threads racing application threads) in a TSan build of their own. Only
+# after the main CI build; TSAN_STAGE=0 skips it.
+tsan_rc=0 tsan_line=""
+if [[ "$BUILD_TYPE" == CI && "${TSAN_STAGE:-1}" == 1 && $# -eq 0 ]]; then
+  stage "ThreadSanitizer: engine and transport unit tests"
+  tsan_dir="$ROOT/build-tsan"
+  tsan_log="$tsan_dir/tsan-summary.log"
+  if scripts/build.sh TSan "$tsan_dir" --target softrnic_engine_tests softrnic_transport_tests; then
+    : >"$tsan_log"
+    for t in softrnic_engine_tests softrnic_transport_tests; do
+      TSAN_OPTIONS="suppressions=$ROOT/tests/tsan.supp:halt_on_error=1:second_deadlock_stack=1" \
+        timeout 900 "$tsan_dir/tests/$t" --gtest_brief=1 2>&1 | tee -a "$tsan_log" | tail -5
+      (( PIPESTATUS[0] != 0 )) && tsan_rc=1
+    done
+    races=$(grep -c 'WARNING: ThreadSanitizer' "$tsan_log" || true)
+    tsan_line="$(grep -E '^\[  PASSED  \]' "$tsan_log" | awk '{n += $4} END {print n + 0}') tests passed, $races ThreadSanitizer reports"
+  else
+    tsan_rc=3 tsan_line="TSan build failed"
+  fi
+fi
+
 stage "summary"
 # ctest prints e.g. "100% tests passed, 0 tests failed out of 42"
 summary=$(grep -E 'tests passed|tests failed out of' "$log" | tail -1)
@@ -94,6 +117,10 @@ if [[ -n "$total" ]]; then
   echo "tests: $(( total - f - s )) passed, $f failed, $s skipped"
 else
   echo "tests: no ctest summary (rc=$rc) in $(elapsed)"
+fi
+if [[ -n "$tsan_line" ]]; then
+  echo "tsan : $tsan_line"
+  (( tsan_rc != 0 && rc == 0 )) && rc=4
 fi
 if (( build_rc != 0 )); then
   echo "build      : FAILED (see the build output above)"
