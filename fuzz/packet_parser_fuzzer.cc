@@ -172,7 +172,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     CHECK(pkt.payload == buf + pkt.info->header_length);
     CHECK(pkt.payload + pkt.payload_length <= buf + size - kIcrcSize);
     CHECK((pkt.payload_length + pkt.bth.pad_count()) % 4 == 0);
-    if (!pkt.info->has(kHasPayload)) CHECK(pkt.payload_length == 0);
+    // The one exception: a softrnic SACK (an ACK with the sr bit) carries a
+    // bitmap of at most kSackMaxBytes, a multiple of 4, no pad (headers.h).
+    if (!pkt.info->has(kHasPayload)) {
+      if (pkt.opcode() == op::kRcAck && pkt.bth.sr()) {
+        CHECK(pkt.payload_length <= kSackMaxBytes && pkt.payload_length % 4 == 0 &&
+              pkt.bth.pad_count() == 0);
+      } else {
+        CHECK(pkt.payload_length == 0);
+      }
+    }
     CHECK(ServiceOf(pkt.opcode()) != Service::kInvalid);
     TouchHeaders(pkt);
   } else {

@@ -5,7 +5,9 @@
 // Recovery is go-back-N from the oldest unacknowledged PSN (comp_psn): on a
 // PSN-sequence NAK, an RNR NAK (after its timer), an implied NAK (an ACK
 // beyond a READ/atomic whose response never came, IBA 9.7.5.2.3), a gap in
-// READ responses, or the local ACK timeout.
+// READ responses, or the local ACK timeout. Between softrnic endpoints a
+// SACK (selective.cc) replaces the PSN-sequence NAK and only lost packets
+// are resent; the other cases stay go-back-N.
 #include <algorithm>
 #include <cstring>
 
@@ -35,6 +37,22 @@ bool NeedsResponseData(WrOpcode op) {
 }
 
 uint32_t LastPsn(const SendWqe& w) { return wire::PsnAdd(w.first_psn, w.npackets - 1); }
+
+// After a go-back-N rewind an acknowledgement may cover packets of the first
+// transmission past the resend cursor (sq_psn): move the cursor to comp_psn
+// instead of resending what the responder has.
+void CursorToCompPsn(Qp* qp) {
+  if (wire::PsnDiff(qp->comp_psn, qp->sq_psn) <= 0) return;
+  qp->sq_psn = qp->comp_psn;
+  qp->send_offset = 0;
+  qp->sq_next = qp->sq_head;
+  while (qp->sq_next != qp->sq_tail && qp->Wqe(qp->sq_next).done) ++qp->sq_next;
+  if (qp->sq_next == qp->sq_tail) return;
+  const SendWqe& cur = qp->Wqe(qp->sq_next);
+  const int32_t into = wire::PsnDiff(qp->comp_psn, cur.first_psn);
+  if (cur.started && into > 0 && !NeedsResponseData(cur.opcode))
+    qp->send_offset = static_cast<uint32_t>(into) * qp->mtu_bytes;
+}
 
 }  // namespace
 
@@ -74,6 +92,7 @@ void Engine::ArmRetransmitTimer(Qp* qp) {
 
 bool Engine::ImplicitAck(Qp* qp, uint32_t psn) {
   bool progressed = false;
+  const uint32_t comp_before = qp->comp_psn;
   for (uint64_t i = qp->sq_head; i != qp->sq_tail; ++i) {
     SendWqe& w = qp->Wqe(i);
     if (!w.started) break;
@@ -91,6 +110,7 @@ bool Engine::ImplicitAck(Qp* qp, uint32_t psn) {
     if (NeedsResponseData(w.opcode)) {
       // IBA 9.7.5.2.3: an acknowledgement beyond a READ or atomic whose
       // response has not arrived means that response was lost.
+      CursorToCompPsn(qp);
       RetireCompletedWqes(qp);
       Rewind(qp);
       return false;
@@ -101,6 +121,9 @@ bool Engine::ImplicitAck(Qp* qp, uint32_t psn) {
     progressed = true;
   }
   if (progressed) {
+    CursorToCompPsn(qp);
+    SrOnCumAck(qp, comp_before);
+    CcOnAck(qp, static_cast<uint32_t>(wire::PsnDiff(qp->comp_psn, comp_before)));
     qp->retry_left = qp->attr.retry_cnt;
     qp->rnr_retry_left = qp->attr.rnr_retry;
     qp->rewound = false;
@@ -125,6 +148,9 @@ void Engine::Rewind(Qp* qp) {
   qp->rewound = true;
   qp->rewound_psn = qp->comp_psn;
   ++stats_.retransmitted_rewinds;
+  // Everything from comp_psn is sent again: earlier SACKs are moot.
+  SrForgetSacks(qp);
+  CcOnLoss(qp);
   MarkWork(qp);
 }
 
@@ -160,6 +186,7 @@ void Engine::CheckTimers(Qp* qp, Clock::time_point now) {
     }
     return;
   }
+  if (qp->peer_sr) SrCheckProbe(qp, now);
   if (!qp->retransmit_armed || now < qp->retransmit_deadline) return;
   if (qp->comp_psn == qp->sq_psn && qp->sq_next == qp->sq_head) {
     qp->retransmit_armed = false;
@@ -173,6 +200,7 @@ void Engine::CheckTimers(Qp* qp, Clock::time_point now) {
   --qp->retry_left;
   ++stats_.retransmit_timeouts;
   qp->rewound = false;
+  CcOnTimeout(qp);
   Rewind(qp);
   ArmRetransmitTimer(qp);
 }
@@ -185,21 +213,43 @@ void Engine::HandleResponse(Qp* qp, const wire::Packet& pkt) {
   }
   const uint32_t psn = pkt.bth.psn();
   // Only PSNs we have sent can be answered (IBA 9.7.5.2.1): anything else is
-  // stale or forged.
-  // After a go-back-N rewind, answers to packets sent before it fall here
-  // too; the resent packets will be answered again.
-  if (wire::PsnDiff(psn, qp->sq_psn) >= 0) {
+  // stale or forged. After a go-back-N rewind, an ACK/NAK may still cover
+  // packets of the first transmission, up to sq_psn_max: the responder got
+  // them, and with a small congestion window the resend would otherwise
+  // wait for an acknowledgement the responder can only give for a PSN
+  // beyond it (ImplicitAck moves the cursor forward). READ responses and
+  // atomic ACKs past sq_psn belong to requests resent later: dropped, they
+  // will be answered again.
+  const uint32_t answered_limit = pkt.opcode() == wire::op::kRcAck ? qp->sq_psn_max : qp->sq_psn;
+  if (wire::PsnDiff(psn, answered_limit) >= 0) {
     ++stats_.rx_out_of_sequence;
     return;
   }
   const uint8_t opcode = pkt.opcode();
+  // The peer offers selective retransmission (docs/loss.md).
+  if (qp->sr_local && pkt.bth.sr()) qp->peer_sr = true;
 
   if (opcode == wire::op::kRcAck) {
     const wire::Aeth aeth = pkt.aeth();
     const uint8_t syn = aeth.syndrome();
+    if (pkt.bth.sr() && syn == wire::MakeSyndrome(wire::AckKind::kNak,
+                                                  static_cast<uint8_t>(wire::NakCode::kPsnSequenceError))) {
+      if (qp->sr_local) {
+        HandleSack(qp, pkt);
+        return;
+      }
+      // We never offered it: a SACK here is forged; a plain NAK is handled
+      // as one below (the bitmap, if any, ignored).
+      if (pkt.payload_length > 0) {
+        ++stats_.rx_sacks_invalid;
+        return;
+      }
+    }
     switch (wire::SyndromeKind(syn)) {
       case wire::AckKind::kAck:
         if (wire::PsnDiff(psn, qp->comp_psn) < 0) return;  // old ACK
+        // A selective responder sends a plain ACK only with nothing kept.
+        if (pkt.bth.sr()) qp->sacked_count = 0;
         ImplicitAck(qp, psn);
         return;
       case wire::AckKind::kRnrNak: {
@@ -225,7 +275,7 @@ void Engine::HandleResponse(Qp* qp, const wire::Packet& pkt) {
         if (!ImplicitAck(qp, wire::PsnAdd(psn, wire::kPsnMask))) return;
         switch (static_cast<wire::NakCode>(wire::SyndromeValue(syn))) {
           case wire::NakCode::kPsnSequenceError:
-            if (qp->rewound && qp->rewound_psn == qp->comp_psn) return;
+                      if (qp->rewound && qp->rewound_psn == qp->comp_psn) return;
             if (qp->retry_left == 0) {
               RequesterError(qp, WcStatus::kRetryExcErr);
               return;
@@ -287,6 +337,8 @@ void Engine::HandleResponse(Qp* qp, const wire::Packet& pkt) {
     w.done = true;
     w.status = WcStatus::kSuccess;
     qp->comp_psn = wire::PsnAdd(psn, 1);
+    SrOnCumAck(qp, psn);
+    CcOnAck(qp, 1);
     if (qp->outstanding_rd_atomic) --qp->outstanding_rd_atomic;
     qp->retry_left = qp->attr.retry_cnt;
     qp->rewound = false;
@@ -316,6 +368,8 @@ void Engine::HandleResponse(Qp* qp, const wire::Packet& pkt) {
       return;
     }
     qp->comp_psn = wire::PsnAdd(psn, 1);
+    SrOnCumAck(qp, psn);
+    CcOnAck(qp, 1);
     qp->retry_left = qp->attr.retry_cnt;
     qp->rewound = false;
     if (is_final) {

@@ -36,6 +36,15 @@ Engine::Engine(std::unique_ptr<transport::Transport> transport, DeviceAttr attr)
     fcntl(async_write_fd_, F_SETFL, fcntl(async_write_fd_, F_GETFL) | O_NONBLOCK);
   }
   if (const char* spin = std::getenv("SOFTRNIC_SPIN_US")) spin_us_ = std::atoi(spin);
+  // docs/loss.md: SOFTRNIC_RETRANSMIT=gbn|selective (default selective).
+  if (const char* m = std::getenv("SOFTRNIC_RETRANSMIT"); m && std::strcmp(m, "gbn") == 0)
+    selective_ = false;
+  if (const char* cc = std::getenv("SOFTRNIC_CC"); cc && std::strcmp(cc, "0") == 0)
+    cc_enabled_ = false;
+  if (const char* t = std::getenv("SOFTRNIC_CC_TARGET_US"); t && std::atof(t) > 0)
+    cc_target_us_ = std::atof(t);
+  if (const char* d = std::getenv("SOFTRNIC_CC_DELAY"); d && *d != '\0')
+    cc_delay_ = std::strcmp(d, "0") != 0;
 }
 
 Engine::~Engine() {
@@ -163,7 +172,14 @@ void Engine::DispatchPacket(const transport::RxPacket& rx) {
   }
   const wire::Service service = wire::ServiceOf(pkt.opcode());
   if (service == wire::Service::kCnp) {
-    ++stats_.rx_cnp;
+    // DCQCN reaction point: a CNP names our QP whose flow met congestion.
+    // Only the QP's own peer may slow it down.
+    auto cnp_qp = qps_.find(pkt.bth.dest_qp());
+    if (cnp_qp != qps_.end() && rx.src.gid == cnp_qp->second->attr.ah_attr.dgid) {
+      HandleCnp(cnp_qp->second.get());
+    } else {
+      ++stats_.rx_cnp;
+    }
     return;
   }
   // IBA 9.2.4 / 10.9: P_Key must match the only entry, 0xFFFF (full) or
@@ -197,6 +213,8 @@ void Engine::DispatchPacket(const transport::RxPacket& rx) {
     return;
   }
   if (pkt.info->has(wire::kIsRequest)) {
+    // DCQCN notification point: ECN CE on a request.
+    if ((rx.traffic_class & 3) == 3) MaybeSendCnp(qp, rx);
     HandleRequest(qp, pkt, rx);
   } else {
     HandleResponse(qp, pkt);

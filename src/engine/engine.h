@@ -8,6 +8,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -79,6 +80,25 @@ class Engine {
   // 2-vCPU machines this targets, a spinning engine thread steals the core
   // an application thread needs (docs/progress.md).
   unsigned spin_us_ = 0;
+  // SOFTRNIC_RETRANSMIT=gbn|selective (default selective): whether QPs
+  // created from now on offer selective retransmission (docs/loss.md).
+  // Read when a QP enters RTR/RTS, so tests may flip it per QP.
+  bool selective_ = true;
+  // SOFTRNIC_CC=0 turns the congestion window off (the fixed in-flight cap
+  // remains).
+  bool cc_enabled_ = true;
+  // The RTT above which the window shrinks (SOFTRNIC_CC_TARGET_US). One
+  // absolute target, not base RTT + margin per QP: flows through the same
+  // queue then see the same signal and converge to a fair share (a QP that
+  // measured its base RTT with the queue already standing would otherwise
+  // tolerate more of it than the others).
+  double cc_target_us_ = 1000;
+  // SOFTRNIC_CC_DELAY=1: also cut the window on delay alone (Swift/TIMELY
+  // style). Off by default: on the oversubscribed 2-vCPU machines measured
+  // (docs/loss.md) the RTT is dominated by CPU scheduling, not by queues, and
+  // delay cuts made 4 flows through one tbf unfair (Jain 0.4-0.85); delay
+  // then only classifies losses (CcOnLoss).
+  bool cc_delay_ = false;
   Clock::time_point next_timer_check_{};
 
   // --- Transmit (progress.cc) ---
@@ -135,6 +155,43 @@ class Engine {
   bool SendNextPacket(Qp* qp, SendWqe& wqe, uint64_t index);
   bool CanSend(const Qp* qp, const SendWqe& wqe) const;
 
+  // --- Selective retransmission (selective.cc, docs/loss.md) ---
+  void SrPrepareResponder(Qp* qp);   // at RTR: the reorder store
+  void SrPrepareRequester(Qp* qp);   // at RTS: the scoreboard
+  void SrReleaseQp(Qp* qp);          // at RESET
+  // Responder: keeps an out-of-order request; false if it cannot (the caller
+  // then drops it, counted).
+  void SrKeep(Qp* qp, const wire::Packet& pkt, int32_t diff);
+  void SrClearStore(Qp* qp);
+  // Responder: runs the kept packets that have become in order.
+  void SrDrain(Qp* qp, const transport::RxPacket& rx);
+  void SendSack(Qp* qp);
+  // Requester: a SACK arrived (validated here).
+  void HandleSack(Qp* qp, const wire::Packet& pkt);
+  // Requester: resends the packets the scoreboard shows lost.
+  // probe: also resend the oldest unacknowledged packet (tail-loss probe).
+  void RetransmitLost(Qp* qp, bool probe = false);
+  // Requester: acknowledgement progress from comp_before to comp_psn.
+  void SrOnCumAck(Qp* qp, uint32_t comp_before);
+  // Requester: the tail-loss probe deadline (time_point::max() if none).
+  Clock::time_point SrProbeDeadline(const Qp* qp) const;
+  void SrCheckProbe(Qp* qp, Clock::time_point now);
+  // Requester: scoreboard and counters for a packet about to leave.
+  void SrOnTransmit(Qp* qp, uint32_t psn, uint32_t psns, uint32_t payload);
+  void SrForgetSacks(Qp* qp);
+
+  // --- Congestion control (congestion.cc, docs/loss.md) ---
+  void CcInit(Qp* qp);
+  bool CcWindowFull(const Qp* qp) const;
+  bool CcFillsWindow(const Qp* qp) const;
+  void CcOnAck(Qp* qp, uint32_t newly_acked);
+  void CcOnLoss(Qp* qp);
+  void CcOnTimeout(Qp* qp);
+  double CcTargetUs(const Qp* qp) const { return std::max(cc_target_us_, 2 * qp->min_rtt_us); }
+  void HandleCnp(Qp* qp);
+  // DCQCN notification point: a request that arrived with ECN CE.
+  void MaybeSendCnp(Qp* qp, const transport::RxPacket& rx);
+
   // --- Completer (completer.cc) ---
   void HandleResponse(Qp* qp, const wire::Packet& pkt);
   void CompleteSendWqe(Qp* qp, SendWqe& wqe, WcStatus status);
@@ -147,12 +204,14 @@ class Engine {
 
   // --- Responder (responder.cc) ---
   void HandleRequest(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx);
+  void HandleRequestOne(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx);
   void HandleUdRequest(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx);
   void QueueAck(Qp* qp, uint8_t syndrome, uint32_t psn);
   void SendAckNow(Qp* qp, uint8_t syndrome, uint32_t psn);
   // Queues one ACK/NAK packet (BTH + AETH) for transmission.
+  // sr: set the selective-retransmission bit (the peer showed it).
   void EmitAck(uint32_t dest_qpn, uint32_t psn, uint8_t syndrome, uint32_t msn,
-               uint16_t sgid_index, const Gid& dgid);
+               uint16_t sgid_index, const Gid& dgid, bool sr = false);
   void FlushAck(Qp* qp);
   void ResponderError(Qp* qp, wire::NakCode code, uint32_t psn, WcStatus recv_status);
   void SendReadResponses(Qp* qp, uint32_t first_psn, uint64_t va, uint32_t rkey, uint32_t length,

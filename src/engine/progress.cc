@@ -121,6 +121,7 @@ Clock::time_point Engine::NextDeadlineLocked() const {
   for (const auto& [qpn, qp] : qps_) {
     if (qp->rnr_waiting) next = std::min(next, qp->rnr_deadline);
     else if (qp->retransmit_armed) next = std::min(next, qp->retransmit_deadline);
+    if (qp->peer_sr) next = std::min(next, SrProbeDeadline(qp.get()));
   }
   return next;
 }

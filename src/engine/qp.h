@@ -58,6 +58,22 @@ struct RdAtomicResource {
   uint64_t atomic_orig = 0;
 };
 
+// Selective retransmission (docs/loss.md). Both the requester's scoreboard
+// and the responder's reorder store cover this many PSNs past the oldest
+// unacknowledged / expected one; it equals the SACK bitmap's width.
+inline constexpr uint32_t kSrWindow = 512;
+
+// Requester scoreboard entry for the request packet with PSN `psn`
+// (indexed psn % kSrWindow; `psn` tells a live entry from a stale one).
+struct SrSlot {
+  uint32_t psn = 0;
+  bool valid = false;
+  bool sacked = false;   // the peer reported it received and kept
+  uint64_t tx_seq = 0;   // Qp::tx_seq when it was last (re)transmitted
+  bool resent = false;   // an RTT sample from it would be ambiguous (Karn)
+  Clock::time_point sent{};
+};
+
 // Which message the responder is in the middle of (opcode sequence check,
 // IBA 9.7.5.1.2 / C9-95).
 enum class InMessage : uint8_t { kNone, kSend, kWrite };
@@ -115,6 +131,35 @@ class Qp {
   bool rewound = false;
   uint32_t rewound_psn = 0;
 
+  // --- Selective retransmission, requester side (selective.cc) ---
+  bool sr_local = false;   // this QP offers it (SOFTRNIC_RETRANSMIT, at creation)
+  bool peer_sr = false;    // the peer's responses carried the sr bit
+  std::vector<SrSlot> scoreboard;  // kSrWindow entries, allocated at RTS
+  uint64_t tx_seq = 0;        // request packets transmitted (incl. resends)
+  uint64_t delivered_seq = 0; // highest tx_seq of a packet the peer reported
+  uint32_t sacked_count = 0;  // packets past comp_psn the last SACK reported
+  bool retx_scan = false;     // a SACK arrived: look for lost packets
+  uint32_t sq_psn_max = 0;    // one past the highest PSN ever sent (counts resends)
+  bool resending = false;     // SendNextPacket is resending one lost packet
+  // Tail-loss probe (selective.cc): no acknowledgement progress for a few
+  // round trips resends the oldest unacknowledged packet; its arrival, as
+  // the newest transmission, then exposes every older loss. Does not count
+  // against retry_cnt (the local ACK timeout still runs and does).
+  double srtt_us = 0;
+  double min_rtt_us = 0;      // the path's base RTT (congestion.cc)
+  double last_rtt_us = 0;     // the latest sample
+  bool rtt_sample = false;    // a new sample for CcOnAck
+  Clock::time_point last_progress{};
+  uint32_t probes = 0;        // consecutive probes without progress (backoff)
+
+  // --- Congestion control (congestion.cc) ---
+  double cwnd = 0;            // packets (PSNs) allowed in flight
+  double ssthresh = 0;
+  uint32_t recovery_psn = 0;  // one window cut per loss episode: until comp_psn passes it
+  bool in_recovery = false;
+  Clock::time_point last_cnp_cut{};
+  Clock::time_point last_delay_cut{};
+
   // --- Responder (IBA 9.7.5.1, rxe_resp.c) ---
   uint32_t epsn = 0;            // expected PSN
   uint32_t msn = 0;             // message sequence number
@@ -138,6 +183,18 @@ class Qp {
   bool ack_pending = false;
   uint32_t ack_psn = 0;
   uint8_t ack_syndrome = 0;
+  // Selective retransmission, responder side: the requests carried the sr
+  // bit, so out-of-order packets are kept (up to kSrWindow PSNs past epsn,
+  // each slot one whole packet, allocated at RTR) and answered with SACKs.
+  bool peer_sr_req = false;
+  std::vector<uint8_t> ooo_store;   // kSrWindow * ooo_slot_bytes
+  std::vector<uint32_t> ooo_len;    // packet length per slot, 0 = empty
+  std::vector<uint32_t> ooo_psn;
+  uint32_t ooo_slot_bytes = 0;
+  uint32_t ooo_count = 0;
+  bool sack_pending = false;        // send a SACK at the end of the burst
+  bool draining = false;            // replaying kept packets (no re-store)
+  Clock::time_point last_cnp_sent{};  // DCQCN notification point pacing
 
   // Engine bookkeeping.
   bool on_work_list = false;

@@ -214,12 +214,15 @@ int Engine::ModifyQpLocked(Qp* qp, const QpAttr& a, uint32_t mask) {
     qp->nak_sequence_sent = false;
     qp->resources.assign(std::max<uint32_t>(q.max_dest_rd_atomic, 1), RdAtomicResource{});
     qp->next_resource = 0;
+    SrPrepareResponder(qp);
   }
   if (cur == QpState::kRtr && next == QpState::kRts) {
     qp->sq_psn = q.sq_psn;
     qp->comp_psn = q.sq_psn;
     qp->retry_left = q.retry_cnt;
     qp->rnr_retry_left = q.rnr_retry;
+    SrPrepareRequester(qp);
+    CcInit(qp);
   }
   if (cur == QpState::kRts && next == QpState::kSqd) {
     q.qp_state = QpState::kSqd;
@@ -255,12 +258,16 @@ void Engine::ResetQp(Qp* qp) {
   qp->ack_pending = false;
   qp->nak_sequence_sent = false;
   qp->resources.clear();
+  SrReleaseQp(qp);
 }
 
 void Engine::MoveToError(Qp* qp) {
   qp->attr.qp_state = QpState::kErr;
   qp->retransmit_armed = false;
   qp->rnr_waiting = false;
+  // Kept out-of-order packets will never run.
+  SrClearStore(qp);
+  qp->sack_pending = false;
   FlushQp(qp);
 }
 

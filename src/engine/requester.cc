@@ -5,7 +5,9 @@
 // max_rd_atomic and the fence, and sets AckReq on the last packet of every
 // message and periodically inside long ones so the window keeps moving.
 // Go-back-N retransmission rewinds sq_next/send_offset/sq_psn (completer.cc)
-// and this code simply sends again from there.
+// and this code simply sends again from there; selective retransmission
+// (selective.cc) resends single packets through SendNextPacket. The packets
+// in flight are bounded by the congestion window (congestion.cc).
 #include <algorithm>
 #include <cstring>
 
@@ -16,8 +18,6 @@
 namespace softrnic::engine {
 namespace {
 
-// Packets in flight per QP before the requester waits for ACKs.
-constexpr int32_t kMaxInflightPackets = 1024;
 // Request an ACK at least this often inside a long message.
 constexpr uint32_t kAckReqInterval = 32;
 
@@ -60,7 +60,7 @@ uint32_t PacketsFor(uint32_t length, uint32_t mtu) {
 
 bool Engine::CanSend(const Qp* qp, const SendWqe& w) const {
   if (qp->type != QpType::kRc) return true;
-  if (wire::PsnDiff(qp->sq_psn, qp->comp_psn) >= kMaxInflightPackets) return false;
+  if (CcWindowFull(qp)) return false;
   if (IsReadOrAtomic(w.opcode)) {
     const uint32_t depth = std::max<uint32_t>(qp->attr.max_rd_atomic, 1);
     if (qp->outstanding_rd_atomic >= depth) return false;
@@ -73,6 +73,8 @@ bool Engine::CanSend(const Qp* qp, const SendWqe& w) const {
 
 void Engine::RunRequester(Qp* qp) {
   if (qp->attr.qp_state != QpState::kRts || qp->rnr_waiting) return;
+  // Lost packets first (selective retransmission): they hold the window.
+  if (qp->retx_scan) RetransmitLost(qp);
   while (qp->sq_next != qp->sq_tail && qp->attr.qp_state == QpState::kRts) {
     const uint64_t index = qp->sq_next;
     SendWqe& w = qp->Wqe(index);
@@ -125,6 +127,8 @@ bool Engine::SendNextPacket(Qp* qp, SendWqe& w, uint64_t index) {
   bth.set_pkey(wire::kDefaultPkey);
   bth.set_dest_qp(dest_qpn);
   bth.set_psn(qp->sq_psn);
+  // Offer selective retransmission (reserved bit, docs/loss.md).
+  if (qp->sr_local) bth.set_sr(true);
   uint32_t payload = 0;
   uint32_t psns_consumed = 1;
   bool last = true;
@@ -174,8 +178,11 @@ bool Engine::SendNextPacket(Qp* qp, SendWqe& w, uint64_t index) {
       bth.set_opcode(opc);
       info = &wire::GetOpcodeInfo(opc);
       const uint32_t pkt_index = wire::PsnDiff(qp->sq_psn, w.first_psn);
+      // A resent packet asks for an answer at once: it fills a hole.
+      // So does the packet that fills the window (congestion.cc).
       bth.set_ack_req(qp->type == QpType::kRc &&
-                      (last || pkt_index % kAckReqInterval == kAckReqInterval - 1));
+                      (last || qp->resending || CcFillsWindow(qp) ||
+                       pkt_index % kAckReqInterval == kAckReqInterval - 1));
       if (last && (w.send_flags & kSolicited)) bth.set_solicited(true);
       if (info->reth_offset) {
         wire::Reth reth;
@@ -215,6 +222,7 @@ bool Engine::SendNextPacket(Qp* qp, SendWqe& w, uint64_t index) {
   uint32_t length = info->header_length + payload;
   std::memset(buf + length, 0, pad);
   length += pad + wire::kIcrcSize;
+  if (qp->type == QpType::kRc) SrOnTransmit(qp, qp->sq_psn, psns_consumed, payload);
   TxCommit(length, av.sgid_index, av.dgid);
 
   qp->sq_psn = wire::PsnAdd(qp->sq_psn, psns_consumed);

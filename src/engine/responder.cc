@@ -130,6 +130,22 @@ void Engine::QueueAck(Qp* qp, uint8_t syndrome, uint32_t psn) {
 }
 
 void Engine::FlushAck(Qp* qp) {
+  if (qp->peer_sr_req && (qp->sack_pending || qp->ack_pending)) {
+    // Selective peer: while anything is kept, every acknowledgement is a
+    // SACK (it carries the cumulative part too); with nothing kept, a plain
+    // ACK tells the requester the holes are filled.
+    qp->sack_pending = false;
+    if (qp->ooo_count > 0) {
+      qp->ack_pending = false;
+      SendSack(qp);
+      return;
+    }
+    if (!qp->ack_pending) {
+      qp->ack_pending = true;
+      qp->ack_syndrome = wire::kAckSyndromeNoCredit;
+      qp->ack_psn = wire::PsnAdd(qp->epsn, wire::kPsnMask);
+    }
+  }
   if (!qp->ack_pending) return;
   qp->ack_pending = false;
   SendAckNow(qp, qp->ack_syndrome, qp->ack_psn);
@@ -137,11 +153,12 @@ void Engine::FlushAck(Qp* qp) {
 
 void Engine::SendAckNow(Qp* qp, uint8_t syndrome, uint32_t psn) {
   if (wire::SyndromeKind(syndrome) != wire::AckKind::kAck) FlushAck(qp);
-  EmitAck(qp->attr.dest_qp_num, psn, syndrome, qp->msn, SourceIndex(qp), qp->attr.ah_attr.dgid);
+  EmitAck(qp->attr.dest_qp_num, psn, syndrome, qp->msn, SourceIndex(qp), qp->attr.ah_attr.dgid,
+          qp->peer_sr_req);
 }
 
 void Engine::EmitAck(uint32_t dest_qpn, uint32_t psn, uint8_t syndrome, uint32_t msn,
-                     uint16_t sgid_index, const Gid& dgid) {
+                     uint16_t sgid_index, const Gid& dgid, bool sr) {
   uint8_t* buf = TxBuffer();
   const wire::OpcodeInfo& info = wire::GetOpcodeInfo(wire::op::kRcAck);
   wire::Bth bth;
@@ -149,6 +166,7 @@ void Engine::EmitAck(uint32_t dest_qpn, uint32_t psn, uint8_t syndrome, uint32_t
   bth.set_pkey(wire::kDefaultPkey);
   bth.set_dest_qp(dest_qpn);
   bth.set_psn(psn);
+  bth.set_sr(sr);
   std::memcpy(buf, bth.b.data(), sizeof(bth));
   wire::Aeth aeth;
   aeth.set_syndrome(syndrome);
@@ -240,6 +258,16 @@ void Engine::SendAtomicAck(Qp* qp, uint32_t psn, uint64_t orig) {
 }
 
 void Engine::HandleRequest(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx) {
+  // A softrnic requester offering selective retransmission (docs/loss.md);
+  // only if this side offers it too (the store exists).
+  if (pkt.bth.sr() && !qp->ooo_len.empty() && ResponderState(qp->attr.qp_state))
+    qp->peer_sr_req = true;
+  HandleRequestOne(qp, pkt, rx);
+  // Kept packets that are now in order run next, as if they arrived now.
+  if (qp->ooo_count > 0 && !qp->draining) SrDrain(qp, rx);
+}
+
+void Engine::HandleRequestOne(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx) {
   (void)rx;
   if (!ResponderState(qp->attr.qp_state)) {
     ++stats_.rx_dropped_qp_state;
@@ -252,9 +280,14 @@ void Engine::HandleRequest(Qp* qp, const wire::Packet& pkt, const transport::RxP
   if (rc) {
     const int32_t diff = wire::PsnDiff(psn, qp->epsn);
     if (diff > 0) {
+      ++stats_.rx_out_of_sequence;
+      if (qp->peer_sr_req && pkt.bth.sr()) {
+        // Selective peer: keep it, answer with a SACK (selective.cc).
+        SrKeep(qp, pkt, diff);
+        return;
+      }
       // IBA 9.7.5.1.1 (C9-111): NAK the first out-of-sequence packet once,
       // then stay silent until the expected PSN arrives.
-      ++stats_.rx_out_of_sequence;
       if (!qp->nak_sequence_sent) {
         qp->nak_sequence_sent = true;
         ++stats_.tx_naks_sequence;

@@ -37,6 +37,20 @@ struct EngineStats {
   uint64_t rx_naks = 0;
   uint64_t rx_rnr_naks = 0;
   uint64_t cq_overflows = 0;
+  // Retransmission and congestion control (docs/loss.md).
+  uint64_t tx_retransmit_packets = 0;  // request packets sent again (both modes)
+  uint64_t tx_retransmit_bytes = 0;    // their payload bytes
+  uint64_t retransmit_probes = 0;      // tail-loss probes (selective mode)
+  uint64_t tx_sacks = 0;               // selective ACKs sent (responder)
+  uint64_t rx_sacks = 0;               // selective ACKs received (requester)
+  uint64_t rx_sacks_invalid = 0;       // ignored: range outside what is outstanding
+  uint64_t rx_ooo_kept = 0;            // out-of-order requests kept for later
+  uint64_t rx_ooo_dropped = 0;         // out-of-order requests beyond the store
+  uint64_t tx_cnp = 0;                 // CNPs sent (ECN CE seen)
+  uint64_t cc_loss_cuts = 0;           // congestion window cut on loss
+  uint64_t cc_cnp_cuts = 0;            // congestion window cut on a CNP
+  uint64_t cc_delay_cuts = 0;          // congestion window cut on queueing delay
+  uint64_t cc_loss_ignored = 0;        // loss with no queueing delay: not congestion
 };
 
 // One "name value" line per counter, for logs and the SOFTRNIC_STATS dump.

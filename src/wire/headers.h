@@ -41,6 +41,14 @@ struct Bth {
   bool becn() const { return b[4] & 0x40; }
   uint32_t dest_qp() const { return LoadBe24(&b[5]); }
   bool ack_req() const { return b[8] & 0x80; }
+  // softrnic's selective-retransmission bit: the most significant bit of
+  // BTH byte 8's resv7 field. IBA 9.2 (C9-3/C9-4 style rule for reserved
+  // fields): reserved bits are sent as 0 and ignored on receive, so a
+  // standard peer neither sees a difference nor sets it. softrnic sets it on
+  // its requests and responses when SOFTRNIC_RETRANSMIT=selective, and uses
+  // the selective mode on a QP only once the peer has shown it
+  // (docs/loss.md).
+  bool sr() const { return b[8] & 0x40; }
   uint32_t psn() const { return LoadBe24(&b[9]); }
 
   void set_opcode(uint8_t v) { b[0] = v; }
@@ -53,6 +61,7 @@ struct Bth {
   void set_becn(bool v) { b[4] = static_cast<uint8_t>((b[4] & 0xBF) | (v ? 0x40 : 0)); }
   void set_dest_qp(uint32_t v) { StoreBe24(&b[5], v & kQpnMask); }
   void set_ack_req(bool v) { b[8] = static_cast<uint8_t>((b[8] & 0x7F) | (v ? 0x80 : 0)); }
+  void set_sr(bool v) { b[8] = static_cast<uint8_t>((b[8] & 0xBF) | (v ? 0x40 : 0)); }
   void set_psn(uint32_t v) { StoreBe24(&b[9], v & kPsnMask); }
 };
 static_assert(sizeof(Bth) == 12);
@@ -98,6 +107,17 @@ inline constexpr uint8_t MakeSyndrome(AckKind kind, uint8_t value) {
 }
 // Credit count 0x1F in an ACK means "no credits advertised" (IBA 9.7.5.2.1).
 inline constexpr uint8_t kAckSyndromeNoCredit = MakeSyndrome(AckKind::kAck, 0x1F);
+
+// Selective acknowledgement (softrnic only, docs/loss.md): an RC ACK packet
+// (opcode 0x11) with the BTH sr bit set, AETH syndrome "NAK: PSN sequence
+// error", BTH PSN = the responder's expected PSN (everything before it is
+// acknowledged, as for any NAK, IBA 9.7.5.2.2), and a payload bitmap: bit i
+// (byte i/8, bit i%8, LSB first) says PSN epsn+1+i has been received and is
+// kept. At most kSackMaxBytes, a multiple of 4 (no pad). Only ever sent to a
+// peer that set the sr bit; the parser accepts a payload on an ACK only with
+// the bit set, so standard ACKs are checked exactly as before.
+inline constexpr uint32_t kSackMaxBytes = 64;
+inline constexpr uint32_t kSackMaxBits = kSackMaxBytes * 8;
 
 // Atomic Extended Transport Header, IBA 9.3.4. 28 bytes.
 struct AtomicEth {

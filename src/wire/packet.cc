@@ -33,7 +33,11 @@ ParseError ParsePacket(const uint8_t* data, size_t length, Packet* out) {
   // not match what the sender's PadCnt says.
   if (payload_and_pad % 4 != 0) return ParseError::kBadPad;
   if (pad > payload_and_pad) return ParseError::kBadPad;
-  if (!info.has(kHasPayload) && payload_and_pad != 0) return ParseError::kBadPad;
+  // A softrnic SACK (headers.h) is the one ACK that carries bytes after the
+  // AETH: a bitmap, a multiple of 4 bytes, no pad, at most kSackMaxBytes.
+  const bool sack = out->bth.opcode() == op::kRcAck && out->bth.sr() && payload_and_pad != 0;
+  if (sack && (pad != 0 || payload_and_pad > kSackMaxBytes)) return ParseError::kBadPad;
+  if (!sack && !info.has(kHasPayload) && payload_and_pad != 0) return ParseError::kBadPad;
   out->data = data;
   out->length = length;
   out->info = &info;

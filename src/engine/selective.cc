@@ -1,0 +1,457 @@
+// Selective retransmission between softrnic endpoints (docs/loss.md), after
+// IRN (Mittal et al., SIGCOMM'18), within RoCE v2's wire format.
+//
+// Responder: an out-of-order request (PSN past the expected one) is kept,
+// whole, in a per-QP reorder store of kSrWindow slots (allocated at RTR),
+// and answered with a SACK: a NAK "PSN sequence error" for the expected PSN
+// (acknowledging everything before it, IBA 9.7.5.2.2) whose payload is a
+// bitmap of the PSNs kept after it (wire/headers.h). When the missing packet
+// arrives and has been executed, the kept packets that follow it are run
+// through exactly the same checks and execution as if they had just arrived,
+// one by one, in PSN order. So every ordering guarantee of the in-order path
+// holds unchanged: messages are placed and completed in order, READs and
+// atomics run once, in order, duplicates are answered from the saved
+// resources (IBA 9.7.5.1.3), the opcode sequence and RNR checks see the
+// same state. The cost is one copy of each out-of-order packet.
+//
+// Requester: a scoreboard entry per request PSN in flight (psn % kSrWindow)
+// holds whether a SACK reported it and a transmit sequence number. A packet
+// counts as lost once a packet transmitted at least kReorderSlack packets
+// after it has been reported received (order-based detection, like RACK),
+// which also catches a lost retransmission. Only lost packets are sent
+// again, rebuilt from the application's memory as go-back-N does. The local
+// ACK timeout stays the last resort: it falls back to go-back-N from the
+// oldest unacknowledged PSN and forgets every SACK (a SACK is a hint, never
+// an acknowledgement, so a peer that drops what it reported, or a forged
+// SACK, can delay but never complete anything). Completion is driven only
+// by cumulative acknowledgements, exactly as before.
+//
+// Negotiation: the BTH sr bit (a reserved bit, wire/headers.h). A
+// requester sets it on its requests when it offers selective
+// retransmission; a responder keeps out-of-order packets and sends SACKs
+// only for requests that carry it, and sets it on its own ACKs; the
+// requester uses the SACK-driven mode only after a response carried it.
+// Any other peer sees and gets standard go-back-N.
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <cstring>
+
+#include "engine/engine.h"
+#include "wire/headers.h"
+#include "wire/opcode.h"
+
+namespace softrnic::engine {
+namespace {
+
+static_assert(kSrWindow == wire::kSackMaxBits, "the SACK bitmap covers the reorder window");
+
+// A packet is presumed lost when a packet sent this many transmissions
+// later has been reported: tolerates the mild reordering of a real network
+// (and of the fault injector, which swaps neighbours) without waiting for
+// the timeout.
+constexpr uint64_t kReorderSlack = 3;
+
+// Largest packet kept: headers (at most BTH + RETH + ImmDt, or the atomic
+// ETH) plus one path MTU plus pad and ICRC.
+constexpr uint32_t kMaxHeaderBytes = 64;
+
+bool IsReadOrAtomic(WrOpcode op) {
+  return op == WrOpcode::kRdmaRead || op == WrOpcode::kAtomicCmpSwp ||
+         op == WrOpcode::kAtomicFetchAdd;
+}
+
+}  // namespace
+
+void Engine::SrPrepareResponder(Qp* qp) {
+  qp->peer_sr_req = false;
+  qp->ooo_count = 0;
+  qp->sack_pending = false;
+  qp->draining = false;
+  if (qp->type != QpType::kRc || !selective_) {
+    qp->ooo_store.clear();
+    qp->ooo_store.shrink_to_fit();
+    qp->ooo_len.clear();
+    qp->ooo_psn.clear();
+    qp->ooo_slot_bytes = 0;
+    return;
+  }
+  // Allocated once per connection (the path MTU is known now), never per
+  // packet.
+  qp->ooo_slot_bytes = qp->mtu_bytes + kMaxHeaderBytes;
+  qp->ooo_store.resize(size_t{kSrWindow} * qp->ooo_slot_bytes);
+  qp->ooo_len.assign(kSrWindow, 0);
+  qp->ooo_psn.assign(kSrWindow, 0);
+}
+
+void Engine::SrPrepareRequester(Qp* qp) {
+  qp->sr_local = qp->type == QpType::kRc && selective_;
+  qp->peer_sr = false;
+  qp->tx_seq = 0;
+  qp->delivered_seq = 0;
+  qp->sacked_count = 0;
+  qp->retx_scan = false;
+  qp->sq_psn_max = qp->sq_psn;
+  qp->srtt_us = 0;
+  qp->min_rtt_us = 0;
+  qp->last_rtt_us = 0;
+  qp->rtt_sample = false;
+  qp->probes = 0;
+  qp->last_progress = Clock::now();
+  if (qp->sr_local) qp->scoreboard.assign(kSrWindow, SrSlot{});
+  else qp->scoreboard.clear();
+}
+
+void Engine::SrReleaseQp(Qp* qp) {
+  qp->sr_local = false;
+  qp->peer_sr = false;
+  qp->peer_sr_req = false;
+  qp->scoreboard.clear();
+  qp->ooo_len.clear();
+  qp->ooo_psn.clear();
+  qp->ooo_store.clear();
+  qp->ooo_count = 0;
+  qp->sack_pending = false;
+  qp->retx_scan = false;
+  qp->sacked_count = 0;
+}
+
+void Engine::SrClearStore(Qp* qp) {
+  if (qp->ooo_count == 0) return;
+  std::fill(qp->ooo_len.begin(), qp->ooo_len.end(), 0u);
+  qp->ooo_count = 0;
+}
+
+void Engine::SrKeep(Qp* qp, const wire::Packet& pkt, int32_t diff) {
+  // diff = psn - epsn > 0. The store covers epsn+1 .. epsn+kSrWindow, the
+  // range the SACK bitmap can describe.
+  qp->sack_pending = true;
+  MarkWork(qp);
+  if (qp->ooo_len.empty() || diff > static_cast<int32_t>(kSrWindow) ||
+      pkt.length > qp->ooo_slot_bytes) {
+    ++stats_.rx_ooo_dropped;
+    return;
+  }
+  const uint32_t psn = pkt.bth.psn();
+  const uint32_t slot = psn % kSrWindow;
+  if (qp->ooo_len[slot] != 0 && qp->ooo_psn[slot] == psn) {
+    ++stats_.rx_duplicates;  // already kept (a resend, or a duplicate on the wire)
+    return;
+  }
+  if (qp->ooo_len[slot] == 0) ++qp->ooo_count;
+  std::memcpy(&qp->ooo_store[size_t{slot} * qp->ooo_slot_bytes], pkt.data, pkt.length);
+  qp->ooo_len[slot] = static_cast<uint32_t>(pkt.length);
+  qp->ooo_psn[slot] = psn;
+  ++stats_.rx_ooo_kept;
+}
+
+void Engine::SrDrain(Qp* qp, const transport::RxPacket& rx) {
+  qp->draining = true;
+  bool drained = false;
+  while (qp->ooo_count > 0) {
+    const uint32_t slot = qp->epsn % kSrWindow;
+    if (qp->ooo_len[slot] == 0 || qp->ooo_psn[slot] != qp->epsn) {
+      // Slots behind epsn can only be stale (a READ advanced epsn by its
+      // response count past them): discard them. Only after a replay (this
+      // runs for every in-order packet while a hole is open).
+      for (uint32_t i = 0; drained && i < kSrWindow && qp->ooo_count > 0; ++i) {
+        if (qp->ooo_len[i] == 0) continue;
+        const int32_t d = wire::PsnDiff(qp->ooo_psn[i], qp->epsn);
+        if (d <= 0 || d > static_cast<int32_t>(kSrWindow)) {
+          qp->ooo_len[i] = 0;
+          --qp->ooo_count;
+        }
+      }
+      break;
+    }
+    uint8_t* data = &qp->ooo_store[size_t{slot} * qp->ooo_slot_bytes];
+    const uint32_t len = qp->ooo_len[slot];
+    qp->ooo_len[slot] = 0;
+    --qp->ooo_count;
+    wire::Packet pkt;
+    // Parsed when it arrived; parsing again only rebuilds the views.
+    if (wire::ParsePacket(data, len, &pkt) != wire::ParseError::kOk) break;
+    const uint32_t before = qp->epsn;
+    HandleRequestOne(qp, pkt, rx);
+    drained = true;
+    if (qp->epsn == before || !(qp->attr.qp_state == QpState::kRtr ||
+                                qp->attr.qp_state == QpState::kRts ||
+                                qp->attr.qp_state == QpState::kSqd)) {
+      // Not consumed (RNR NAK: the requester goes back to this PSN and sends
+      // everything again) or the QP failed: what is kept is stale.
+      SrClearStore(qp);
+      break;
+    }
+  }
+  qp->draining = false;
+  if (drained) {
+    qp->sack_pending = true;
+    MarkWork(qp);
+  }
+}
+
+void Engine::SendSack(Qp* qp) {
+  // Bitmap of the kept PSNs after epsn, trimmed after the last set bit.
+  uint8_t bitmap[wire::kSackMaxBytes] = {};
+  uint32_t top = 0;  // bytes used
+  if (qp->ooo_count > 0) {
+    for (uint32_t i = 0; i < kSrWindow; ++i) {
+      const uint32_t psn = wire::PsnAdd(qp->epsn, i + 1);
+      const uint32_t slot = psn % kSrWindow;
+      if (qp->ooo_len[slot] == 0 || qp->ooo_psn[slot] != psn) continue;
+      bitmap[i >> 3] = static_cast<uint8_t>(bitmap[i >> 3] | (1u << (i & 7)));
+      top = (i >> 3) + 1;
+    }
+  }
+  const uint32_t bytes = (top + 3) & ~3u;  // a multiple of 4: no pad
+  const wire::OpcodeInfo& info = wire::GetOpcodeInfo(wire::op::kRcAck);
+  uint8_t* buf = TxBuffer();
+  wire::Bth bth;
+  bth.set_opcode(wire::op::kRcAck);
+  bth.set_pkey(wire::kDefaultPkey);
+  bth.set_dest_qp(qp->attr.dest_qp_num);
+  bth.set_psn(qp->epsn);
+  bth.set_sr(true);
+  std::memcpy(buf, bth.b.data(), sizeof(bth));
+  wire::Aeth aeth;
+  aeth.set_syndrome(
+      wire::MakeSyndrome(wire::AckKind::kNak, static_cast<uint8_t>(wire::NakCode::kPsnSequenceError)));
+  aeth.set_msn(qp->msn);
+  std::memcpy(buf + info.aeth_offset, aeth.b.data(), sizeof(aeth));
+  std::memcpy(buf + info.header_length, bitmap, bytes);
+  TxCommit(info.header_length + bytes + wire::kIcrcSize, SourceIndex(qp), qp->attr.ah_attr.dgid);
+  ++stats_.tx_sacks;
+}
+
+void Engine::HandleSack(Qp* qp, const wire::Packet& pkt) {
+  ++stats_.rx_sacks;
+  const uint32_t epsn = pkt.bth.psn();
+  // Stale (overtaken by a later acknowledgement): nothing to learn safely.
+  if (wire::PsnDiff(epsn, qp->comp_psn) < 0) return;
+  // Validate before using anything: every PSN the bitmap reports must lie
+  // in what is outstanding, (epsn, sq_psn_max): sent and not acknowledged
+  // (epsn >= comp_psn was checked above, epsn < sq_psn by HandleResponse).
+  // A SACK naming anything else is forged or corrupt: ignored whole,
+  // counted. (A bit for a PSN whose scoreboard entry is gone — a go-back-N
+  // resend forgot it, or it is a READ's response PSN — is skipped below.)
+  if (qp->scoreboard.empty()) {
+    ++stats_.rx_sacks_invalid;
+    return;
+  }
+  const uint32_t bits = pkt.payload_length * 8;
+  for (uint32_t i = 0; i < bits; ++i) {
+    if (!(pkt.payload[i >> 3] & (1u << (i & 7)))) continue;
+    const uint32_t psn = wire::PsnAdd(epsn, i + 1);
+    if (wire::PsnDiff(psn, qp->sq_psn_max) >= 0) {
+      ++stats_.rx_sacks_invalid;
+      return;
+    }
+  }
+  // The cumulative part is an ordinary NAK's: everything before epsn is
+  // acknowledged (IBA 9.7.5.2.2), with the implied-NAK rule for READs.
+  if (!ImplicitAck(qp, wire::PsnAdd(epsn, wire::kPsnMask))) return;
+  uint32_t count = 0;
+  const SrSlot* newest_sample = nullptr;
+  for (uint32_t i = 0; i < bits; ++i) {
+    if (!(pkt.payload[i >> 3] & (1u << (i & 7)))) continue;
+    const uint32_t psn = wire::PsnAdd(epsn, i + 1);
+    SrSlot& s = qp->scoreboard[psn % kSrWindow];
+    if (!s.valid || s.psn != psn) continue;
+    if (!s.sacked) {
+      qp->last_progress = Clock::now();
+      qp->probes = 0;
+      // RTT sample (sent once: Karn), also while losses are being repaired:
+      // the congestion control must see the queue a tail drop came from.
+      if (!s.resent && (newest_sample == nullptr || s.tx_seq > newest_sample->tx_seq))
+        newest_sample = &s;
+    }
+    s.sacked = true;
+    qp->delivered_seq = std::max(qp->delivered_seq, s.tx_seq);
+    ++count;
+  }
+  qp->sacked_count = count;
+  if (newest_sample != nullptr) {
+    const double sample =
+        std::chrono::duration<double, std::micro>(Clock::now() - newest_sample->sent).count();
+    qp->srtt_us = qp->srtt_us == 0 ? sample : qp->srtt_us * 0.875 + sample * 0.125;
+    qp->last_rtt_us = sample;
+    qp->min_rtt_us = qp->min_rtt_us == 0 ? sample : std::min(qp->min_rtt_us, sample);
+  }
+  qp->retx_scan = true;
+  MarkWork(qp);
+}
+
+void Engine::SrOnTransmit(Qp* qp, uint32_t psn, uint32_t psns, uint32_t payload) {
+  const bool resend = wire::PsnDiff(psn, qp->sq_psn_max) < 0;
+  if (resend) {
+    ++stats_.tx_retransmit_packets;
+    stats_.tx_retransmit_bytes += payload;
+  } else {
+    qp->sq_psn_max = wire::PsnAdd(psn, psns);
+  }
+  if (qp->scoreboard.empty()) return;
+  const Clock::time_point now = Clock::now();
+  // The probe clock starts when something goes out with nothing in flight.
+  if (qp->comp_psn == qp->sq_psn && !qp->resending) qp->last_progress = now;
+  SrSlot& s = qp->scoreboard[psn % kSrWindow];
+  if (!s.valid || s.psn != psn) {
+    s.valid = true;
+    s.psn = psn;
+    s.sacked = false;
+  }
+  s.resent = resend;
+  s.sent = now;
+  s.tx_seq = ++qp->tx_seq;
+}
+
+void Engine::SrOnCumAck(Qp* qp, uint32_t comp_before) {
+  if (qp->scoreboard.empty()) return;
+  const int32_t n = wire::PsnDiff(qp->comp_psn, comp_before);
+  if (n <= 0) return;
+  const Clock::time_point now = Clock::now();
+  qp->last_progress = now;
+  qp->probes = 0;
+  // Acknowledged packets are delivered ones: evidence for loss detection,
+  // and an RTT sample if it went out once and arrived in order (Karn's
+  // rule). A resent packet is no evidence: the acknowledgement may be the
+  // original's (a tail-loss probe of a packet merely slow would otherwise
+  // make everything sent before the probe look lost).
+  const SrSlot* newest = nullptr;
+  for (int32_t i = std::max<int32_t>(0, n - static_cast<int32_t>(kSrWindow)); i < n; ++i) {
+    const uint32_t psn = wire::PsnAdd(comp_before, static_cast<uint32_t>(i));
+    const SrSlot& s = qp->scoreboard[psn % kSrWindow];
+    if (!s.valid || s.psn != psn) continue;
+    if (!s.resent) qp->delivered_seq = std::max(qp->delivered_seq, s.tx_seq);
+    newest = &s;
+  }
+  if (newest != nullptr && !newest->resent && !newest->sacked) {
+    const double sample =
+        std::chrono::duration<double, std::micro>(now - newest->sent).count();
+    qp->srtt_us = qp->srtt_us == 0 ? sample : qp->srtt_us * 0.875 + sample * 0.125;
+    qp->last_rtt_us = sample;
+    qp->min_rtt_us = qp->min_rtt_us == 0 ? sample : std::min(qp->min_rtt_us, sample);
+    qp->rtt_sample = true;
+  }
+  // Only with known holes can new evidence expose a loss (packets sent once
+  // leave in PSN order).
+  if (qp->peer_sr && qp->comp_psn != qp->sq_psn && qp->sacked_count > 0) {
+    qp->retx_scan = true;
+    MarkWork(qp);
+  }
+}
+
+Clock::time_point Engine::SrProbeDeadline(const Qp* qp) const {
+  if (!qp->peer_sr || qp->scoreboard.empty() || qp->comp_psn == qp->sq_psn || qp->rnr_waiting)
+    return Clock::time_point::max();
+  // A few round trips (at least 1 ms: scheduling on a busy 2-vCPU VM
+  // delays answers by that much), doubled per probe without progress,
+  // never beyond the local ACK timeout.
+  auto interval = std::chrono::microseconds(
+      std::max<int64_t>(1000, static_cast<int64_t>(4 * qp->srtt_us)));
+  interval *= int64_t{1} << std::min<uint32_t>(qp->probes, 6);
+  const Clock::duration limit = LocalAckTimeout(qp->attr.timeout);
+  const Clock::duration d = std::min<Clock::duration>(interval, limit);
+  return qp->last_progress + d;
+}
+
+void Engine::SrCheckProbe(Qp* qp, Clock::time_point now) {
+  if (now < SrProbeDeadline(qp)) return;
+  ++qp->probes;
+  qp->last_progress = now;
+  ++stats_.retransmit_probes;
+  RetransmitLost(qp, /*probe=*/true);
+}
+
+void Engine::SrForgetSacks(Qp* qp) {
+  // Go-back-N resends everything from comp_psn: earlier SACKs no longer
+  // describe what is in flight.
+  for (SrSlot& s : qp->scoreboard) s.valid = false;
+  qp->sacked_count = 0;
+  qp->delivered_seq = qp->tx_seq;
+  qp->retx_scan = false;
+}
+
+void Engine::RetransmitLost(Qp* qp, bool probe) {
+  qp->retx_scan = false;
+  if (!qp->peer_sr || qp->scoreboard.empty() || qp->rnr_waiting) return;
+  const bool probing = probe;  // a probe is no evidence of loss
+  const auto lost = [&](uint32_t psn) {
+    const SrSlot& s = qp->scoreboard[psn % kSrWindow];
+    if (!s.valid || s.psn != psn || s.sacked) return false;
+    if (s.tx_seq + kReorderSlack <= qp->delivered_seq) return true;
+    if (probe) {
+      probe = false;  // the oldest packet still missing
+      return true;
+    }
+    return false;
+  };
+  // Resends one packet by pointing the requester's cursor at it and
+  // restoring the cursor afterwards: the packet is built exactly as the
+  // first time (same PSN, opcode, headers, bytes).
+  const auto resend = [&](uint64_t index, SendWqe& w, uint32_t psn) {
+    const uint64_t save_next = qp->sq_next;
+    const uint32_t save_offset = qp->send_offset;
+    const uint32_t save_psn = qp->sq_psn;
+    const uint32_t save_rd = qp->outstanding_rd_atomic;
+    qp->sq_next = index;
+    qp->send_offset =
+        IsReadOrAtomic(w.opcode) ? 0 : static_cast<uint32_t>(wire::PsnDiff(psn, w.first_psn)) * qp->mtu_bytes;
+    qp->sq_psn = psn;
+    qp->resending = true;
+    const bool ok = SendNextPacket(qp, w, index);
+    qp->resending = false;
+    if (!ok) return false;  // the WQE failed locally; the QP is in error now
+    qp->sq_next = save_next;
+    qp->send_offset = save_offset;
+    qp->sq_psn = save_psn;
+    qp->outstanding_rd_atomic = save_rd;
+    return true;
+  };
+  // How many packets are presumed lost, to size the resends (RFC 6675's
+  // "pipe"): lost packets have left the network, so the window may be
+  // refilled with their resends — but only up to the window. Resending every
+  // loss at once after a tail drop would pour them into the very queue that
+  // dropped them.
+  int32_t presumed_lost = 0;
+  const int32_t outstanding = wire::PsnDiff(qp->sq_psn, qp->comp_psn);
+  for (int32_t k = 0; k < outstanding && k < static_cast<int32_t>(kSrWindow); ++k) {
+    const uint32_t psn = wire::PsnAdd(qp->comp_psn, static_cast<uint32_t>(k));
+    const SrSlot& s = qp->scoreboard[psn % kSrWindow];
+    if (s.valid && s.psn == psn && !s.sacked && s.tx_seq + kReorderSlack <= qp->delivered_seq)
+      ++presumed_lost;
+  }
+  if (presumed_lost > 0 && !probing) CcOnLoss(qp);
+  int64_t budget = INT64_MAX;
+  if (cc_enabled_) {
+    const int32_t pipe = outstanding - static_cast<int32_t>(qp->sacked_count) - presumed_lost;
+    budget = std::max<int64_t>(1, static_cast<int64_t>(std::max(qp->cwnd, 4.0)) - pipe);
+  }
+  const auto spend = [&] { return --budget >= 0; };
+  for (uint64_t i = qp->sq_head; i != qp->sq_tail && budget > 0; ++i) {
+    SendWqe& w = qp->Wqe(i);
+    if (!w.started || qp->attr.qp_state != QpState::kRts) break;
+    if (w.done) continue;
+    if (wire::PsnDiff(w.first_psn, qp->sq_psn) >= 0) break;  // not sent yet (after a rewind)
+    if (IsReadOrAtomic(w.opcode)) {
+      // One request packet; a READ partly answered was received.
+      if (wire::PsnDiff(w.first_psn, qp->comp_psn) >= 0 && lost(w.first_psn) && spend()) {
+        if (!resend(i, w, w.first_psn)) return;
+      }
+    } else {
+      const uint32_t n =
+          i == qp->sq_next ? static_cast<uint32_t>(wire::PsnDiff(qp->sq_psn, w.first_psn)) : w.npackets;
+      for (uint32_t k = 0; k < n && k < w.npackets; ++k) {
+        const uint32_t psn = wire::PsnAdd(w.first_psn, k);
+        if (wire::PsnDiff(psn, qp->comp_psn) < 0) continue;
+        if (!lost(psn)) continue;
+        if (!spend()) break;
+        if (!resend(i, w, psn)) return;
+      }
+    }
+    if (i == qp->sq_next) break;
+  }
+  // What the budget did not cover goes at the next acknowledgement.
+  if (budget <= 0 && presumed_lost > 0) qp->retx_scan = true;
+}
+
+}  // namespace softrnic::engine

@@ -1,0 +1,167 @@
+// Congestion control (docs/loss.md): the window bounds the packets in
+// flight, a loss cuts it once per episode, a DCQCN CNP from the peer cuts it
+// (rate-limited), one from anyone else does not, and a request arriving with
+// ECN CE makes the responder send a CNP.
+#include <cstring>
+
+#include "rc_pair.h"
+#include "wire/headers.h"
+#include "wire/opcode.h"
+
+namespace softrnic::engine::testing {
+namespace {
+
+struct Snapshot {
+  double cwnd = 0;
+  int32_t outstanding = 0;
+  uint32_t sacked = 0;
+};
+
+Snapshot Snap(Device& d, Qp* qp) {
+  std::lock_guard lock(d.engine().mu_);
+  return Snapshot{qp->cwnd, wire::PsnDiff(qp->sq_psn, qp->comp_psn), qp->sacked_count};
+}
+
+void InjectCnp(Device& dev, const Gid& from, uint32_t dest_qp) {
+  std::vector<uint8_t> pkt(12 + 16 + 4, 0);
+  wire::Bth bth;
+  bth.set_opcode(wire::op::kCnp);
+  bth.set_pkey(wire::kDefaultPkey);
+  bth.set_dest_qp(dest_qp);
+  bth.set_becn(true);
+  std::memcpy(pkt.data(), bth.b.data(), 12);
+  transport::RxPacket rx;
+  rx.data = pkt.data();
+  rx.length = static_cast<uint32_t>(pkt.size());
+  rx.src.gid = from;
+  std::lock_guard lock(dev.engine().mu_);
+  dev.engine().DispatchPacket(rx);
+}
+
+class CongestionTest : public RcPairTest {};
+
+TEST_F(CongestionTest, CnpFromPeerCutsWindowOthersDoNot) {
+  QpOptions o;
+  Open(o);
+  Engine& e = a_.dev->engine();
+  const uint32_t qpn = a_.dev->QpNum(a_.qp);
+  const double before = Snap(*a_.dev, a_.qp).cwnd;
+  ASSERT_GT(before, 8.0);
+  // From a stranger (a's own address is not the QP's peer): counted only.
+  InjectCnp(*a_.dev, a_.dev->gids()[0], qpn);
+  EXPECT_EQ(Snap(*a_.dev, a_.qp).cwnd, before);
+  EXPECT_EQ(StatsOf(*a_.dev).rx_cnp, 1u);
+  EXPECT_EQ(StatsOf(*a_.dev).cc_cnp_cuts, 0u);
+  // From the peer: the window halves.
+  InjectCnp(*a_.dev, b_.dev->gids()[0], qpn);
+  EXPECT_DOUBLE_EQ(Snap(*a_.dev, a_.qp).cwnd, before / 2);
+  EXPECT_EQ(StatsOf(*a_.dev).cc_cnp_cuts, 1u);
+  // A burst of CNPs inside 50 us cuts once (DCQCN's reaction interval).
+  {
+    std::lock_guard lock(e.mu_);
+    a_.qp->last_cnp_cut = Clock::now();
+  }
+  InjectCnp(*a_.dev, b_.dev->gids()[0], qpn);
+  EXPECT_DOUBLE_EQ(Snap(*a_.dev, a_.qp).cwnd, before / 2);
+  usleep(100);
+  InjectCnp(*a_.dev, b_.dev->gids()[0], qpn);
+  EXPECT_DOUBLE_EQ(Snap(*a_.dev, a_.qp).cwnd, before / 4);
+  EXPECT_EQ(StatsOf(*a_.dev).rx_cnp, 4u);
+  // Never below the floor, and traffic still flows (and regrows it).
+  for (int i = 0; i < 10; ++i) {
+    usleep(100);
+    InjectCnp(*a_.dev, b_.dev->gids()[0], qpn);
+  }
+  EXPECT_GE(Snap(*a_.dev, a_.qp).cwnd, 4.0);
+  FillPattern(a_.buf, 0, 256 * 1024, 9);
+  Sge sge = SgeOf(a_, 0, 256 * 1024);
+  ASSERT_EQ(a_.dev->PostSend(a_.qp, MakeWr(WrOpcode::kRdmaWrite, 1, {&sge, 1}, Addr(b_, 0),
+                                           b_.dev->MrRkey(b_.mr))),
+            0);
+  auto wc = PollN(a_, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(FirstDiff(a_.buf.data(), b_.buf.data(), 256 * 1024), -1);
+  EXPECT_GT(Snap(*a_.dev, a_.qp).cwnd, 4.0);
+}
+
+TEST_F(CongestionTest, EcnCeOnRequestSendsCnpToRequester) {
+  QpOptions o;
+  Open(o);
+  // A request for b's QP marked CE (an old PSN: answered as a duplicate,
+  // nothing executed) arrives as if from a.
+  std::vector<uint8_t> pkt(12 + 16 + 4, 0);
+  wire::Bth bth;
+  bth.set_opcode(wire::op::kRcWriteOnly);
+  bth.set_pkey(wire::kDefaultPkey);
+  bth.set_dest_qp(b_.dev->QpNum(b_.qp));
+  bth.set_psn(wire::PsnAdd(0, wire::kPsnMask));
+  std::memcpy(pkt.data(), bth.b.data(), 12);
+  transport::RxPacket rx;
+  rx.data = pkt.data();
+  rx.length = static_cast<uint32_t>(pkt.size());
+  rx.src.gid = a_.dev->gids()[0];
+  rx.traffic_class = 0x03;  // ECN CE
+  {
+    std::lock_guard lock(b_.dev->engine().mu_);
+    b_.dev->engine().DispatchPacket(rx);
+    b_.dev->engine().FlushTx();
+  }
+  EXPECT_EQ(StatsOf(*b_.dev).tx_cnp, 1u);
+  // The CNP crossed the wire to a, whose QP cut its window.
+  ASSERT_TRUE(WaitFor([&] { return StatsOf(*a_.dev).cc_cnp_cuts == 1; }));
+  // ECT(0) without CE: no CNP.
+  rx.traffic_class = 0x02;
+  {
+    std::lock_guard lock(b_.dev->engine().mu_);
+    b_.dev->engine().DispatchPacket(rx);
+  }
+  EXPECT_EQ(StatsOf(*b_.dev).tx_cnp, 1u);
+}
+
+// The packets in flight never exceed the window (plus what the peer
+// reported kept), nor the reorder window, sampled during a long transfer
+// under loss; loss cuts the window.
+TEST_F(CongestionTest, InflightBoundedByWindowUnderLoss) {
+  QpOptions o;
+  o.timeout = 10;
+  o.buf_size = 8 << 20;
+  transport::FaultConfig f;
+  f.drop = 0.02;
+  f.seed = 41;
+  Open(o, f, {});
+  const uint32_t len = 4 << 20;
+  FillPattern(a_.buf, 0, len, 5);
+  std::vector<Sge> sg(16);
+  for (int i = 0; i < 16; ++i) {
+    sg[i] = SgeOf(a_, size_t(i) * (len / 16), len / 16);
+    ASSERT_EQ(a_.dev->PostSend(a_.qp, MakeWr(WrOpcode::kRdmaWrite, i, {&sg[i], 1},
+                                             Addr(b_, size_t(i) * (len / 16)), b_.dev->MrRkey(b_.mr))),
+              0);
+  }
+  size_t got = 0;
+  int samples = 0;
+  double peak = 0;
+  Completion wc[16];
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (got < 16 && std::chrono::steady_clock::now() < deadline) {
+    const int n = a_.dev->PollCq(a_.cq, 16, wc);
+    for (int i = 0; i < n; ++i) ASSERT_EQ(wc[i].status, WcStatus::kSuccess);
+    got += size_t(n);
+    const Snapshot s = Snap(*a_.dev, a_.qp);
+    ++samples;
+    EXPECT_LE(s.outstanding, int32_t(kSrWindow));
+    // A packet leaves only while the pipe is below the window; a cut does
+    // not recall what is already in flight, so compare with the largest
+    // window seen (one packet may leave at pipe == window - 1).
+    peak = std::max(peak, s.cwnd);
+    EXPECT_LE(s.outstanding - int32_t(s.sacked), int32_t(std::max(peak, 4.0)) + 1);
+  }
+  ASSERT_EQ(got, 16u);
+  EXPECT_GT(samples, 10);
+  EXPECT_EQ(FirstDiff(a_.buf.data(), b_.buf.data(), len), -1);
+  EXPECT_GT(StatsOf(*a_.dev).cc_loss_cuts, 0u);
+}
+
+}  // namespace
+}  // namespace softrnic::engine::testing
