@@ -383,6 +383,7 @@ void Engine::HandleRequest(Qp* qp, const wire::Packet& pkt, const transport::RxP
           return;
         }
         mr->remote_valid = false;
+        if (shm_direct_) shm_direct_->RevokeMr(mr);
         flags |= kWcWithInv;
         imm = rkey;
       }

@@ -562,6 +562,10 @@ int UdpTransport::RecvBurst(RxPacket* packets, int n) {
       const msghdr& h = rx_hdrs_[j].msg_hdr;
       const uint32_t len = rx_hdrs_[j].msg_len;
       uint8_t* data = static_cast<uint8_t*>(rx_iov_[j].iov_base);
+      if (len == sizeof(kShmDoorbell) && std::memcmp(data, kShmDoorbell, len) == 0) {
+        ++counters_.rx_doorbells;  // a shared-memory peer woke us: not a packet
+        continue;
+      }
       if (len < kMinPacket || (h.msg_flags & MSG_TRUNC) || h.msg_namelen < sizeof(sockaddr_in) ||
           rx_src_[j].sin_family != AF_INET) {
         ++counters_.rx_runts;
