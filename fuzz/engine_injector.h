@@ -70,6 +70,11 @@ inline RecordingTransport* DetachTransport(engine::Device& device) {
   std::lock_guard<engine::SpinMutex> lock(e.mu_);
   auto rec = std::make_unique<RecordingTransport>(e.transport_->locals());
   RecordingTransport* raw = rec.get();
+  // The shared-memory transport (if that is what the device had) goes with
+  // the swap, and with it direct one-sided operations and the exports that
+  // live in its segment.
+  e.shm_direct_.reset();
+  e.shm_ = nullptr;
   e.transport_ = std::move(rec);
   return raw;
 }

@@ -50,15 +50,13 @@ std::shared_ptr<Device> Device::Get(std::string* error) {
   std::lock_guard<std::mutex> lock(g_device_mu);
   if (g_device != nullptr && g_device_pid == getpid()) return *g_device;
   // First use, or first use in a forked child: build a device of our own.
-  // SOFTRNIC_TRANSPORT selects the packet path: udp, or auto (the default;
-  // today the same, UDP being the only transport built). Anything else is
-  // refused loudly rather than silently measured on the wrong path.
-  if (const char* t = std::getenv("SOFTRNIC_TRANSPORT");
-      t != nullptr && *t != '\0' && std::strcmp(t, "udp") != 0 && std::strcmp(t, "auto") != 0) {
-    const std::string msg = std::string("softrnic: SOFTRNIC_TRANSPORT=") + t +
-                            (std::strcmp(t, "shm") == 0
-                                 ? ": the shared-memory transport is not in this build"
-                                 : ": unknown transport (udp|auto)");
+  // SOFTRNIC_TRANSPORT selects the packet path (udp | shm | auto, see
+  // transport.h). Anything else is refused loudly rather than silently
+  // measured on the wrong path.
+  if (transport::TransportMode mode;
+      !transport::ParseTransportMode(std::getenv("SOFTRNIC_TRANSPORT"), &mode)) {
+    const std::string msg = std::string("softrnic: SOFTRNIC_TRANSPORT=") +
+                            std::getenv("SOFTRNIC_TRANSPORT") + ": unknown transport (udp|shm|auto)";
     std::fprintf(stderr, "%s\n", msg.c_str());
     if (error) *error = msg;
     return nullptr;
@@ -97,13 +95,22 @@ std::shared_ptr<Device> Device::Get(std::string* error) {
 
 std::shared_ptr<Device> Device::Create(const transport::UdpConfig& config, std::string* error) {
   std::string err;
-  auto transport = transport::CreateUdpTransport(config, &err);
+  // SOFTRNIC_TRANSPORT (default auto) applies to explicitly configured
+  // devices too, so the engine tests run over either path.
+  transport::TransportMode mode = transport::TransportMode::kAuto;
+  if (!transport::ParseTransportMode(std::getenv("SOFTRNIC_TRANSPORT"), &mode))
+    mode = transport::TransportMode::kAuto;
+  auto transport = transport::CreateTransport(config, mode, &err);
   if (!transport) {
     if (error) *error = "softrnic: cannot open UDP transport: " + err;
     return nullptr;
   }
+  auto* shm = dynamic_cast<transport::ShmTransport*>(transport.get());
   DeviceAttr attr;
   auto engine = std::make_unique<Engine>(std::move(transport), attr);
+  engine->shm_ = shm;
+  if (shm != nullptr && ShmDirectEnabled())
+    engine->shm_direct_ = std::make_unique<ShmDirect>(&shm->own());
   engine->udp_port_ = config.port;
   engine->StartProgressThread();
   return std::shared_ptr<Device>(new Device(std::move(engine)));
@@ -121,6 +128,7 @@ int Device::AllocPd(void* handle, Pd** out) {
   if (engine_->pds_.size() >= engine_->attr_.max_pd) return ENOMEM;
   auto pd = std::make_unique<Pd>();
   pd->handle = handle;
+  pd->id = ++engine_->next_pd_id_;
   *out = pd.get();
   engine_->pds_.push_back(std::move(pd));
   return 0;
@@ -142,9 +150,18 @@ int Device::RegMr(Pd* pd, void* addr, size_t length, uint64_t iova, uint32_t acc
     return EINVAL;
   if (length > engine_->attr_.max_mr_size) return EINVAL;
   if (addr == nullptr && length > 0) return EINVAL;
+  // Same-host peers reach the region's pages directly (shm_memory.h). Done
+  // before taking the engine lock: it reads /proc/self/maps and copies.
+  SharedRange share;
+  if (engine_->shm_direct_ && (access & (kRemoteWrite | kRemoteRead | kRemoteAtomic)))
+    share = ShareRegion(addr, length);
   std::lock_guard<SpinMutex> lock(engine_->mu_);
-  if (engine_->mrs_.size() >= engine_->attr_.max_mr) return ENOMEM;
+  if (engine_->mrs_.size() >= engine_->attr_.max_mr) {
+    UnshareRegion(share);
+    return ENOMEM;
+  }
   auto mr = std::make_unique<Mr>();
+  mr->share = share;
   mr->pd = pd;
   mr->addr = static_cast<uint8_t*>(addr);
   mr->length = length;
@@ -154,6 +171,7 @@ int Device::RegMr(Pd* pd, void* addr, size_t length, uint64_t iova, uint32_t acc
   mr->rkey = engine_->mr_table_.NewKey();
   mr->handle = handle;
   engine_->mr_table_.Insert(mr.get());
+  if (engine_->shm_direct_) engine_->shm_direct_->PublishMr(mr.get(), pd->id);
   ++pd->users;
   *out = mr.get();
   engine_->mrs_.push_back(std::move(mr));
@@ -161,12 +179,21 @@ int Device::RegMr(Pd* pd, void* addr, size_t length, uint64_t iova, uint32_t acc
 }
 
 int Device::DeregMr(Mr* mr) {
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
-  // Removing the keys under the lock revokes access at once: every packet
-  // is checked against the table under the same lock.
-  engine_->mr_table_.Erase(mr);
-  --mr->pd->users;
-  return EraseOwned(engine_->mrs_, mr) ? 0 : EINVAL;
+  SharedRange share;
+  {
+    std::lock_guard<SpinMutex> lock(engine_->mu_);
+    // Removing the keys under the lock revokes access at once: every packet
+    // is checked against the table under the same lock, and a same-host
+    // peer's direct access is revoked (and drained) by RevokeMr.
+    if (engine_->shm_direct_) engine_->shm_direct_->RevokeMr(mr);
+    share = mr->share;
+    engine_->mr_table_.Erase(mr);
+    --mr->pd->users;
+    if (!EraseOwned(engine_->mrs_, mr)) return EINVAL;
+  }
+  // The pages go back to private memory once no registration uses them.
+  UnshareRegion(share);
+  return 0;
 }
 
 uint32_t Device::MrLkey(const Mr* mr) const { return mr->lkey; }
@@ -242,8 +269,7 @@ int Device::PollCq(Cq* cq, int n, Completion* out) {
   std::lock_guard<SpinMutex> lock(engine_->mu_);
   // The polling application does the engine's work itself (no thread hop).
   if (cq->count < static_cast<size_t>(n)) engine_->PollOnceLocked();
-  engine_->last_app_progress_ns_.store(Clock::now().time_since_epoch().count(),
-                                       std::memory_order_relaxed);
+  engine_->NoteAppActivity();
   return cq->Poll(n, out);
 }
 
@@ -398,6 +424,7 @@ int Device::CreateQpWithQpn(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* 
   ++recv_cq->users;
   if (srq) ++srq->users;
   *out = qp.get();
+  engine_->PublishQp(qp.get());
   engine_->qps_[qp->qpn] = std::move(qp);
   return 0;
 }
@@ -412,6 +439,7 @@ QpState Device::GetQpState(const Qp* qp) const {
 int Device::ModifyQp(Qp* qp, const QpAttr& attr, uint32_t mask) {
   std::lock_guard<SpinMutex> lock(engine_->mu_);
   int rc = engine_->ModifyQpLocked(qp, attr, mask);
+  engine_->PublishQp(qp);
   engine_->FlushTx();
   return rc;
 }
@@ -432,6 +460,7 @@ int Device::DestroyQp(Qp* qp) {
   auto& wl = engine_->work_list_;
   wl.erase(std::remove(wl.begin(), wl.end(), qp), wl.end());
   engine_->StartLinger(qp);
+  if (engine_->shm_direct_) engine_->shm_direct_->RemoveQp(qp);
   --qp->pd->users;
   --qp->send_cq->users;
   --qp->recv_cq->users;
@@ -521,8 +550,7 @@ int Device::PostSend(Qp* qp, const SendWr& wr) {
   engine_->FlushTx();
   engine_->WakeProgressThread();
   // A posting application is active too: the progress thread backs off.
-  engine_->last_app_progress_ns_.store(Clock::now().time_since_epoch().count(),
-                                       std::memory_order_relaxed);
+  engine_->NoteAppActivity();
   return 0;
 }
 

@@ -49,6 +49,13 @@ Engine::Engine(std::unique_ptr<transport::Transport> transport, DeviceAttr attr)
 
 Engine::~Engine() {
   StopProgressThread();
+  // Regions never deregistered: revoke peers' direct access; the pages stay
+  // on their memfd (ReleaseRegion says why).
+  for (auto& mr : mrs_) {
+    if (shm_direct_) shm_direct_->RevokeMr(mr.get());
+    ReleaseRegion(mr->share);
+    mr->share = SharedRange{};
+  }
   if (async_read_fd_ >= 0) close(async_read_fd_);
   if (async_write_fd_ >= 0) close(async_write_fd_);
 }
@@ -149,15 +156,25 @@ void Engine::TxCommit(uint32_t length, uint16_t local_index, const Gid& dst) {
 void Engine::FlushTx() {
   int sent = 0;
   int stalls = 0;
+  Clock::time_point wait_until{};
   while (sent < tx_count_) {
     const int r = transport_->SendBurst(tx_batch_ + sent, tx_count_ - sent);
     if (r > 0) {
       sent += r;
+      stalls = 0;
       continue;
     }
     // The socket buffer is full: give the receiver a moment, then let RC
-    // recovery handle what could not be sent.
-    if (++stalls > 8) break;
+    // recovery handle what could not be sent. A full shared-memory ring is
+    // drained by a peer that is running (or was just woken): wait for it,
+    // bounded (kShmTxWait), so that UC bursts larger than the ring are not
+    // lost and RC does not have to time out.
+    if (++stalls > 8) {
+      if (!transport_->WaitWhenBusy()) break;
+      const Clock::time_point now = Clock::now();
+      if (wait_until == Clock::time_point{}) wait_until = now + kShmTxWait;
+      if (now > wait_until) break;
+    }
     sched_yield();
   }
   tx_count_ = 0;

@@ -21,10 +21,12 @@
 
 #include "engine/device.h"
 #include "engine/mr_table.h"
+#include "engine/shm_direct.h"
 #include "engine/qp.h"
 #include "engine/spin_mutex.h"
 #include "engine/queues.h"
 #include "engine/stats.h"
+#include "transport/shm_transport.h"
 #include "transport/transport.h"
 #include "wire/packet.h"
 
@@ -70,7 +72,15 @@ class Engine {
   Clock::time_point NextDeadlineLocked() const;
   std::atomic<bool> stop_{false};
   std::atomic<bool> sleeping_{false};
-  std::atomic<int64_t> last_app_progress_ns_{0};
+  // Bumped by application threads that poll or post (no clock read: a
+  // clock_gettime per poll is a measurable part of a sub-microsecond poll
+  // loop). The progress thread treats a change within its last window as
+  // "an application is polling".
+  std::atomic<uint64_t> app_activity_{0};
+  void NoteAppActivity() {
+    app_activity_.store(app_activity_.load(std::memory_order_relaxed) + 1,
+                        std::memory_order_relaxed);
+  }
   int wake_fd_ = -1;   // eventfd to wake a sleeping progress thread
   int epoll_fd_ = -1;
   std::thread progress_thread_;
@@ -107,7 +117,24 @@ class Engine {
   void TxCommit(uint32_t length, uint16_t local_index, const Gid& dst);
   void FlushTx();
   std::unique_ptr<transport::Transport> transport_;
+  // The shared-memory transport when transport_ is one (else null): peers
+  // for direct one-sided operations and this device's exports.
+  transport::ShmTransport* shm_ = nullptr;
+  // Exports and direct one-sided operations (shm_direct.h); null without shm.
+  std::unique_ptr<ShmDirect> shm_direct_;
+  uint32_t next_pd_id_ = 0;
+  // Executes an RC WRITE/READ/atomic directly on a same-host peer's memory
+  // and completes it; false if it must go through the packet path.
+  bool TryDirect(Qp* qp, SendWqe& w, uint64_t index);
+  bool DirectVm(Qp* qp, SendWqe& w, uint64_t index, transport::ShmPeer* peer, uint64_t target);
+  // Re-exports a QP after a change peers check (state, access, path).
+  void PublishQp(Qp* qp) {
+    if (!shm_direct_) return;
+    shm_direct_->PublishQp(qp, qp->pd->id);
+    qp->shm_peer_qp_slot = -1;  // as a requester: the path may have changed
+  }
   static constexpr int kTxBatch = 64;
+  static constexpr auto kShmTxWait = std::chrono::milliseconds(5);
   static constexpr uint32_t kTxBufferSize = 4096 + 128;
   std::vector<uint8_t> tx_storage_;
   transport::TxPacket tx_batch_[kTxBatch];

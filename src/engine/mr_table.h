@@ -14,6 +14,7 @@
 #include <random>
 #include <unordered_map>
 
+#include "engine/shm_memory.h"
 #include "engine/types.h"
 
 namespace softrnic::engine {
@@ -32,6 +33,10 @@ class Mr {
   void* handle = nullptr;
   // Cleared by SEND_WITH_INVALIDATE: remote access stops, local stays.
   bool remote_valid = true;
+  // Pages shared through a memfd for same-host peers (shm_memory.h), and
+  // the export slot in the device's control segment (-1: not exported).
+  SharedRange share;
+  int shm_slot = -1;
 };
 
 enum class KeyCheck : uint8_t { kOk, kBadKey, kWrongPd, kNoRight, kOutOfBounds };

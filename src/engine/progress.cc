@@ -27,6 +27,7 @@ namespace {
 constexpr int kRxBurst = 32;
 // How recently an application must have polled to count as polling.
 constexpr auto kAppPollingWindow = std::chrono::nanoseconds(20000);
+constexpr auto kShmMaxPollingWindow = std::chrono::nanoseconds(500000);
 constexpr auto kTimerCheckInterval = std::chrono::microseconds(50);
 
 inline void CpuRelax() { __builtin_ia32_pause(); }
@@ -169,19 +170,35 @@ void Engine::ProgressThreadMain() {
   MaybeRealtime();
   const auto spin = std::chrono::microseconds(spin_us_);
   Clock::time_point last_work = Clock::now();
+  uint64_t seen_activity = app_activity_.load(std::memory_order_relaxed);
+  std::chrono::nanoseconds polling_window = kAppPollingWindow;
   while (!stop_.load(std::memory_order_relaxed)) {
-    const Clock::time_point now = Clock::now();
     // An application thread polling its CQ runs the engine itself. Then this
     // thread stays off the lock and off the CPU: taking the lock would risk
     // being preempted while holding it (lock-holder preemption costs a whole
     // scheduler slice, milliseconds, on an oversubscribed 2-vCPU machine).
-    const int64_t since_app =
-        now.time_since_epoch().count() - last_app_progress_ns_.load(std::memory_order_relaxed);
-    if (since_app < kAppPollingWindow.count()) {
-      const timespec ts{0, static_cast<long>(kAppPollingWindow.count() - since_app)};
+    // "Polling" = it polled or posted since this thread last looked, at most
+    // one window ago.
+    const uint64_t activity = app_activity_.load(std::memory_order_relaxed);
+    if (activity != seen_activity) {
+      seen_activity = activity;
+      // With shared-memory peers, back off while the application keeps
+      // polling: each wake-up of this thread preempts whatever runs on its
+      // CPU (with pinned applications, the peer's), a context switch per
+      // window that costs more than the whole sub-microsecond round trip.
+      // The price: up to kShmMaxPollingWindow before this thread takes over
+      // when the application stops polling.
+      if (shm_ != nullptr && shm_->Active()) {
+        polling_window = std::min<std::chrono::nanoseconds>(polling_window * 2, kShmMaxPollingWindow);
+      } else {
+        polling_window = kAppPollingWindow;
+      }
+      const timespec ts{0, static_cast<long>(polling_window.count())};
       nanosleep(&ts, nullptr);
       continue;
     }
+    polling_window = kAppPollingWindow;
+    const Clock::time_point now = Clock::now();
     bool sleep = false;
     Clock::time_point deadline = Clock::time_point::max();
     const bool got_lock = mu_.try_lock();
@@ -190,10 +207,15 @@ void Engine::ProgressThreadMain() {
       if (did) last_work = now;
       if (!did && now - last_work >= spin) {
         // Decided under the lock, so a PostSend after this sees sleeping_
-        // and wakes us.
-        sleep = true;
-        deadline = NextDeadlineLocked();
-        sleeping_.store(true, std::memory_order_release);
+        // and wakes us. The transport gets a last look at inputs epoll
+        // cannot see (shared-memory rings) after announcing the sleep.
+        if (transport_->PrepareToSleep()) {
+          sleep = true;
+          deadline = NextDeadlineLocked();
+          sleeping_.store(true, std::memory_order_release);
+        } else {
+          transport_->WokeUp();
+        }
       }
       mu_.unlock();
     }
@@ -218,6 +240,7 @@ void Engine::ProgressThreadMain() {
     epoll_event events[4];
     epoll_wait(epoll_fd_, events, 4, timeout_ms);
     sleeping_.store(false, std::memory_order_release);
+    transport_->WokeUp();
     uint64_t drained;
     (void)!read(wake_fd_, &drained, sizeof(drained));
   }

@@ -9,10 +9,15 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "engine/queues.h"
 #include "engine/types.h"
+
+namespace softrnic::transport {
+struct ShmPeer;
+}
 
 namespace softrnic::engine {
 
@@ -195,6 +200,14 @@ class Qp {
   bool sack_pending = false;        // send a SACK at the end of the burst
   bool draining = false;            // replaying kept packets (no re-store)
   Clock::time_point last_cnp_sent{};  // DCQCN notification point pacing
+
+  // Shared-memory direct path (shm_direct.h): this QP's export slot, and as
+  // a requester the peer device and its QP slot (cached, revalidated).
+  int shm_slot = -1;
+  std::shared_ptr<transport::ShmPeer> shm_peer;
+  Gid shm_peer_gid;
+  int shm_peer_qp_slot = -1;  // -2: not exported (looked for again now and then)
+  uint32_t shm_peer_qp_misses = 0;
 
   // Engine bookkeeping.
   bool on_work_list = false;

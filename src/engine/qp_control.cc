@@ -263,6 +263,7 @@ void Engine::ResetQp(Qp* qp) {
 
 void Engine::MoveToError(Qp* qp) {
   qp->attr.qp_state = QpState::kErr;
+  PublishQp(qp);  // peers stop executing directly on this QP at once
   qp->retransmit_armed = false;
   qp->rnr_waiting = false;
   // Kept out-of-order packets will never run.

@@ -17,6 +17,7 @@ class Pd {
  public:
   void* handle = nullptr;
   int users = 0;  // MRs, QPs, SRQs, AHs
+  uint32_t id = 0;  // exported to shm peers (a pointer means nothing to them)
 };
 
 class Ah {

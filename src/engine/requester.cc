@@ -78,6 +78,8 @@ void Engine::RunRequester(Qp* qp) {
   while (qp->sq_next != qp->sq_tail && qp->attr.qp_state == QpState::kRts) {
     const uint64_t index = qp->sq_next;
     SendWqe& w = qp->Wqe(index);
+    // Same-host peer: WRITE/READ/atomics straight into its memory.
+    if (shm_direct_ && TryDirect(qp, w, index)) continue;
     if (!CanSend(qp, w)) break;
     if (!SendNextPacket(qp, w, index)) break;
   }

@@ -416,6 +416,7 @@ void Engine::HandleRequestOne(Qp* qp, const wire::Packet& pkt, const transport::
           return;
         }
         mr->remote_valid = false;
+        if (shm_direct_) shm_direct_->RevokeMr(mr);
         flags |= kWcWithInv;
         imm = rkey;
       }

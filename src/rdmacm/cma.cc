@@ -108,6 +108,7 @@ struct Channel {
   rdma_event_channel ch;  // first
   std::mutex mu;
   std::deque<Event*> q;
+  std::atomic<bool> destroyed{false};  // see FreeChannel
 };
 
 inline Channel* ToChannel(rdma_event_channel* c) { return reinterpret_cast<Channel*>(c); }
@@ -403,9 +404,24 @@ Channel* NewChannel() {
 }
 
 void FreeChannel(Channel* c) {
-  for (Event* e : c->q) delete e;
+  // Not deleted: programs (rping) destroy the channel and exit while their
+  // CM thread may still be about to call rdma_get_cm_event on it; with the
+  // kernel's librdmacm that thread is normally blocked in read() on the
+  // channel fd, which close() does not wake, until the process exits. So a
+  // destroyed channel makes rdma_get_cm_event block (destroyed flag) rather
+  // than fail (rping exits 255 on that error) or touch freed memory. The
+  // small struct stays reachable here (no leak report).
+  c->destroyed.store(true);
+  {
+    std::lock_guard<std::mutex> l(c->mu);
+    for (Event* e : c->q) delete e;
+    c->q.clear();
+  }
   close(c->ch.fd);
-  delete c;
+  static std::mutex graveyard_mu;
+  static auto* graveyard = new std::vector<Channel*>;
+  std::lock_guard<std::mutex> l(graveyard_mu);
+  graveyard->push_back(c);
 }
 
 // ---------------------------------------------------------------- MAD I/O
@@ -1293,7 +1309,9 @@ CMA_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** ev
   Channel* c = ToChannel(channel);
   uint64_t v;
   for (;;) {
+    while (c->destroyed.load()) pause();  // see FreeChannel
     ssize_t r = read(c->ch.fd, &v, sizeof v);
+    if (c->destroyed.load()) continue;
     if (r == sizeof v) break;
     // EAGAIN for an O_NONBLOCK channel; EINTR is returned, as librdmacm's
     // read of the kernel fd does (programs end wait loops with signals).

@@ -45,7 +45,16 @@ struct TransportCounters {
   // Sends refused because the socket buffer was full (EAGAIN/ENOBUFS); SendBurst
   // returned fewer than offered and the caller retries the rest.
   uint64_t tx_busy = 0;
+  // Shared-memory transport (shm_transport.h): packets through rings, and
+  // doorbell datagrams (a sender waking a sleeping target; not errors).
+  uint64_t shm_tx_packets = 0, shm_rx_packets = 0;
+  uint64_t doorbells_sent = 0, rx_doorbells = 0;
 };
+
+// The doorbell datagram a shared-memory sender sends to the UDP endpoint of
+// a target whose progress thread sleeps in epoll: 8 bytes, recognised and
+// dropped by the UDP receive path (shorter than any RoCE packet).
+inline constexpr uint8_t kShmDoorbell[8] = {'S', 'R', 'N', 'C', 'D', 'B', 'L', '1'};
 
 class Transport {
  public:
@@ -67,6 +76,20 @@ class Transport {
   virtual int pollable_fd() const = 0;
 
   virtual const TransportCounters& counters() const = 0;
+
+  // The engine's progress thread is about to sleep in epoll on pollable_fd().
+  // A transport with inputs epoll cannot see (shared-memory rings) publishes
+  // that it sleeps and returns false if input arrived meanwhile (then the
+  // engine runs another pass instead of sleeping).
+  virtual bool PrepareToSleep() { return true; }
+  // The progress thread woke up. Called WITHOUT the engine lock: an
+  // implementation may only touch atomics here.
+  virtual void WokeUp() {}
+
+  // After SendBurst returned short: true if the receiver is known to drain
+  // soon, so the caller should keep offering for a while (bounded) instead
+  // of giving up after a few tries as for a full socket buffer.
+  virtual bool WaitWhenBusy() const { return false; }
 };
 
 // Fault injection, applied to transmitted packets after the ICRC is
@@ -94,8 +117,23 @@ struct UdpConfig {
   bool segmentation = true;
 };
 
+// SOFTRNIC_TRANSPORT: which packet path reaches same-host peers.
+//   kUdp  never shared memory;
+//   kAuto shared memory to a peer on this host, in this network namespace,
+//         of this user and mappable; UDP otherwise (and always UDP when
+//         fault injection is configured: it is a UDP-layer test tool);
+//   kShm  as kAuto, but says so on stderr (once) when a peer cannot use it.
+enum class TransportMode : uint8_t { kUdp, kAuto, kShm };
+// Parses "udp" | "auto" | "shm" (nullptr or "" = kAuto). False if unknown.
+bool ParseTransportMode(const char* text, TransportMode* out);
+
 // Creates the UDP transport. On failure returns nullptr and sets *error.
 std::unique_ptr<Transport> CreateUdpTransport(const UdpConfig& config, std::string* error);
+
+// The transport a device uses: UDP, wrapped by the shared-memory transport
+// unless mode is kUdp or faults are configured.
+std::unique_ptr<Transport> CreateTransport(const UdpConfig& config, TransportMode mode,
+                                           std::string* error);
 
 // Reads SOFTRNIC_BIND, SOFTRNIC_PORT and SOFTRNIC_FAULTS from the environment.
 UdpConfig UdpConfigFromEnvironment();

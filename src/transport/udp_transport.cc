@@ -750,6 +750,10 @@ bool UdpTransport::SplitDatagram(int slot, uint16_t local, RxPacket* packets, in
   const msghdr& h = rx_hdrs_[slot].msg_hdr;
   const uint32_t len = rx_hdrs_[slot].msg_len;
   uint8_t* data = static_cast<uint8_t*>(rx_iov_[slot].iov_base);
+  if (len == sizeof(kShmDoorbell) && std::memcmp(data, kShmDoorbell, len) == 0) {
+    ++counters_.rx_doorbells;  // a shared-memory peer woke us: not a packet
+    return true;
+  }
   if (len < kMinPacket || (h.msg_flags & MSG_TRUNC) || h.msg_namelen < sizeof(sockaddr_in) ||
       rx_src_[slot].sin_family != AF_INET) {
     ++counters_.rx_runts;

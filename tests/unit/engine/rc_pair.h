@@ -159,6 +159,14 @@ inline transport::TransportCounters TransportCountersOf(Device& d) {
   return d.engine().transport_->counters();
 }
 
+// One-sided operations this device executed directly on a same-host peer's
+// memory (shared-memory transport), which the peer's engine never sees.
+inline uint64_t DirectOpsOf(Device& d) {
+  std::lock_guard lock(d.engine().mu_);
+  const auto& s = d.engine().shm_direct_;
+  return s ? s->direct_ops + s->direct_vm_ops : 0;
+}
+
 // Waits until pred() holds or the limit passes; returns pred().
 template <typename Pred>
 bool WaitFor(Pred pred, std::chrono::milliseconds limit = std::chrono::milliseconds(5000)) {

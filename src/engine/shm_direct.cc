@@ -1,0 +1,418 @@
+#include "engine/shm_direct.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "engine/engine.h"
+
+namespace softrnic::engine {
+
+using transport::ShmMrSlot;
+using transport::ShmQpSlot;
+
+namespace {
+
+constexpr size_t kMaxMappings = 64;
+constexpr size_t kMaxRkeyHints = 16;
+constexpr uint32_t kNoSlot = ~0u;
+constexpr uint32_t kRescanEvery = 256;
+
+bool ResponderStateForDirect(uint32_t s) {
+  const auto st = static_cast<QpState>(s);
+  return st == QpState::kRtr || st == QpState::kRts || st == QpState::kSqd || st == QpState::kSqe;
+}
+
+}  // namespace
+
+ShmDirect::ShmDirect(const transport::ShmSegment* own) : own_(own) {
+  free_mr_.reserve(transport::kShmMrSlots);
+  for (uint32_t i = transport::kShmMrSlots; i-- > 0;) free_mr_.push_back(i);
+  free_qp_.reserve(transport::kShmQpSlots);
+  for (uint32_t i = transport::kShmQpSlots; i-- > 0;) free_qp_.push_back(i);
+}
+
+ShmDirect::~ShmDirect() {
+  for (const Mapping& m : mappings_) munmap(m.base, m.size);
+}
+
+// --- Target side ---
+
+void ShmDirect::PublishMr(Mr* mr, uint32_t pd_id) {
+  // Exported even without shared pages: peers then use process_vm_writev/
+  // readv for WRITE and READ (not atomics), which needs no mapping either.
+  if (free_mr_.empty()) return;
+  if (!(mr->access & (kRemoteWrite | kRemoteRead | kRemoteAtomic))) return;
+  const uint32_t i = free_mr_.back();
+  free_mr_.pop_back();
+  ShmMrSlot* s = own_->mr_slot(i);
+  const auto r = std::memory_order_relaxed;
+  s->iova.store(mr->iova, r);
+  s->length.store(mr->length, r);
+  s->addr.store(reinterpret_cast<uint64_t>(mr->addr), r);
+  s->share_start.store(mr->share.start, r);
+  s->share_len.store(mr->share.length, r);
+  s->key_pd.store(uint64_t{mr->rkey} | (uint64_t{pd_id} << 32), r);
+  s->fd_ino.store(mr->share.ino, r);
+  s->fd_offset.store(mr->share.fd_offset, r);
+  s->access.store(mr->access, r);
+  s->fd.store(mr->share.fd, r);
+  // Publication: the fields above become visible with the valid state.
+  s->state.store((++generation_ << 1) | 1, std::memory_order_seq_cst);
+  mr->shm_slot = static_cast<int>(i);
+}
+
+void ShmDirect::RevokeMr(Mr* mr) {
+  if (mr->shm_slot < 0) return;
+  ShmMrSlot* s = own_->mr_slot(static_cast<uint32_t>(mr->shm_slot));
+  s->state.store(s->state.load(std::memory_order_relaxed) & ~uint64_t{1},
+                 std::memory_order_seq_cst);
+  // Wait (bounded) for peers already inside an access to leave. See the
+  // protocol in shm_direct.h for what happens when the wait times out.
+  const auto deadline = Clock::now() + kRevokeWait;
+  int spins = 0;
+  bool drained = true;
+  while (s->inflight.load(std::memory_order_seq_cst) != 0) {
+    if (++spins > 64) {
+      if (Clock::now() > deadline) {
+        drained = false;
+        break;
+      }
+      sched_yield();
+    }
+  }
+  s->key_pd.store(0, std::memory_order_relaxed);
+  // A slot whose counter never drained is not reused (a stale increment
+  // would corrupt the next owner's count).
+  if (drained) free_mr_.push_back(static_cast<uint32_t>(mr->shm_slot));
+  mr->shm_slot = -1;
+}
+
+void ShmDirect::PublishQp(Qp* qp, uint32_t pd_id) {
+  if (qp->type != QpType::kRc) return;
+  if (qp->shm_slot < 0) {
+    if (free_qp_.empty()) return;
+    qp->shm_slot = static_cast<int>(free_qp_.back());
+    free_qp_.pop_back();
+  }
+  ShmQpSlot* s = own_->qp_slot(static_cast<uint32_t>(qp->shm_slot));
+  // Seqlock: odd while the fields change.
+  const uint32_t seq = s->seq.load(std::memory_order_relaxed);
+  s->seq.store(seq + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  const auto r = std::memory_order_relaxed;
+  s->qpn.store(qp->qpn, r);
+  s->dest_qpn.store(qp->attr.dest_qp_num, r);
+  s->pd_id.store(pd_id, r);
+  s->access.store(qp->attr.qp_access_flags, r);
+  s->state.store(static_cast<uint32_t>(qp->attr.qp_state), r);
+  s->dgid_ip.store(qp->attr.ah_attr.dgid.IsV4Mapped() ? qp->attr.ah_attr.dgid.Ipv4() : 0, r);
+  s->seq.store(seq + 2, std::memory_order_release);
+}
+
+void ShmDirect::RemoveQp(Qp* qp) {
+  if (qp->shm_slot < 0) return;
+  ShmQpSlot* s = own_->qp_slot(static_cast<uint32_t>(qp->shm_slot));
+  const uint32_t seq = s->seq.load(std::memory_order_relaxed);
+  s->seq.store(seq + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  s->qpn.store(0, std::memory_order_relaxed);
+  s->state.store(static_cast<uint32_t>(QpState::kReset), std::memory_order_relaxed);
+  s->seq.store(seq + 2, std::memory_order_release);
+  free_qp_.push_back(static_cast<uint32_t>(qp->shm_slot));
+  qp->shm_slot = -1;
+}
+
+// --- Requester side ---
+
+int ShmDirect::FindQpSlot(const transport::ShmSegment& seg, uint32_t qpn, int hint) {
+  if (hint >= 0 && static_cast<uint32_t>(hint) < transport::kShmQpSlots &&
+      seg.qp_slot(static_cast<uint32_t>(hint))->qpn.load(std::memory_order_relaxed) == qpn)
+    return hint;
+  for (uint32_t i = 0; i < transport::kShmQpSlots; ++i)
+    if (seg.qp_slot(i)->qpn.load(std::memory_order_relaxed) == qpn) return static_cast<int>(i);
+  return -1;
+}
+
+int ShmDirect::FindMrSlot(const transport::ShmPeer* peer, uint32_t rkey) {
+  const transport::ShmSegment& seg = peer->seg;
+  for (size_t k = 0; k < rkey_hints_.size(); ++k) {
+    RkeyHint& h = rkey_hints_[k];
+    if (h.peer != peer || h.rkey != rkey) continue;
+    if (h.slot == kNoSlot) {
+      // Not exported (no remote right, table full, peer without direct
+      // operations): the full scan is repeated only now and then.
+      if (++h.misses % kRescanEvery != 0) return -1;
+      rkey_hints_.erase(rkey_hints_.begin() + static_cast<long>(k));
+      break;
+    }
+    if (static_cast<uint32_t>(seg.mr_slot(h.slot)->key_pd.load(std::memory_order_relaxed)) == rkey)
+      return static_cast<int>(h.slot);
+  }
+  for (uint32_t i = 0; i < transport::kShmMrSlots; ++i) {
+    const ShmMrSlot* s = seg.mr_slot(i);
+    if ((s->state.load(std::memory_order_relaxed) & 1) &&
+        static_cast<uint32_t>(s->key_pd.load(std::memory_order_relaxed)) == rkey) {
+      if (rkey_hints_.size() >= kMaxRkeyHints) rkey_hints_.pop_back();
+      rkey_hints_.insert(rkey_hints_.begin(), RkeyHint{peer, rkey, i, 0});
+      return static_cast<int>(i);
+    }
+  }
+  if (rkey_hints_.size() >= kMaxRkeyHints) rkey_hints_.pop_back();
+  rkey_hints_.insert(rkey_hints_.begin(), RkeyHint{peer, rkey, kNoSlot, 0});
+  return -1;
+}
+
+void ShmDirect::DropMappingsOf(const transport::ShmPeer* peer) {
+  std::erase_if(mappings_, [&](const Mapping& m) {
+    if (m.peer != peer) return false;
+    munmap(m.base, m.size);
+    return true;
+  });
+  std::erase_if(rkey_hints_, [&](const RkeyHint& h) { return h.peer == peer; });
+}
+
+uint8_t* ShmDirect::MapPeerMemory(const std::shared_ptr<transport::ShmPeer>& peer, int fd,
+                                  uint64_t ino, uint64_t fd_offset, uint64_t len) {
+  const uint64_t pid_nonce = peer->nonce ^ (uint64_t{peer->pid} << 40);
+  for (const Mapping& m : mappings_) {
+    if (m.peer == peer.get() && m.pid_nonce == pid_nonce && m.ino == ino) {
+      if (fd_offset > m.size || len > m.size - fd_offset) return nullptr;
+      return m.base + fd_offset;
+    }
+  }
+  if (fd < 0) return nullptr;
+  // Mappings of peers that are gone (or too many) are dropped first.
+  std::erase_if(mappings_, [&](const Mapping& m) {
+    const bool stale = m.peer == peer.get() && m.pid_nonce != pid_nonce;
+    if (stale || mappings_.size() >= kMaxMappings) {
+      munmap(m.base, m.size);
+      return true;
+    }
+    return false;
+  });
+  const std::string path = "/proc/" + std::to_string(peer->pid) + "/fd/" + std::to_string(fd);
+  const int mfd = open(path.c_str(), O_RDWR | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (mfd < 0) return nullptr;
+  struct stat st{};
+  const int seals = fcntl(mfd, F_GET_SEALS);
+  // The descriptor must be the memfd the peer published (fd numbers are
+  // reused; inode numbers are not while it is open), of this user, and
+  // sealed against shrinking so that the mapping can never SIGBUS.
+  if (fstat(mfd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_ino) != ino ||
+      st.st_uid != geteuid() || seals < 0 || !(seals & F_SEAL_SHRINK) || st.st_size <= 0 ||
+      fd_offset > static_cast<uint64_t>(st.st_size) ||
+      len > static_cast<uint64_t>(st.st_size) - fd_offset) {
+    close(mfd);
+    return nullptr;
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+  close(mfd);
+  if (p == MAP_FAILED) return nullptr;
+  mappings_.push_back(Mapping{peer.get(), pid_nonce, ino, static_cast<uint8_t*>(p), size});
+  return static_cast<uint8_t*>(p) + fd_offset;
+}
+
+// --- The requester hook ---
+
+// WRITE / READ through process_vm_writev / process_vm_readv: one system call,
+// no mapping needed, works while the target is stopped; no atomics. Called
+// with the MR slot's in-flight count held (TryDirect).
+bool Engine::DirectVm(Qp* qp, SendWqe& w, uint64_t index, transport::ShmPeer* peer,
+                      uint64_t target) {
+  const bool write = w.opcode == WrOpcode::kRdmaWrite;
+  iovec local[kMaxSge];
+  int n = 0;
+  bool local_ok = true;
+  if (w.is_inline) {
+    local[n++] = iovec{const_cast<uint8_t*>(qp->WqeInline(index)), w.length};
+  } else {
+    const Sge* sges = qp->WqeSges(index);
+    for (uint32_t i = 0; i < w.num_sge && i < kMaxSge; ++i) {
+      if (sges[i].length == 0) continue;
+      uint8_t* p = nullptr;
+      // IBA 10.6.3.1: READ results need Local Write on the local region.
+      if (mr_table_.ResolveLocal(sges[i].lkey, qp->pd, sges[i].addr, sges[i].length, !write, &p) !=
+          KeyCheck::kOk) {
+        local_ok = false;
+        break;
+      }
+      local[n++] = iovec{p, sges[i].length};
+    }
+  }
+  WcStatus status = WcStatus::kSuccess;
+  if (!local_ok) {
+    status = WcStatus::kLocProtErr;
+  } else {
+    iovec remote{reinterpret_cast<void*>(target), w.length};
+    const ssize_t done =
+        write ? process_vm_writev(static_cast<pid_t>(peer->pid), local, static_cast<unsigned>(n),
+                                  &remote, 1, 0)
+              : process_vm_readv(static_cast<pid_t>(peer->pid), local, static_cast<unsigned>(n),
+                                 &remote, 1, 0);
+    if (done != static_cast<ssize_t>(w.length)) {
+      // Not allowed (ptrace policy), or the memory went away: the ring path
+      // serves this one, and the peer is not tried again when refused.
+      if (done < 0 && (errno == EPERM || errno == ENOSYS)) peer->vm_ok = false;
+      return false;
+    }
+  }
+  ++shm_direct_->direct_vm_ops;
+  ++qp->sq_next;
+  w.done = true;
+  w.status = status;
+  if (status != WcStatus::kSuccess) {
+    RequesterError(qp, status);
+  } else {
+    RetireCompletedWqes(qp);
+  }
+  return true;
+}
+
+bool Engine::TryDirect(Qp* qp, SendWqe& w, uint64_t index) {
+  using transport::ShmPeer;
+  if (shm_ == nullptr || !shm_direct_ || qp->type != QpType::kRc) return false;
+  uint32_t right = 0;
+  switch (w.opcode) {
+    case WrOpcode::kRdmaWrite: right = kRemoteWrite; break;
+    case WrOpcode::kRdmaRead: right = kRemoteRead; break;
+    case WrOpcode::kAtomicCmpSwp:
+    case WrOpcode::kAtomicFetchAdd: right = kRemoteAtomic; break;
+    default: return false;  // SEND, WRITE_WITH_IMM: through the ring
+  }
+  // RC ordering: only when nothing of this QP is in flight.
+  if (w.started || qp->sq_next != qp->sq_head || w.length == 0) return false;
+
+  // The peer device (cached per QP; revalidated when it dies or the path changes).
+  const Gid& dgid = qp->attr.ah_attr.dgid;
+  if (!qp->shm_peer || qp->shm_peer->dead || !(qp->shm_peer_gid == dgid)) {
+    qp->shm_peer = shm_->PeerFor(transport::Endpoint{dgid, udp_port_});
+    qp->shm_peer_gid = dgid;
+    qp->shm_peer_qp_slot = -1;
+    if (!qp->shm_peer) return false;
+  }
+  const std::shared_ptr<ShmPeer>& peer = qp->shm_peer;
+  const transport::ShmSegment& seg = peer->seg;
+
+  // Target QP, as the responder would check it (state, connected to us,
+  // access flags). Seqlock read: retry-free, a torn read just goes the ring.
+  const uint32_t dest = qp->attr.dest_qp_num;
+  // A peer QP that is not exported (peer without direct operations, table
+  // full) is looked for again only every 256 WQEs: the scan is 1024 loads.
+  if (qp->shm_peer_qp_slot == -2 && (++qp->shm_peer_qp_misses & 255) != 0) return false;
+  const int qs = ShmDirect::FindQpSlot(seg, dest, qp->shm_peer_qp_slot);
+  if (qs < 0) {
+    qp->shm_peer_qp_slot = -2;
+    return false;
+  }
+  qp->shm_peer_qp_slot = qs;
+  const ShmQpSlot* q = seg.qp_slot(static_cast<uint32_t>(qs));
+  const uint32_t seq1 = q->seq.load(std::memory_order_acquire);
+  const uint32_t t_qpn = q->qpn.load(std::memory_order_relaxed);
+  const uint32_t t_dest = q->dest_qpn.load(std::memory_order_relaxed);
+  const uint32_t t_pd = q->pd_id.load(std::memory_order_relaxed);
+  const uint32_t t_access = q->access.load(std::memory_order_relaxed);
+  const uint32_t t_state = q->state.load(std::memory_order_relaxed);
+  const uint32_t t_dgid = q->dgid_ip.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if ((seq1 & 1) || q->seq.load(std::memory_order_relaxed) != seq1) return false;
+  const Gid& sgid = gids_[std::min<size_t>(SourceIndex(qp), gids_.size() - 1)];
+  if (t_qpn != dest || t_dest != qp->qpn || !ResponderStateForDirect(t_state) ||
+      !(t_access & right) || !sgid.IsV4Mapped() || t_dgid != sgid.Ipv4())
+    return false;
+
+  // The region.
+  const int ms = shm_direct_->FindMrSlot(peer.get(), w.rkey);
+  if (ms < 0) return false;
+  ShmMrSlot* m = seg.mr_slot(static_cast<uint32_t>(ms));
+  m->inflight.fetch_add(1, std::memory_order_seq_cst);
+  struct Leave {
+    ShmMrSlot* slot;
+    ~Leave() { slot->inflight.fetch_sub(1, std::memory_order_release); }
+  } leave{m};
+  if (!(m->state.load(std::memory_order_seq_cst) & 1)) return false;
+  const auto r = std::memory_order_relaxed;
+  const uint64_t key_pd = m->key_pd.load(r);
+  const uint64_t iova = m->iova.load(r);
+  const uint64_t mr_len = m->length.load(r);
+  const uint64_t addr = m->addr.load(r);
+  const uint64_t share_start = m->share_start.load(r);
+  const uint64_t share_len = m->share_len.load(r);
+  const uint32_t mr_access = m->access.load(r);
+  const uint64_t va = w.remote_addr;
+  const uint64_t len = w.length;
+  // MrTable::ResolveRemote's rules, overflow-safe: key, PD, right, bounds.
+  if (static_cast<uint32_t>(key_pd) != w.rkey || (key_pd >> 32) != t_pd ||
+      (mr_access & right) != right || va < iova || va - iova > mr_len ||
+      len > mr_len - (va - iova))
+    return false;
+  const uint64_t target = addr + (va - iova);  // in the owner's address space
+  if (target < addr) return false;
+  if (share_len == 0 || target < share_start || target - share_start > share_len ||
+      len > share_len - (target - share_start)) {
+    // Not (entirely) in the shared pages: partial first/last pages, or
+    // memory that is not private anonymous.
+    if (right == kRemoteAtomic || !peer->vm_ok) return false;  // the ring serves it
+    return DirectVm(qp, w, index, peer.get(), target);
+  }
+  uint8_t* p = shm_direct_->MapPeerMemory(peer, m->fd.load(r), m->fd_ino.load(r),
+                                          m->fd_offset.load(r) + (target - share_start), len);
+  if (p == nullptr) {
+    // The mapping was refused: process_vm_* still reaches the memory.
+    if (right == kRemoteAtomic || !peer->vm_ok) return false;
+    return DirectVm(qp, w, index, peer.get(), target);
+  }
+
+  WcStatus status = WcStatus::kSuccess;
+  switch (w.opcode) {
+    case WrOpcode::kRdmaWrite:
+      if (!GatherWqe(qp, index, 0, static_cast<uint32_t>(len), p)) status = WcStatus::kLocProtErr;
+      break;
+    case WrOpcode::kRdmaRead:
+      if (!ScatterSges(qp->pd, qp->WqeSges(index), w.num_sge, 0, p, static_cast<uint32_t>(len)))
+        status = WcStatus::kLocProtErr;
+      break;
+    default: {
+      // Real atomic instructions on the shared word: atomic with respect to
+      // the target's own engine (responder.cc uses atomic_ref too) and to
+      // every other peer.
+      std::atomic_ref<uint64_t> word(*reinterpret_cast<uint64_t*>(p));
+      uint64_t orig;
+      if (w.opcode == WrOpcode::kAtomicCmpSwp) {
+        orig = w.compare_add;
+        word.compare_exchange_strong(orig, w.swap, std::memory_order_seq_cst);
+      } else {
+        orig = word.fetch_add(w.compare_add, std::memory_order_seq_cst);
+      }
+      uint8_t bytes[8];
+      std::memcpy(bytes, &orig, 8);
+      if (!ScatterSges(qp->pd, qp->WqeSges(index), w.num_sge, 0, bytes, 8))
+        status = WcStatus::kLocProtErr;
+      break;
+    }
+  }
+  ++shm_direct_->direct_ops;
+  ++qp->sq_next;
+  if (status != WcStatus::kSuccess) {
+    w.done = true;
+    w.status = status;
+    RequesterError(qp, status);
+    return true;
+  }
+  w.done = true;
+  w.status = WcStatus::kSuccess;
+  RetireCompletedWqes(qp);
+  return true;
+}
+
+}  // namespace softrnic::engine

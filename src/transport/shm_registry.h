@@ -1,0 +1,40 @@
+// Discovery of same-host peers for the shared-memory transport.
+//
+// Each device publishes, per local endpoint, a symlink
+//   /dev/shm/softrnic-ep-<netns inode>-<ipv4 hex>-<port>  ->  /proc/<pid>/fd/<memfd>
+// A peer opens the symlink, which opens the memfd itself (the kernel checks
+// that the opener may access the owner's fds: same user, dumpable), and then
+// validates the segment header (ShmSegment::Attach). The netns inode in the
+// name keeps processes in different network namespaces apart: for them the
+// same address means a different host, so they keep using UDP.
+//
+// Stale links (a crashed owner) are harmless: /proc/<pid>/fd/<n> of a dead
+// pid does not open, and a reused pid's fd fails the header check. A new
+// owner of the endpoint replaces the link atomically (symlink + rename).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace softrnic::transport {
+
+// The link path for an endpoint (ip in network order).
+std::string ShmEndpointPath(uint64_t netns, uint32_t ip, uint16_t port);
+
+// Publishes `fd` of this process for the endpoint. Returns the link path, or
+// "" on failure (then the endpoint is simply not reachable through shm).
+// The link is removed by ShmUnpublish, or at exit for links of this process.
+std::string ShmPublish(uint64_t netns, uint32_t ip, uint16_t port, int fd);
+
+// Removes the link if it still points at this process's `fd`.
+void ShmUnpublish(const std::string& path, int fd);
+
+// Removes links whose owner process no longer exists (crashed or killed
+// processes cannot remove their own). Called when a device is created.
+void ShmSweepStaleLinks();
+
+// Opens the segment published for an endpoint. Returns the descriptor and the
+// owner's pid (from the link target), or -1.
+int ShmLookup(uint64_t netns, uint32_t ip, uint16_t port, uint32_t* pid);
+
+}  // namespace softrnic::transport

@@ -1,0 +1,107 @@
+// A single-producer single-consumer ring of packet slots in shared memory.
+//
+// The ring lives in the consumer's segment (shm_segment.h). The producer
+// (one claimed sender) writes slots and publishes them with a release store
+// of `tail`; the consumer copies slots out and frees them with a release
+// store of `head`. Indices are free-running 64-bit counters.
+//
+// Both sides treat the other's index as hostile: the producer never writes
+// more than kShmRingSlots ahead of the head it read (a head that is "ahead"
+// of the tail or too far behind reads as full); the consumer accepts a tail
+// only if 0 <= tail - head <= kShmRingSlots (else it resynchronises, dropping
+// what the ring holds) and a slot's length only if it fits the slot. The
+// consumer copies every packet into private memory before parsing it, so a
+// producer rewriting a slot after publishing cannot change what is parsed.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "transport/shm_segment.h"
+
+namespace softrnic::transport {
+
+class ShmRingProducer {
+ public:
+  ShmRingProducer() = default;
+  ShmRingProducer(const ShmSegment* seg, uint32_t ring) : seg_(seg), ring_(ring) {
+    tail_ = seg->ring(ring)->tail.load(std::memory_order_relaxed);
+    head_ = seg->ring(ring)->head.load(std::memory_order_acquire);
+  }
+  bool valid() const { return seg_ != nullptr; }
+
+  // Copies one packet into the next slot (not yet visible to the consumer).
+  // False if the ring is full or the packet does not fit a slot.
+  bool Write(const ShmSlotHeader& hdr, const uint8_t* data, uint32_t length) {
+    if (length > kShmSlotPayload) return false;
+    if (!HasRoom()) return false;
+    uint8_t* s = seg_->slot(ring_, tail_);
+    ShmSlotHeader h = hdr;
+    h.length = length;
+    std::memcpy(s, &h, sizeof(h));
+    std::memcpy(s + kShmSlotHeader, data, length);
+    ++tail_;
+    return true;
+  }
+  // Makes every written slot visible to the consumer.
+  void Publish() { seg_->ring(ring_)->tail.store(tail_, std::memory_order_release); }
+
+ private:
+  bool HasRoom() {
+    uint64_t used = tail_ - head_;
+    if (used < kShmRingSlots) return true;
+    head_ = seg_->ring(ring_)->head.load(std::memory_order_acquire);
+    used = tail_ - head_;
+    // A head beyond our tail (used wraps huge) is a lying consumer: full.
+    return used < kShmRingSlots;
+  }
+  const ShmSegment* seg_ = nullptr;
+  uint32_t ring_ = 0;
+  uint64_t tail_ = 0;
+  uint64_t head_ = 0;  // last head seen
+};
+
+class ShmRingConsumer {
+ public:
+  ShmRingConsumer() = default;
+  ShmRingConsumer(const ShmSegment* seg, uint32_t ring) : seg_(seg), ring_(ring) {
+    head_ = seg->ring(ring)->head.load(std::memory_order_relaxed);
+  }
+
+  // How many packets are ready (0 without touching anything but `tail`).
+  uint64_t Ready() {
+    const uint64_t tail = seg_->ring(ring_)->tail.load(std::memory_order_acquire);
+    const uint64_t n = tail - head_;
+    if (n > kShmRingSlots) {
+      // Hostile or corrupted tail: drop whatever is there and resynchronise.
+      head_ = tail;
+      ++resyncs_;
+      Release();
+      return 0;
+    }
+    return n;
+  }
+  // Copies the next packet (Ready() must have said so) into out (at least
+  // kShmSlotPayload bytes). Returns its length, or 0 for a malformed slot
+  // (consumed and dropped).
+  uint32_t Pop(ShmSlotHeader* hdr, uint8_t* out) {
+    const uint8_t* s = seg_->slot(ring_, head_);
+    std::memcpy(hdr, s, sizeof(*hdr));
+    ++head_;
+    const uint32_t len = hdr->length;
+    if (len == 0 || len > kShmSlotPayload) return 0;
+    std::memcpy(out, s + kShmSlotHeader, len);
+    return len;
+  }
+  // Frees the popped slots for the producer.
+  void Release() { seg_->ring(ring_)->head.store(head_, std::memory_order_release); }
+  uint64_t resyncs() const { return resyncs_; }
+
+ private:
+  const ShmSegment* seg_ = nullptr;
+  uint32_t ring_ = 0;
+  uint64_t head_ = 0;
+  uint64_t resyncs_ = 0;
+};
+
+}  // namespace softrnic::transport

@@ -1,0 +1,176 @@
+// The per-device control segment of the shared-memory transport: one memfd
+// per device, mapped by every same-host peer that talks to it.
+//
+// Layout (fixed offsets, so a peer never follows a pointer or an offset
+// read from shared memory):
+//
+//   [0, 4096)               ShmSegmentHeader: identity (magic, version, pid,
+//                           netns, uid, nonce), the device's endpoints, the
+//                           "sleeping" doorbell flag and the active-ring mask
+//   kRingsOffset ..         kShmRings inbound rings (ShmRingHeader + slots);
+//                           a sender claims one ring and is its only producer
+//   kExportsOffset ..       exports: MR slots and QP slots that peers read to
+//                           execute one-sided operations directly
+//
+// Trust: everything in a peer's segment is hostile input. Indices and lengths
+// are bounds-checked by whoever reads them; a segment is validated (magic,
+// version, pid, netns, uid, size, seals) before it is used. The memfd is
+// sealed against shrinking and growing, so a mapping of it never SIGBUSes.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace softrnic::transport {
+
+inline constexpr uint64_t kShmMagic = 0x314D4853434E5253ull;  // "SRNCSHM1"
+inline constexpr uint32_t kShmVersion = 2;
+inline constexpr uint32_t kShmMaxLocals = 16;
+
+// Rings: how many senders can talk to one device at once through shared
+// memory (more fall back to UDP), and how many packets each ring holds.
+inline constexpr uint32_t kShmRings = 16;
+inline constexpr uint32_t kShmRingSlots = 256;                 // power of two
+inline constexpr uint32_t kShmSlotHeader = 16;
+inline constexpr uint32_t kShmSlotPayload = 4096 + 128;       // the engine's largest packet
+inline constexpr uint32_t kShmSlotSize = kShmSlotHeader + kShmSlotPayload;  // 4240
+
+inline constexpr size_t kCacheLine = 64;
+
+struct alignas(kCacheLine) ShmRingHeader {
+  // Sender identity: (pid << 32) | per-device sender id; 0 = free.
+  std::atomic<uint64_t> owner;
+  uint64_t pad0[7];
+  std::atomic<uint64_t> tail;  // written by the producer (the sender)
+  uint64_t pad1[7];
+  std::atomic<uint64_t> head;  // written by the consumer (the segment owner)
+  uint64_t pad2[7];
+};
+static_assert(sizeof(ShmRingHeader) == 3 * kCacheLine);
+
+// One packet slot. The header is written by the producer before the tail
+// release; the consumer copies out and checks every field.
+struct ShmSlotHeader {
+  uint32_t length;       // BTH .. ICRC inclusive
+  uint16_t local_index;  // the consumer's endpoint (GID index) it is addressed to
+  uint16_t src_port;
+  uint32_t src_ip;       // network order (IPv4-mapped source GID)
+  uint32_t reserved;
+};
+static_assert(sizeof(ShmSlotHeader) == kShmSlotHeader);
+
+inline constexpr size_t kShmRingBytes =
+    sizeof(ShmRingHeader) + size_t{kShmRingSlots} * kShmSlotSize;
+
+// --- Exports (one-sided operations without the target's CPU) ---
+
+// An exported memory region. Published by the owner under its engine lock:
+// fields are written while `state` is even (invalid), then `state` is set to
+// (generation << 1) | 1 with release. Revocation stores an even value and
+// waits for `inflight` to drain (see shm_direct.h for the protocol).
+struct alignas(kCacheLine) ShmMrSlot {
+  std::atomic<uint64_t> state;     // (generation << 1) | valid
+  std::atomic<uint64_t> inflight;  // peers inside an access right now
+  std::atomic<uint64_t> iova;      // the MR's I/O virtual address (rkey space)
+  std::atomic<uint64_t> length;
+  std::atomic<uint64_t> addr;      // the MR's address in the owner's address space
+  // The part of [addr, addr+length) whose pages are backed by memfd `fd`
+  // (in the owner's fd table) at `fd_offset`; share_len 0 = nothing shared.
+  std::atomic<uint64_t> share_start;
+  std::atomic<uint64_t> share_len;
+  std::atomic<uint64_t> key_pd;    // rkey | (pd_id << 32)
+  std::atomic<uint64_t> fd_ino;    // the memfd's inode number (fd numbers get reused)
+  std::atomic<uint64_t> fd_offset;
+  std::atomic<uint32_t> access;
+  std::atomic<int32_t> fd;
+  uint64_t pad[4];
+};
+static_assert(sizeof(ShmMrSlot) == 2 * kCacheLine);
+
+// An exported QP: what the responder checks before touching memory. Written
+// under the owner's engine lock with a seqlock (odd = being written).
+struct alignas(kCacheLine) ShmQpSlot {
+  std::atomic<uint32_t> seq;
+  std::atomic<uint32_t> qpn;       // 0 = free
+  std::atomic<uint32_t> dest_qpn;
+  std::atomic<uint32_t> pd_id;
+  std::atomic<uint32_t> access;    // qp_access_flags
+  std::atomic<uint32_t> state;     // QpState
+  std::atomic<uint32_t> dgid_ip;   // the connected peer's IPv4 (network order)
+  uint32_t pad[9];
+};
+static_assert(sizeof(ShmQpSlot) == kCacheLine);
+
+inline constexpr uint32_t kShmMrSlots = 2048;
+inline constexpr uint32_t kShmQpSlots = 1024;
+
+struct alignas(kCacheLine) ShmSegmentHeader {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t pid;
+  uint64_t netns;
+  uint64_t nonce;  // random per segment: tells incarnations apart
+  uint32_t uid;
+  uint32_t n_locals;
+  uint32_t local_ip[kShmMaxLocals];  // network order
+  uint16_t local_port[kShmMaxLocals];
+  uint64_t total_size;
+  alignas(kCacheLine) std::atomic<uint32_t> sleeping;  // the owner's progress thread sleeps
+  alignas(kCacheLine) std::atomic<uint32_t> active_rings;  // bit i: ring i has a producer
+};
+static_assert(sizeof(ShmSegmentHeader) <= 4096);
+
+inline constexpr size_t kRingsOffset = 4096;
+inline constexpr size_t kExportsOffset =
+    (kRingsOffset + size_t{kShmRings} * kShmRingBytes + 4095) & ~size_t{4095};
+inline constexpr size_t kMrSlotsOffset = kExportsOffset;
+inline constexpr size_t kQpSlotsOffset = kMrSlotsOffset + size_t{kShmMrSlots} * sizeof(ShmMrSlot);
+inline constexpr size_t kShmSegmentSize =
+    (kQpSlotsOffset + size_t{kShmQpSlots} * sizeof(ShmQpSlot) + 4095) & ~size_t{4095};
+
+// A mapped segment (own or a peer's).
+class ShmSegment {
+ public:
+  ShmSegment() = default;
+  ~ShmSegment();
+  ShmSegment(const ShmSegment&) = delete;
+  ShmSegment& operator=(const ShmSegment&) = delete;
+
+  // Creates this process's segment for a device (memfd, sized, sealed, mapped,
+  // header filled). Returns false with a message.
+  bool Create(std::string* error);
+  // Maps a peer's segment from an open descriptor (takes ownership of fd) and
+  // validates it: seals, size, owner uid, magic, version, netns, and that the
+  // pid recorded is `expected_pid` (pid reuse: the descriptor was reached
+  // through /proc/<pid>/fd). Returns false with a message.
+  bool Attach(int fd, uint32_t expected_pid, std::string* error);
+
+  ShmSegmentHeader* header() const { return reinterpret_cast<ShmSegmentHeader*>(base_); }
+  ShmRingHeader* ring(uint32_t i) const {
+    return reinterpret_cast<ShmRingHeader*>(base_ + kRingsOffset + size_t{i} * kShmRingBytes);
+  }
+  uint8_t* slot(uint32_t ring_index, uint64_t position) const {
+    return base_ + kRingsOffset + size_t{ring_index} * kShmRingBytes + sizeof(ShmRingHeader) +
+           size_t(position & (kShmRingSlots - 1)) * kShmSlotSize;
+  }
+  ShmMrSlot* mr_slot(uint32_t i) const {
+    return reinterpret_cast<ShmMrSlot*>(base_ + kMrSlotsOffset) + i;
+  }
+  ShmQpSlot* qp_slot(uint32_t i) const {
+    return reinterpret_cast<ShmQpSlot*>(base_ + kQpSlotsOffset) + i;
+  }
+  int fd() const { return fd_; }
+  uint8_t* base() const { return base_; }
+
+ private:
+  int fd_ = -1;
+  uint8_t* base_ = nullptr;
+};
+
+// This process's network namespace inode (stat of /proc/self/ns/net), 0 if
+// unknown.
+uint64_t NetnsInode();
+
+}  // namespace softrnic::transport

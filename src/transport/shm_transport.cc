@@ -1,0 +1,482 @@
+#include "transport/shm_transport.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "transport/shm_registry.h"
+
+namespace softrnic::transport {
+namespace {
+
+constexpr uint32_t kMinPacket = 12 + 4;  // BTH + ICRC
+constexpr int kMaxRx = 64;
+// While rings are active and UDP has been quiet this many polls, UDP is
+// polled only every kUdpPollEvery calls (the idle sleep still waits on the
+// sockets, so UDP traffic is never missed, only noticed a few polls later).
+constexpr uint32_t kUdpQuietAfter = 64;
+constexpr uint64_t kUdpPollEvery = 32;
+constexpr auto kNegativeRetry = std::chrono::milliseconds(200);
+constexpr auto kPeerCheckInterval = std::chrono::milliseconds(5);
+
+bool PidAlive(uint32_t pid) { return kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM; }
+
+}  // namespace
+
+ShmPeer::~ShmPeer() {
+  if (pidfd >= 0) close(pidfd);
+}
+
+std::unique_ptr<ShmTransport> ShmTransport::Create(std::unique_ptr<Transport> udp,
+                                                   TransportMode mode, std::string* error) {
+  std::unique_ptr<ShmTransport> t(new ShmTransport(std::move(udp), mode));
+  if (!t->Init(error)) return nullptr;
+  return t;
+}
+
+bool ShmTransport::Init(std::string* error) {
+  if (!own_.Create(error)) return false;
+  netns_ = NetnsInode();
+  ShmSegmentHeader* h = own_.header();
+  const auto eps = udp_->locals();
+  h->n_locals = static_cast<uint32_t>(std::min<size_t>(eps.size(), kShmMaxLocals));
+  for (uint32_t i = 0; i < h->n_locals; ++i) {
+    h->local_ip[i] = eps[i].gid.IsV4Mapped() ? eps[i].gid.Ipv4() : 0;
+    h->local_port[i] = eps[i].port;
+  }
+  for (uint32_t i = 0; i < kShmRings; ++i) consumers_[i] = ShmRingConsumer(&own_, i);
+  uint32_t rnd = 0;
+  if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd)) rnd = static_cast<uint32_t>(h->nonce);
+  sender_id_ = (uint64_t{static_cast<uint32_t>(getpid())} << 32) | (rnd | 1);
+  rx_buf_.reset(new uint8_t[size_t{kMaxRx} * kShmSlotPayload]);
+  doorbell_fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  // Publish last: peers may use the segment as soon as a link exists.
+  ShmSweepStaleLinks();
+  for (uint32_t i = 0; i < h->n_locals; ++i) {
+    if (h->local_ip[i] == 0) continue;
+    std::string path = ShmPublish(netns_, h->local_ip[i], h->local_port[i], own_.fd());
+    if (!path.empty()) links_.push_back(std::move(path));
+  }
+  return true;
+}
+
+ShmTransport::~ShmTransport() {
+  for (const std::string& l : links_) ShmUnpublish(l, own_.fd());
+  // Release our rings in peers' segments.
+  for (auto& p : peers_) {
+    if (p->ring >= 0 && !p->dead) {
+      uint64_t expect = sender_id_;
+      p->seg.ring(static_cast<uint32_t>(p->ring))
+          ->owner.compare_exchange_strong(expect, 0, std::memory_order_acq_rel);
+    }
+  }
+  if (doorbell_fd_ >= 0) close(doorbell_fd_);
+}
+
+const TransportCounters& ShmTransport::counters() const {
+  // UDP's counters plus the shared-memory path's own.
+  merged_ = udp_->counters();
+  merged_.tx_errors += counters_.tx_errors;
+  merged_.tx_busy += counters_.tx_busy;
+  merged_.rx_runts += counters_.rx_runts;
+  merged_.shm_tx_packets = counters_.shm_tx_packets;
+  merged_.shm_rx_packets = counters_.shm_rx_packets;
+  merged_.doorbells_sent = counters_.doorbells_sent;
+  return merged_;
+}
+
+bool ShmTransport::ClaimRing(ShmPeer* peer) {
+  for (uint32_t i = 0; i < kShmRings; ++i) {
+    ShmRingHeader* r = peer->seg.ring(i);
+    uint64_t owner = r->owner.load(std::memory_order_acquire);
+    bool take = owner == 0;
+    if (!take && (owner >> 32) != (sender_id_ >> 32) &&
+        !PidAlive(static_cast<uint32_t>(owner >> 32)))
+      take = true;  // a dead sender's ring: reclaim it
+    if (!take) continue;
+    if (!r->owner.compare_exchange_strong(owner, sender_id_, std::memory_order_acq_rel)) continue;
+    peer->ring = static_cast<int>(i);
+    // Continue from the current tail: packets a dead sender left are still
+    // consumed in order (they are addressed to QPs of that sender's peers).
+    peer->producer = ShmRingProducer(&peer->seg, i);
+    peer->seg.header()->active_rings.fetch_or(1u << i, std::memory_order_acq_rel);
+    return true;
+  }
+  return false;
+}
+
+std::shared_ptr<ShmPeer> ShmTransport::Attach(uint32_t ip, uint16_t port) {
+  uint32_t pid = 0;
+  const int fd = ShmLookup(netns_, ip, port, &pid);
+  if (fd < 0) return nullptr;
+  // The same peer device may already be mapped under another endpoint.
+  auto peer = std::make_shared<ShmPeer>();
+  std::string error;
+  if (!peer->seg.Attach(fd, pid, &error)) {
+    if (mode_ == TransportMode::kShm && !warned_) {
+      warned_ = true;
+      std::fprintf(stderr, "softrnic: SOFTRNIC_TRANSPORT=shm: peer pid %u: %s; using UDP\n", pid,
+                   error.c_str());
+    }
+    return nullptr;
+  }
+  const ShmSegmentHeader* h = peer->seg.header();
+  peer->pid = pid;
+  peer->nonce = h->nonce;
+  // This device itself (a QP connected to a QP of the same device): UDP.
+  // Our own engine drains the ring only between passes, so a burst larger
+  // than the ring would be lost, where the socket buffer absorbs it.
+  if (peer->nonce == own_.header()->nonce) return nullptr;
+  for (auto& p : peers_) {
+    if (p->pid == pid && p->nonce == peer->nonce && !p->dead) return p;
+  }
+  const uint32_t n = std::min(h->n_locals, kShmMaxLocals);
+  bool listed = false;
+  for (uint32_t i = 0; i < n; ++i) {
+    peer->locals.emplace_back(h->local_ip[i], h->local_port[i]);
+    if (h->local_ip[i] == ip && h->local_port[i] == port) listed = true;
+  }
+  if (!listed) return nullptr;  // the link was replaced between readlink and open
+  peer->pidfd = static_cast<int>(syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0));
+  if (!ClaimRing(peer.get())) {
+    if (mode_ == TransportMode::kShm && !warned_) {
+      warned_ = true;
+      std::fprintf(stderr,
+                   "softrnic: SOFTRNIC_TRANSPORT=shm: peer pid %u has no free ring; using UDP\n",
+                   pid);
+    }
+    return nullptr;
+  }
+  peers_.push_back(peer);
+  has_peers_.store(true, std::memory_order_relaxed);
+  return peer;
+}
+
+ShmTransport::Route* ShmTransport::Lookup(const Endpoint& dst) {
+  if (!dst.gid.IsV4Mapped()) return nullptr;
+  const uint32_t ip = dst.gid.Ipv4();
+  const uint64_t key = Key(ip, dst.port);
+  if (last_route_ != nullptr && last_key_ == key) {
+    if (last_route_->peer ? !last_route_->peer->dead
+                          : std::chrono::steady_clock::now() < last_route_->retry_at)
+      return last_route_;
+  }
+  auto it = routes_.find(key);
+  if (it != routes_.end()) {
+    Route& r = it->second;
+    if ((r.peer && !r.peer->dead) ||
+        (!r.peer && std::chrono::steady_clock::now() < r.retry_at)) {
+      last_key_ = key;
+      last_route_ = &r;
+      return &r;
+    }
+  }
+  Route r;
+  r.peer = Attach(ip, dst.port);
+  if (r.peer) {
+    for (size_t i = 0; i < r.peer->locals.size(); ++i)
+      if (r.peer->locals[i].first == ip && r.peer->locals[i].second == dst.port)
+        r.peer_local_index = static_cast<uint16_t>(i);
+  } else {
+    if (mode_ == TransportMode::kShm && !warned_) {
+      warned_ = true;
+      std::fprintf(stderr,
+                   "softrnic: SOFTRNIC_TRANSPORT=shm: %s:%u is not a same-host softrnic peer "
+                   "this process can map; using UDP\n",
+                   dst.gid.ToString().c_str(), unsigned{dst.port});
+    }
+    r.retry_at = std::chrono::steady_clock::now() + kNegativeRetry;
+  }
+  last_route_ = nullptr;  // the map may rehash
+  Route& slot = routes_[key];
+  slot = std::move(r);
+  last_key_ = key;
+  last_route_ = &slot;
+  return &slot;
+}
+
+std::shared_ptr<ShmPeer> ShmTransport::PeerFor(const Endpoint& dst) {
+  Route* r = Lookup(dst);
+  return r ? r->peer : nullptr;
+}
+
+void ShmTransport::PublishDirty() {
+  for (ShmPeer* p : dirty_) {
+    p->dirty = false;
+    p->producer.Publish();
+    // Dekker with the target's PrepareToSleep: our tail store, then its flag;
+    // its flag store, then our tail. seq_cst on both sides means at least one
+    // of us sees the other.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    std::atomic<uint32_t>& sleeping = p->seg.header()->sleeping;
+    if (sleeping.load(std::memory_order_relaxed) != 0 &&
+        sleeping.exchange(0, std::memory_order_acq_rel) != 0 && !p->locals.empty()) {
+      // The target sleeps in epoll on its UDP sockets: ring its doorbell once.
+      sockaddr_in sin{};
+      sin.sin_family = AF_INET;
+      sin.sin_addr.s_addr = p->locals[0].first;
+      sin.sin_port = htons(p->locals[0].second);
+      (void)sendto(doorbell_fd_, kShmDoorbell, sizeof(kShmDoorbell), MSG_DONTWAIT,
+                   reinterpret_cast<const sockaddr*>(&sin), sizeof(sin));
+      ++counters_.doorbells_sent;
+    }
+  }
+  dirty_.clear();
+}
+
+int ShmTransport::SendBurst(const TxPacket* packets, int n) {
+  ring_full_ = false;
+  const auto eps = udp_->locals();
+  // The shared-memory peer a packet goes to, or null for UDP.
+  auto peer_of = [&](const TxPacket& p, uint16_t* peer_index) -> ShmPeer* {
+    if (p.local_index >= eps.size() || !eps[p.local_index].gid.IsV4Mapped()) return nullptr;
+    Route* r = Lookup(p.dst);
+    if (r == nullptr || !r->peer) return nullptr;
+    *peer_index = r->peer_local_index;
+    return r->peer.get();
+  };
+  int i = 0;
+  int consumed = n;
+  while (i < n) {
+    const TxPacket& p = packets[i];
+    uint16_t peer_index = 0;
+    ShmPeer* peer = peer_of(p, &peer_index);
+    if (peer == nullptr) {
+      // A run of UDP packets goes out in one call.
+      int j = i + 1;
+      uint16_t ignored;
+      while (j < n && peer_of(packets[j], &ignored) == nullptr) ++j;
+      const int sent = udp_->SendBurst(packets + i, j - i);
+      if (sent < j - i) {
+        consumed = i + sent;
+        break;
+      }
+      i = j;
+      continue;
+    }
+    if (p.data == nullptr || p.length < kMinPacket || p.length > kShmSlotPayload) {
+      ++counters_.tx_errors;
+      ++i;
+      continue;
+    }
+    ShmSlotHeader h{};
+    h.local_index = peer_index;
+    h.src_ip = eps[p.local_index].gid.Ipv4();
+    h.src_port = eps[p.local_index].port;
+    if (!peer->producer.Write(h, p.data, p.length)) {
+      // Ring full: tell the caller like a full socket buffer; it waits for
+      // the consumer (WaitWhenBusy) and offers the rest again. Meanwhile our
+      // own inbound rings are emptied into the backlog, so a peer that is
+      // itself waiting on a full ring toward us can go on.
+      DrainInboundToBacklog();
+      ++counters_.tx_busy;
+      ring_full_ = true;
+      consumed = i;
+      break;
+    }
+    ++counters_.shm_tx_packets;
+    if (!peer->dirty) {
+      peer->dirty = true;
+      dirty_.push_back(peer);
+    }
+    ++i;
+  }
+  PublishDirty();
+  return consumed;
+}
+
+bool ShmTransport::PopInbound(uint32_t ri, uint8_t* buf, RxPacket* out) {
+  ShmRingConsumer& c = consumers_[ri];
+  const size_t nlocals = udp_->locals().size();
+  while (c.Ready() > 0) {
+    ShmSlotHeader h;
+    const uint32_t len = c.Pop(&h, buf);
+    if (len < kMinPacket || h.local_index >= nlocals) {
+      ++counters_.rx_runts;
+      continue;
+    }
+    out->data = buf;
+    out->length = len;
+    out->local_index = h.local_index;
+    out->src = Endpoint{Gid::FromIpv4(h.src_ip), h.src_port};
+    out->traffic_class = 0;
+    ++counters_.shm_rx_packets;
+    return true;
+  }
+  return false;
+}
+
+void ShmTransport::DrainInboundToBacklog() {
+  const uint32_t active = own_.header()->active_rings.load(std::memory_order_acquire);
+  if (active == 0) return;
+  if (!backlog_buf_) {
+    backlog_buf_.reset(new uint8_t[kBacklog * kShmSlotPayload]);
+    backlog_meta_.resize(kBacklog);
+  }
+  for (uint32_t ri = 0; ri < kShmRings && backlog_count_ < kBacklog; ++ri) {
+    if (!(active & (1u << ri))) continue;
+    while (backlog_count_ < kBacklog) {
+      const size_t slot = (backlog_head_ + backlog_count_) % kBacklog;
+      RxPacket p;
+      if (!PopInbound(ri, backlog_buf_.get() + slot * kShmSlotPayload, &p)) break;
+      backlog_meta_[slot] = Backlogged{p.length, p.local_index, p.src};
+      ++backlog_count_;
+    }
+    consumers_[ri].Release();
+  }
+}
+
+int ShmTransport::RecvBurst(RxPacket* packets, int n) {
+  n = std::min(n, kMaxRx);
+  int produced = 0;
+  // The backlog first (older than anything still in the rings). Copied out:
+  // its slots may be refilled by a SendBurst during this burst's dispatch.
+  while (backlog_count_ > 0 && produced < n) {
+    const Backlogged& b = backlog_meta_[backlog_head_];
+    uint8_t* buf = rx_buf_.get() + size_t(produced) * kShmSlotPayload;
+    std::memcpy(buf, backlog_buf_.get() + backlog_head_ * kShmSlotPayload, b.length);
+    RxPacket& out = packets[produced++];
+    out.data = buf;
+    out.length = b.length;
+    out.local_index = b.local_index;
+    out.src = b.src;
+    out.traffic_class = 0;
+    backlog_head_ = (backlog_head_ + 1) % kBacklog;
+    --backlog_count_;
+  }
+  const uint32_t active = own_.header()->active_rings.load(std::memory_order_acquire);
+  if (active != 0 && backlog_count_ == 0) {
+    for (uint32_t k = 0; k < kShmRings && produced < n; ++k) {
+      const uint32_t ri = (rr_ + k) % kShmRings;
+      if (!(active & (1u << ri))) continue;
+      bool any = false;
+      while (produced < n &&
+             PopInbound(ri, rx_buf_.get() + size_t(produced) * kShmSlotPayload, &packets[produced])) {
+        ++produced;
+        any = true;
+      }
+      if (any) consumers_[ri].Release();
+    }
+    rr_ = (rr_ + 1) % kShmRings;
+  }
+  ++recv_calls_;
+  if ((recv_calls_ & 1023) == 0 && !peers_.empty()) CheckPeers();
+  if (produced < n) {
+    // UDP: always when no ring is in use (the UDP path is unchanged then);
+    // with shm traffic, at a reduced rate once UDP has been quiet.
+    const bool poll_udp = force_udp_.load(std::memory_order_relaxed) || active == 0 ||
+                          udp_quiet_ < kUdpQuietAfter || recv_calls_ % kUdpPollEvery == 0;
+    if (poll_udp) {
+      force_udp_.store(false, std::memory_order_relaxed);
+      const int got = udp_->RecvBurst(packets + produced, n - produced);
+      udp_quiet_ = got > 0 ? 0 : udp_quiet_ + 1;
+      produced += got;
+    }
+  }
+  return produced;
+}
+
+bool ShmTransport::PrepareToSleep() {
+  if (backlog_count_ > 0) return false;
+  ShmSegmentHeader* h = own_.header();
+  h->sleeping.store(1, std::memory_order_seq_cst);
+  // Re-check the rings after publishing the flag (see PublishDirty).
+  const uint32_t active = h->active_rings.load(std::memory_order_seq_cst);
+  for (uint32_t i = 0; i < kShmRings; ++i) {
+    if (!(active & (1u << i))) continue;
+    if (consumers_[i].Ready() != 0) {
+      h->sleeping.store(0, std::memory_order_relaxed);
+      return false;
+    }
+  }
+  // Peers are checked while idle too, so a dead peer's mapping goes away.
+  if (!peers_.empty()) CheckPeers();
+  return true;
+}
+
+void ShmTransport::WokeUp() {
+  // Called without the engine lock: only atomics here.
+  own_.header()->sleeping.store(0, std::memory_order_relaxed);
+  force_udp_.store(true, std::memory_order_relaxed);  // drain the doorbell at once
+}
+
+void ShmTransport::CheckPeers() {
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_peer_check_) return;
+  next_peer_check_ = now + kPeerCheckInterval;
+  for (size_t i = 0; i < peers_.size();) {
+    ShmPeer* p = peers_[i].get();
+    bool dead = false;
+    if (p->pidfd >= 0) {
+      pollfd pfd{p->pidfd, POLLIN, 0};
+      dead = poll(&pfd, 1, 0) > 0;
+    } else {
+      dead = !PidAlive(p->pid);
+    }
+    if (dead) {
+      DropPeer(peers_[i]);
+      continue;
+    }
+    ++i;
+  }
+}
+
+void ShmTransport::DropPeer(const std::shared_ptr<ShmPeer>& peer) {
+  peer->dead = true;
+  last_route_ = nullptr;
+  std::erase_if(routes_, [&](const auto& kv) { return kv.second.peer == peer; });
+  std::erase_if(dirty_, [&](ShmPeer* p) { return p == peer.get(); });
+  std::erase(peers_, peer);
+  has_peers_.store(!peers_.empty(), std::memory_order_relaxed);
+}
+
+bool ParseTransportMode(const char* text, TransportMode* out) {
+  if (text == nullptr || *text == '\0' || std::strcmp(text, "auto") == 0) {
+    *out = TransportMode::kAuto;
+    return true;
+  }
+  if (std::strcmp(text, "udp") == 0) {
+    *out = TransportMode::kUdp;
+    return true;
+  }
+  if (std::strcmp(text, "shm") == 0) {
+    *out = TransportMode::kShm;
+    return true;
+  }
+  return false;
+}
+
+std::unique_ptr<Transport> CreateTransport(const UdpConfig& config, TransportMode mode,
+                                           std::string* error) {
+  auto udp = CreateUdpTransport(config, error);
+  if (!udp || mode == TransportMode::kUdp) return udp;
+  if (config.faults.enabled()) {
+    // Fault injection tests the wire: shared memory would bypass it.
+    if (mode == TransportMode::kShm)
+      std::fprintf(stderr,
+                   "softrnic: SOFTRNIC_TRANSPORT=shm ignored: SOFTRNIC_FAULTS needs the UDP path\n");
+    return udp;
+  }
+  std::string shm_error;
+  auto shm = ShmTransport::Create(std::move(udp), mode, &shm_error);
+  if (!shm) {
+    // The UDP transport was consumed; build it again.
+    if (mode == TransportMode::kShm)
+      std::fprintf(stderr, "softrnic: shared-memory transport unavailable (%s); using UDP\n",
+                   shm_error.c_str());
+    return CreateUdpTransport(config, error);
+  }
+  return shm;
+}
+
+}  // namespace softrnic::transport

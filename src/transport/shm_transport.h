@@ -1,0 +1,150 @@
+// The shared-memory transport: a Transport that wraps the UDP transport and
+// moves packets to same-host peers through rings in their control segments.
+//
+// - SendBurst: a packet whose destination endpoint is published by a peer
+//   (shm_registry.h) that this process can map goes into the ring this
+//   device claimed in the peer's segment (no ICRC: nothing corrupts memory
+//   on the way); everything else goes to UDP, in order.
+// - RecvBurst: drains this device's inbound rings (one load of each active
+//   ring's tail, no system call), then UDP. While shm traffic flows and UDP
+//   has been quiet, UDP is polled only every kUdpPollEvery calls, so a
+//   polling application does not pay a recvmmsg per poll.
+// - Wake-up: the engine's progress thread sleeps in epoll on the UDP
+//   sockets. PrepareToSleep sets the segment's `sleeping` flag and re-checks
+//   the rings; a sender that finds the flag set clears it and sends a small
+//   doorbell datagram (kShmDoorbell) to the target's UDP endpoint.
+// - Liveness: a pidfd per peer, checked every few milliseconds; a dead
+//   peer's mapping is dropped (its QPs then time out: error completions
+//   within the retry budget). A dead sender's ring in our segment is
+//   reclaimed by the next sender that needs one.
+//
+// Thread-safety: like every Transport, called under the engine lock.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "transport/shm_ring.h"
+#include "transport/shm_segment.h"
+#include "transport/transport.h"
+
+namespace softrnic::transport {
+
+// A same-host peer device whose segment this device has mapped.
+struct ShmPeer {
+  uint32_t pid = 0;
+  uint64_t nonce = 0;
+  ShmSegment seg;
+  // The peer's endpoints (copied once from its header, bounded).
+  std::vector<std::pair<uint32_t, uint16_t>> locals;
+  int ring = -1;  // the ring this device claimed in the peer's segment
+  ShmRingProducer producer;
+  bool dirty = false;  // slots written, not yet published
+  int pidfd = -1;
+  bool dead = false;
+  // process_vm_writev/readv to this peer is allowed (cleared on EPERM).
+  bool vm_ok = true;
+  ~ShmPeer();
+};
+
+class ShmTransport final : public Transport {
+ public:
+  // Wraps `udp`. Returns nullptr (and *error) if the control segment cannot
+  // be created.
+  static std::unique_ptr<ShmTransport> Create(std::unique_ptr<Transport> udp, TransportMode mode,
+                                              std::string* error);
+  ~ShmTransport() override;
+
+  std::span<const Endpoint> locals() const override { return udp_->locals(); }
+  int SendBurst(const TxPacket* packets, int n) override;
+  int RecvBurst(RxPacket* packets, int n) override;
+  int pollable_fd() const override { return udp_->pollable_fd(); }
+  const TransportCounters& counters() const override;
+  bool PrepareToSleep() override;
+  void WokeUp() override;
+  // A full ring is drained by another process's (or device's) engine that
+  // runs now or was just woken by the doorbell: worth waiting for, like a
+  // lossless link (RoCE expects PFC), rather than dropping UC messages.
+  bool WaitWhenBusy() const override { return ring_full_; }
+
+  // True while shared-memory traffic is possible (a sender uses one of our
+  // rings, or we use a peer's). Lock-free: read by the progress thread.
+  bool Active() const {
+    return own_.header()->active_rings.load(std::memory_order_relaxed) != 0 ||
+           has_peers_.load(std::memory_order_relaxed);
+  }
+
+  // The peer reachable through shared memory at `dst`, or null (UDP).
+  std::shared_ptr<ShmPeer> PeerFor(const Endpoint& dst);
+  // This device's own control segment (exports live there).
+  const ShmSegment& own() const { return own_; }
+
+ private:
+  ShmTransport(std::unique_ptr<Transport> udp, TransportMode mode)
+      : udp_(std::move(udp)), mode_(mode) {}
+  bool Init(std::string* error);
+  std::shared_ptr<ShmPeer> Attach(uint32_t ip, uint16_t port);
+  bool ClaimRing(ShmPeer* peer);
+  void PublishDirty();
+  void CheckPeers();
+  void DropPeer(const std::shared_ptr<ShmPeer>& peer);
+  // Moves packets from our inbound rings into the backlog (see SendBurst).
+  void DrainInboundToBacklog();
+  // Pops one packet of inbound ring `ri` into `buf`; false if none. Counts
+  // and skips malformed slots.
+  bool PopInbound(uint32_t ri, uint8_t* buf, RxPacket* out);
+
+  struct Route {
+    std::shared_ptr<ShmPeer> peer;  // null: UDP
+    uint16_t peer_local_index = 0;
+    std::chrono::steady_clock::time_point retry_at{};
+  };
+  static uint64_t Key(uint32_t ip, uint16_t port) { return (uint64_t{ip} << 16) | port; }
+  Route* Lookup(const Endpoint& dst);
+
+  std::unique_ptr<Transport> udp_;
+  TransportMode mode_;
+  ShmSegment own_;
+  uint64_t netns_ = 0;
+  uint64_t sender_id_ = 0;
+  std::vector<std::string> links_;
+  std::unordered_map<uint64_t, Route> routes_;
+  std::vector<std::shared_ptr<ShmPeer>> peers_;
+  std::vector<ShmPeer*> dirty_;
+  ShmRingConsumer consumers_[kShmRings];
+  uint32_t rr_ = 0;
+  std::unique_ptr<uint8_t[]> rx_buf_;
+  // Inbound packets taken out of our rings while our own send waited for a
+  // full ring: two engines flooding each other would otherwise each wait
+  // (under their locks) for the other to drain. FIFO, served by RecvBurst
+  // before the rings, so each ring's order is kept.
+  struct Backlogged {
+    uint32_t length;
+    uint16_t local_index;
+    Endpoint src;
+  };
+  std::unique_ptr<uint8_t[]> backlog_buf_;  // kBacklog slots, allocated on first use
+  std::vector<Backlogged> backlog_meta_;
+  size_t backlog_head_ = 0, backlog_count_ = 0;
+  static constexpr size_t kBacklog = 1024;
+  int doorbell_fd_ = -1;
+  bool warned_ = false;
+  bool ring_full_ = false;  // the last SendBurst stopped at a full ring
+  std::atomic<bool> has_peers_{false};
+  // Set by WokeUp, which the progress thread calls without the engine lock.
+  std::atomic<bool> force_udp_{true};
+  uint32_t udp_quiet_ = 0;
+  uint64_t recv_calls_ = 0;
+  std::chrono::steady_clock::time_point next_peer_check_{};
+  uint64_t last_key_ = 0;
+  Route* last_route_ = nullptr;  // one-entry cache in front of routes_
+  TransportCounters counters_;   // the shared-memory path's own
+  mutable TransportCounters merged_;
+};
+
+}  // namespace softrnic::transport

@@ -1,0 +1,175 @@
+// Memfd-backed regions (shm_memory.h): remapping keeps contents and leaves
+// the neighbouring partial pages alone, the memfd really aliases the memory,
+// deregistration turns it private again, and a forked child gets a private
+// copy.
+#include "engine/shm_memory.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+namespace softrnic::engine {
+namespace {
+
+const size_t kPage = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+
+// The /proc/self/maps line covering `p`.
+std::string MappingOf(const void* p) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  while (std::getline(maps, line)) {
+    unsigned long lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) == 2 && a >= lo && a < hi) return line;
+  }
+  return "";
+}
+
+void Fill(uint8_t* p, size_t n, uint8_t seed) {
+  for (size_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(seed + i * 7);
+}
+bool Check(const uint8_t* p, size_t n, uint8_t seed) {
+  for (size_t i = 0; i < n; ++i)
+    if (p[i] != static_cast<uint8_t>(seed + i * 7)) return false;
+  return true;
+}
+
+TEST(ShmMemory, RemapPreservesContentsAndNeighbours) {
+  const size_t size = 6 * kPage;
+  auto* base = static_cast<uint8_t*>(
+      mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(base, MAP_FAILED);
+  Fill(base, size, 3);
+  // The region starts and ends inside pages 0 and 4: only pages 1..3 are whole.
+  uint8_t* region = base + 100;
+  const size_t len = 4 * kPage + 50;
+  const size_t before = SharedRangeCount();
+  const SharedRange r = ShareRegion(region, len);
+  ASSERT_EQ(r.length, 3 * kPage);
+  EXPECT_EQ(r.start, reinterpret_cast<uint64_t>(base + kPage));
+  EXPECT_EQ(SharedRangeCount(), before + 1);
+  EXPECT_TRUE(Check(base, size, 3));  // nothing lost, nothing moved
+  EXPECT_NE(MappingOf(base + kPage).find("memfd:softrnic-mr"), std::string::npos);
+  EXPECT_EQ(MappingOf(base).find("memfd"), std::string::npos);             // partial first page
+  EXPECT_EQ(MappingOf(base + 4 * kPage).find("memfd"), std::string::npos);  // partial last page
+
+  // A peer's view: the memfd mapped elsewhere is the same memory.
+  const std::string path = "/proc/self/fd/" + std::to_string(r.fd);
+  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  auto* peer = static_cast<uint8_t*>(mmap(nullptr, r.memfd_size, PROT_READ | PROT_WRITE,
+                                          MAP_SHARED, fd, 0));
+  close(fd);
+  ASSERT_NE(peer, MAP_FAILED);
+  peer[r.fd_offset + 10] = 0xEE;
+  EXPECT_EQ(base[kPage + 10], 0xEE);
+  base[kPage + 11] = 0xDD;
+  EXPECT_EQ(peer[r.fd_offset + 11], 0xDD);
+
+  // A second registration inside the first reuses it.
+  const SharedRange r2 = ShareRegion(base + kPage, 2 * kPage);
+  EXPECT_EQ(r2.ino, r.ino);
+  EXPECT_EQ(r2.fd_offset, 0u);
+  UnshareRegion(r2);
+  EXPECT_EQ(SharedRangeCount(), before + 1);
+
+  // Last deregistration: private again, contents kept, the peer's mapping no
+  // longer reaches this memory.
+  UnshareRegion(r);
+  EXPECT_EQ(SharedRangeCount(), before);
+  EXPECT_EQ(MappingOf(base + kPage).find("memfd"), std::string::npos);
+  EXPECT_EQ(base[kPage + 10], 0xEE);
+  peer[r.fd_offset + 12] = 0x11;
+  EXPECT_NE(base[kPage + 12], 0x11);
+  munmap(peer, r.memfd_size);
+  munmap(base, size);
+}
+
+TEST(ShmMemory, HeapBufferWithLiveNeighbours) {
+  // A malloc'd buffer between two small allocations that stay in use.
+  auto* left = static_cast<uint8_t*>(std::malloc(64));
+  auto* buf = static_cast<uint8_t*>(std::malloc(64 * 1024));
+  auto* right = static_cast<uint8_t*>(std::malloc(64));
+  ASSERT_TRUE(left && buf && right);
+  std::memset(left, 0xA1, 64);
+  std::memset(right, 0xB2, 64);
+  Fill(buf, 64 * 1024, 9);
+  const SharedRange r = ShareRegion(buf, 64 * 1024);
+  EXPECT_GT(r.length, 0u);
+  EXPECT_TRUE(Check(buf, 64 * 1024, 9));
+  std::memset(left, 0xA3, 64);  // neighbours stay writable and intact
+  std::memset(right, 0xB4, 64);
+  EXPECT_EQ(left[63], 0xA3);
+  EXPECT_EQ(right[0], 0xB4);
+  UnshareRegion(r);
+  EXPECT_TRUE(Check(buf, 64 * 1024, 9));
+  std::free(right);
+  std::free(buf);
+  std::free(left);
+}
+
+TEST(ShmMemory, FileBackedMemoryIsNotShared) {
+  const int fd = memfd_create("user-shared", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 4 * static_cast<off_t>(kPage)), 0);
+  void* p = mmap(nullptr, 4 * kPage, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(p, MAP_FAILED);
+  const SharedRange r = ShareRegion(p, 4 * kPage);
+  EXPECT_EQ(r.length, 0u);  // the ring path serves it
+  munmap(p, 4 * kPage);
+  close(fd);
+}
+
+TEST(ShmMemory, ForkedChildGetsAPrivateCopy) {
+  const size_t size = 4 * kPage;
+  auto* base = static_cast<uint8_t*>(
+      mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(base, MAP_FAILED);
+  Fill(base, size, 5);
+  const SharedRange r = ShareRegion(base, size);
+  ASSERT_EQ(r.length, size);
+  int to_child[2], to_parent[2];
+  ASSERT_EQ(pipe(to_child), 0);
+  ASSERT_EQ(pipe(to_parent), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // The child sees the contents as of the fork, writes its own copy, and
+    // must not see the parent's later writes (nor the parent its writes).
+    int code = 0;
+    if (!Check(base, size, 5)) code |= 1;
+    if (MappingOf(base).find("memfd") != std::string::npos) code |= 2;
+    std::memset(base, 0x42, kPage);
+    char c = 0;
+    if (write(to_parent[1], &c, 1) != 1) code |= 4;
+    if (read(to_child[0], &c, 1) != 1) code |= 4;
+    if (base[kPage] != static_cast<uint8_t>(5 + kPage * 7)) code |= 8;  // parent wrote 0x99
+    if (base[0] != 0x42) code |= 16;
+    _exit(code);
+  }
+  char c = 0;
+  ASSERT_EQ(read(to_parent[0], &c, 1), 1);
+  EXPECT_TRUE(Check(base, kPage, 5));  // the child's write did not reach us
+  std::memset(base + kPage, 0x99, kPage);
+  ASSERT_EQ(write(to_child[1], &c, 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  // The parent keeps its shared mapping.
+  EXPECT_NE(MappingOf(base).find("memfd"), std::string::npos);
+  UnshareRegion(r);
+  munmap(base, size);
+  for (int fd : {to_child[0], to_child[1], to_parent[0], to_parent[1]}) close(fd);
+}
+
+}  // namespace
+}  // namespace softrnic::engine

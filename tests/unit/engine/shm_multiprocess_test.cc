@@ -1,0 +1,372 @@
+// Two processes on one host over the shared-memory transport (docs/shm.md):
+// - a target blocked in sleep(), or stopped with SIGSTOP, is written to,
+//   read from and atomically updated, and the data is checked afterwards;
+// - a WRITE to a deregistered MR, beyond an MR's bounds, or without the
+//   right fails with REM_ACCESS_ERR and leaves the target's memory untouched;
+// - a target killed mid-transfer leaves the requester with error
+//   completions within its retry budget.
+// The parent forks before creating any device; each side has its own.
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "rc_pair.h"
+
+namespace softrnic::engine::testing {
+namespace {
+
+constexpr int kQps = 3;
+constexpr size_t kBig = 1 << 20;
+constexpr size_t kSmall = 64 * 1024;
+constexpr uint8_t kGuard = 0x77;
+constexpr size_t kReadOff = 0;          // target pattern, READ from here
+constexpr size_t kWriteOff = 256 * 1024;
+constexpr size_t kWordOff = 512 * 1024;
+constexpr uint32_t kLen = 64 * 1024;
+
+struct Info {
+  uint32_t qpn[kQps];
+  Gid gid;
+  uint32_t rkey[3];  // 0: full rights, 1: no remote write, 2: deregistered
+  uint64_t addr[3];
+};
+
+enum class Mode : char { kSleep = 's', kStop = 'z', kErrors = 'e', kKill = 'k' };
+
+struct Proc {
+  std::vector<uint8_t> buf[3];
+  std::shared_ptr<Device> dev;
+  Pd* pd = nullptr;
+  Cq* cq = nullptr;
+  Qp* qp[kQps] = {};
+  Mr* mr[3] = {};
+};
+
+bool WriteAll(int fd, const void* p, size_t n) {
+  return write(fd, p, n) == static_cast<ssize_t>(n);
+}
+bool ReadAll(int fd, void* p, size_t n) {
+  char* c = static_cast<char*>(p);
+  while (n > 0) {
+    const ssize_t r = read(fd, c, n);
+    if (r <= 0) return false;
+    c += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+bool SetupProc(Proc& p, const std::string& address, uint16_t port) {
+  transport::UdpConfig config;
+  config.bind_addresses = {address};
+  config.port = port;
+  std::string error;
+  p.dev = Device::Create(config, &error);
+  if (!p.dev) return false;
+  if (p.dev->AllocPd(nullptr, &p.pd) || p.dev->CreateCq(4096, nullptr, nullptr, &p.cq))
+    return false;
+  for (int i = 0; i < kQps; ++i) {
+    QpCaps caps{1024, 1024, 4, 4, 64};
+    if (p.dev->CreateQp(p.pd, QpType::kRc, p.cq, p.cq, nullptr, &caps, false, nullptr, &p.qp[i]))
+      return false;
+  }
+  const uint32_t rights[3] = {kLocalWrite | kRemoteWrite | kRemoteRead | kRemoteAtomic,
+                              kLocalWrite | kRemoteRead,
+                              kLocalWrite | kRemoteWrite | kRemoteRead | kRemoteAtomic};
+  for (int i = 0; i < 3; ++i) {
+    p.buf[i].assign(i == 0 ? kBig : kSmall, kGuard);
+    if (p.dev->RegMr(p.pd, p.buf[i].data(), p.buf[i].size(),
+                     reinterpret_cast<uint64_t>(p.buf[i].data()), rights[i], nullptr, &p.mr[i]))
+      return false;
+  }
+  return true;
+}
+
+Info InfoOf(const Proc& p) {
+  Info info{};
+  for (int i = 0; i < kQps; ++i) info.qpn[i] = p.dev->QpNum(p.qp[i]);
+  info.gid = p.dev->gids()[0];
+  for (int i = 0; i < 3; ++i) {
+    info.rkey[i] = p.dev->MrRkey(p.mr[i]);
+    info.addr[i] = reinterpret_cast<uint64_t>(p.buf[i].data());
+  }
+  return info;
+}
+
+int ConnectAll(Proc& p, const Info& peer) {
+  for (int i = 0; i < kQps; ++i) {
+    QpAttr attr;
+    attr.qp_state = QpState::kInit;
+    attr.qp_access_flags = kRemoteWrite | kRemoteRead | kRemoteAtomic;
+    if (int e = p.dev->ModifyQp(p.qp[i], attr, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags))
+      return e;
+    attr.qp_state = QpState::kRtr;
+    attr.path_mtu = Mtu::k1024;
+    attr.dest_qp_num = peer.qpn[i];
+    attr.rq_psn = 0;
+    attr.max_dest_rd_atomic = 8;
+    attr.min_rnr_timer = 1;
+    attr.ah_attr.is_global = true;
+    attr.ah_attr.dgid = peer.gid;
+    if (int e = p.dev->ModifyQp(p.qp[i], attr,
+                                kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
+                                    kQpMaxDestRdAtomic | kQpMinRnrTimer))
+      return e;
+    attr.qp_state = QpState::kRts;
+    attr.sq_psn = 0;
+    attr.timeout = 12;  // 16.8 ms
+    attr.retry_cnt = 3;
+    attr.rnr_retry = 3;
+    attr.max_rd_atomic = 8;
+    if (int e = p.dev->ModifyQp(p.qp[i], attr,
+                                kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry |
+                                    kQpMaxQpRdAtomic))
+      return e;
+  }
+  return 0;
+}
+
+// The target process. Returns its exit code (0 = every check passed).
+int TargetMain(int sock, Mode mode, const std::string& address, uint16_t port) {
+  Proc t;
+  if (!SetupProc(t, address, port)) return 10;
+  FillPattern(t.buf[0], kReadOff, kLen, 2);
+  uint64_t word = 100;
+  std::memcpy(t.buf[0].data() + kWordOff, &word, 8);
+  const Info mine = InfoOf(t);
+  Info peer;
+  if (!WriteAll(sock, &mine, sizeof(mine)) || !ReadAll(sock, &peer, sizeof(peer))) return 11;
+  if (ConnectAll(t, peer)) return 12;
+  if (mode == Mode::kErrors && t.dev->DeregMr(t.mr[2])) return 13;
+  if (mode == Mode::kKill) {
+    std::vector<Sge> s(512);
+    for (int i = 0; i < 512; ++i) {
+      s[i] = Sge{reinterpret_cast<uint64_t>(t.buf[0].data()) + kWriteOff, 4096,
+                 t.dev->MrLkey(t.mr[0])};
+      if (t.dev->PostRecv(t.qp[0], RecvWr{static_cast<uint64_t>(i), {&s[i], 1}})) return 14;
+    }
+  }
+  char c = 'r';
+  if (!WriteAll(sock, &c, 1)) return 15;  // connected: the parent may start
+  if (mode == Mode::kSleep) sleep(2);      // blocked; the parent works meanwhile
+  if (mode == Mode::kKill) {
+    for (;;) pause();  // until SIGKILL
+  }
+  // (kStop: the parent stops us with SIGSTOP while we block here.)
+  if (!ReadAll(sock, &c, 1) || c != 'v') return 16;
+  int code = 0;
+  if (mode == Mode::kSleep || mode == Mode::kStop) {
+    std::vector<uint8_t> expect(kLen);
+    FillPattern(expect, 0, kLen, 1);
+    if (std::memcmp(t.buf[0].data() + kWriteOff, expect.data(), kLen) != 0) code = 20;
+    std::memcpy(&word, t.buf[0].data() + kWordOff, 8);
+    if (word != 777) code = 21;  // 100 + 5 (FETCH_ADD), then CMP_SWAP 105 -> 777
+  } else {
+    // Nothing of the failed WRITEs landed anywhere.
+    if (!AllBytes(t.buf[1].data(), kSmall, kGuard)) code = 30;
+    if (!AllBytes(t.buf[2].data(), kSmall, kGuard)) code = 31;
+    if (!AllBytes(t.buf[0].data() + kBig - 4096, 4096, kGuard)) code = 32;
+  }
+  c = static_cast<char>(code);
+  (void)WriteAll(sock, &c, 1);
+  return code;
+}
+
+class ShmMultiProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* t = std::getenv("SOFTRNIC_TRANSPORT");
+    const char* d = std::getenv("SOFTRNIC_SHM_DIRECT");
+    if ((t && std::strcmp(t, "udp") == 0) || (d && std::strcmp(d, "0") == 0))
+      GTEST_SKIP() << "shared memory disabled by the environment";
+  }
+  void TearDown() override {
+    if (child_ > 0) {
+      kill(child_, SIGKILL);
+      waitpid(child_, nullptr, 0);
+    }
+    if (sock_ >= 0) close(sock_);
+  }
+
+  // Forks the target and connects to it; the parent's side is p_.
+  void Start(Mode mode) {
+    const std::string parent_addr = TestAddress(6);
+    const std::string child_addr = TestAddress(7);
+    const uint16_t port = TestPort();
+    int sv[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    child_ = fork();
+    ASSERT_GE(child_, 0);
+    if (child_ == 0) {
+      close(sv[0]);
+      _exit(TargetMain(sv[1], mode, child_addr, port));
+    }
+    close(sv[1]);
+    sock_ = sv[0];
+    ASSERT_TRUE(SetupProc(p_, parent_addr, port));
+    FillPattern(p_.buf[0], 0, kLen, 1);
+    const Info mine = InfoOf(p_);
+    ASSERT_TRUE(ReadAll(sock_, &peer_, sizeof(peer_)));
+    ASSERT_TRUE(WriteAll(sock_, &mine, sizeof(mine)));
+    ASSERT_EQ(ConnectAll(p_, peer_), 0);
+    char c;
+    ASSERT_TRUE(ReadAll(sock_, &c, 1));
+    ASSERT_EQ(c, 'r');
+  }
+
+  // Asks the target to check its memory; returns its verdict (0 = good).
+  int Verify() {
+    char c = 'v';
+    if (!WriteAll(sock_, &c, 1) || !ReadAll(sock_, &c, 1)) return -1;
+    int status = 0;
+    waitpid(child_, &status, 0);
+    child_ = -1;
+    return c;
+  }
+
+  Sge Local(size_t off, uint32_t len) {
+    return Sge{reinterpret_cast<uint64_t>(p_.buf[0].data()) + off, len, p_.dev->MrLkey(p_.mr[0])};
+  }
+
+  std::vector<Completion> Poll(size_t n, std::chrono::milliseconds limit) {
+    std::vector<Completion> out;
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    Completion wc[16];
+    while (out.size() < n && std::chrono::steady_clock::now() < deadline) {
+      const int got = p_.dev->PollCq(p_.cq, 16, wc);
+      for (int i = 0; i < got; ++i) out.push_back(wc[i]);
+    }
+    return out;
+  }
+
+  uint64_t DirectOps() {
+    std::lock_guard lock(p_.dev->engine().mu_);
+    const auto& d = p_.dev->engine().shm_direct_;
+    return d ? d->direct_ops + d->direct_vm_ops : 0;
+  }
+
+  // WRITE, READ, FETCH_ADD, CMP_SWAP on a target that runs no code at all.
+  void OneSidedOnPassiveTarget() {
+    const uint64_t direct0 = DirectOps();
+    Sge w = Local(0, kLen);
+    ASSERT_EQ(p_.dev->PostSend(p_.qp[0], MakeWr(WrOpcode::kRdmaWrite, 1, {&w, 1},
+                                                peer_.addr[0] + kWriteOff, peer_.rkey[0])),
+              0);
+    Sge r = Local(kWriteOff, kLen);
+    ASSERT_EQ(p_.dev->PostSend(p_.qp[0], MakeWr(WrOpcode::kRdmaRead, 2, {&r, 1},
+                                                peer_.addr[0] + kReadOff, peer_.rkey[0])),
+              0);
+    Sge a1 = Local(kWordOff, 8), a2 = Local(kWordOff + 8, 8);
+    SendWr fa = MakeWr(WrOpcode::kAtomicFetchAdd, 3, {&a1, 1}, peer_.addr[0] + kWordOff,
+                       peer_.rkey[0]);
+    fa.compare_add = 5;
+    ASSERT_EQ(p_.dev->PostSend(p_.qp[0], fa), 0);
+    SendWr cs = MakeWr(WrOpcode::kAtomicCmpSwp, 4, {&a2, 1}, peer_.addr[0] + kWordOff,
+                       peer_.rkey[0]);
+    cs.compare_add = 105;
+    cs.swap = 777;
+    ASSERT_EQ(p_.dev->PostSend(p_.qp[0], cs), 0);
+    // A stopped target cannot answer a packet: these complete only because
+    // they were executed on its memory directly.
+    auto c = Poll(4, std::chrono::milliseconds(1500));
+    ASSERT_EQ(c.size(), 4u);
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(c[i].status, WcStatus::kSuccess) << i;
+      EXPECT_EQ(c[i].wr_id, uint64_t(i + 1));
+    }
+    // (The READ starts in the buffer's first, partial page: process_vm_readv.)
+    EXPECT_EQ(DirectOps() - direct0, 4u);
+    std::vector<uint8_t> expect(kLen);
+    FillPattern(expect, 0, kLen, 2);
+    EXPECT_EQ(FirstDiff(p_.buf[0].data() + kWriteOff, expect.data(), kLen), -1);
+    uint64_t orig1, orig2;
+    std::memcpy(&orig1, p_.buf[0].data() + kWordOff, 8);
+    std::memcpy(&orig2, p_.buf[0].data() + kWordOff + 8, 8);
+    EXPECT_EQ(orig1, 100u);
+    EXPECT_EQ(orig2, 105u);
+  }
+
+  Proc p_;
+  Info peer_{};
+  pid_t child_ = -1;
+  int sock_ = -1;
+};
+
+TEST_F(ShmMultiProcessTest, TargetBlockedInSleepIsWrittenReadAndUpdated) {
+  Start(Mode::kSleep);
+  OneSidedOnPassiveTarget();
+  EXPECT_EQ(Verify(), 0);
+}
+
+TEST_F(ShmMultiProcessTest, TargetStoppedWithSigstopIsWrittenReadAndUpdated) {
+  Start(Mode::kStop);
+  ASSERT_EQ(kill(child_, SIGSTOP), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child_, &status, WUNTRACED), child_);
+  ASSERT_TRUE(WIFSTOPPED(status));
+  OneSidedOnPassiveTarget();
+  ASSERT_EQ(kill(child_, SIGCONT), 0);
+  EXPECT_EQ(Verify(), 0);
+}
+
+TEST_F(ShmMultiProcessTest, BadWritesFailWithRemoteAccessErrorAndTouchNothing) {
+  Start(Mode::kErrors);
+  Sge s = Local(0, 4096);
+  // QP 0: beyond the MR's end (starts inside, runs 1 byte past it).
+  ASSERT_EQ(p_.dev->PostSend(p_.qp[0], MakeWr(WrOpcode::kRdmaWrite, 10, {&s, 1},
+                                              peer_.addr[0] + kBig - 4095, peer_.rkey[0])),
+            0);
+  // QP 1: an MR registered without REMOTE_WRITE.
+  ASSERT_EQ(p_.dev->PostSend(p_.qp[1], MakeWr(WrOpcode::kRdmaWrite, 11, {&s, 1}, peer_.addr[1],
+                                              peer_.rkey[1])),
+            0);
+  // QP 2: an MR the target has deregistered.
+  ASSERT_EQ(p_.dev->PostSend(p_.qp[2], MakeWr(WrOpcode::kRdmaWrite, 12, {&s, 1}, peer_.addr[2],
+                                              peer_.rkey[2])),
+            0);
+  auto c = Poll(3, std::chrono::milliseconds(5000));
+  ASSERT_EQ(c.size(), 3u);
+  for (const Completion& x : c) EXPECT_EQ(x.status, WcStatus::kRemAccessErr) << x.wr_id;
+  EXPECT_EQ(Verify(), 0);
+}
+
+TEST_F(ShmMultiProcessTest, KilledTargetGivesErrorCompletionsWithinTheRetryBudget) {
+  Start(Mode::kKill);
+  // SENDs go through the ring and need the target's engine to acknowledge.
+  int posted = 0, done = 0;
+  bool killed = false;
+  WcStatus first_error = WcStatus::kSuccess;
+  const auto start = std::chrono::steady_clock::now();
+  auto killed_at = start;
+  while (std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
+    if (posted - done < 64 && posted < 400) {
+      Sge s = Local(0, 4096);
+      if (p_.dev->PostSend(p_.qp[0], MakeWr(WrOpcode::kSend, posted, {&s, 1})) == 0) ++posted;
+    }
+    if (!killed && done >= 50) {
+      ASSERT_EQ(kill(child_, SIGKILL), 0);  // mid-transfer
+      killed = true;
+      killed_at = std::chrono::steady_clock::now();
+    }
+    Completion wc[16];
+    const int got = p_.dev->PollCq(p_.cq, 16, wc);
+    for (int i = 0; i < got; ++i) {
+      ++done;
+      if (wc[i].status != WcStatus::kSuccess && first_error == WcStatus::kSuccess)
+        first_error = wc[i].status;
+    }
+    if (first_error != WcStatus::kSuccess) break;
+  }
+  ASSERT_TRUE(killed);
+  EXPECT_EQ(first_error, WcStatus::kRetryExcErr);
+  // retry_cnt 3 at 16.8 ms each: well under a second, never a hang.
+  EXPECT_LT(std::chrono::steady_clock::now() - killed_at, std::chrono::seconds(2));
+  waitpid(child_, nullptr, 0);
+  child_ = -1;
+}
+
+}  // namespace
+}  // namespace softrnic::engine::testing

@@ -1,0 +1,209 @@
+// Discovery (shm_registry.h) and the shared-memory transport end to end:
+// publish / look up / validate, stale and forged links, pid checks, packets
+// through a ring, and the doorbell that wakes a sleeping target.
+#include <arpa/inet.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "transport/shm_registry.h"
+#include "transport/shm_segment.h"
+#include "transport/shm_transport.h"
+
+namespace softrnic::transport {
+namespace {
+
+uint32_t Ip(const std::string& text) {
+  in_addr a{};
+  inet_pton(AF_INET, text.c_str(), &a);
+  return a.s_addr;
+}
+
+std::string TestIp(int which) {
+  const pid_t pid = getpid();
+  return "127." + std::to_string(180 + which) + "." + std::to_string((pid >> 8) & 0xff) + "." +
+         std::to_string(pid & 0xff);
+}
+uint16_t TestPort() { return static_cast<uint16_t>(21000 + (getpid() % 20000)); }
+
+TEST(ShmRegistry, PublishLookupAttachUnpublish) {
+  ShmSegment seg;
+  std::string error;
+  ASSERT_TRUE(seg.Create(&error)) << error;
+  const uint64_t ns = NetnsInode();
+  const uint32_t ip = Ip(TestIp(0));
+  const std::string path = ShmPublish(ns, ip, 7000, seg.fd());
+  ASSERT_FALSE(path.empty());
+  uint32_t pid = 0;
+  const int fd = ShmLookup(ns, ip, 7000, &pid);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(pid, static_cast<uint32_t>(getpid()));
+  ShmSegment peer;
+  ASSERT_TRUE(peer.Attach(fd, pid, &error)) << error;
+  EXPECT_EQ(peer.header()->nonce, seg.header()->nonce);
+  // The same memory: a store through one mapping is seen through the other.
+  seg.header()->sleeping.store(7);
+  EXPECT_EQ(peer.header()->sleeping.load(), 7u);
+  ShmUnpublish(path, seg.fd());
+  EXPECT_LT(ShmLookup(ns, ip, 7000, &pid), 0);
+}
+
+TEST(ShmRegistry, WrongPidIsRejected) {
+  ShmSegment seg;
+  std::string error;
+  ASSERT_TRUE(seg.Create(&error));
+  const uint32_t ip = Ip(TestIp(1));
+  const std::string path = ShmPublish(NetnsInode(), ip, 7001, seg.fd());
+  uint32_t pid = 0;
+  const int fd = ShmLookup(NetnsInode(), ip, 7001, &pid);
+  ASSERT_GE(fd, 0);
+  ShmSegment peer;
+  // As if the pid had been reused: the header names another process.
+  EXPECT_FALSE(peer.Attach(fd, pid + 1, &error));
+  ShmUnpublish(path, seg.fd());
+}
+
+TEST(ShmRegistry, StaleLinkOfADeadProcessIsIgnoredAndReplaced) {
+  const uint32_t ip = Ip(TestIp(2));
+  const std::string path = ShmEndpointPath(NetnsInode(), ip, 7002);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  // A crashed owner's link: /proc/<dead pid>/fd/3.
+  unlink(path.c_str());
+  ASSERT_EQ(symlink(("/proc/" + std::to_string(child) + "/fd/3").c_str(), path.c_str()), 0);
+  uint32_t pid = 0;
+  EXPECT_LT(ShmLookup(NetnsInode(), ip, 7002, &pid), 0);
+  // The sweep at device creation removes it.
+  ShmSweepStaleLinks();
+  struct stat st{};
+  EXPECT_NE(lstat(path.c_str(), &st), 0);
+  // A new owner of the endpoint (re)places it.
+  unlink(path.c_str());
+  ASSERT_EQ(symlink(("/proc/" + std::to_string(child) + "/fd/3").c_str(), path.c_str()), 0);
+  ShmSegment seg;
+  std::string error;
+  ASSERT_TRUE(seg.Create(&error));
+  ASSERT_EQ(ShmPublish(NetnsInode(), ip, 7002, seg.fd()), path);
+  const int fd = ShmLookup(NetnsInode(), ip, 7002, &pid);
+  ASSERT_GE(fd, 0);
+  ShmSegment peer;
+  EXPECT_TRUE(peer.Attach(fd, pid, &error)) << error;
+  ShmUnpublish(path, seg.fd());
+}
+
+TEST(ShmRegistry, ForgedLinksAreRejected) {
+  const uint32_t ip = Ip(TestIp(3));
+  const std::string path = ShmEndpointPath(NetnsInode(), ip, 7003);
+  uint32_t pid = 0;
+  // Not of the /proc/<pid>/fd/<n> form.
+  unlink(path.c_str());
+  ASSERT_EQ(symlink("/etc/passwd", path.c_str()), 0);
+  EXPECT_LT(ShmLookup(NetnsInode(), ip, 7003, &pid), 0);
+  // Our own fd, but not a softrnic segment (an unsealed memfd of the right size).
+  const int other = memfd_create("not-a-segment", MFD_CLOEXEC);
+  ASSERT_GE(other, 0);
+  ASSERT_EQ(ftruncate(other, static_cast<off_t>(kShmSegmentSize)), 0);
+  unlink(path.c_str());
+  ASSERT_EQ(symlink(("/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(other)).c_str(),
+                    path.c_str()),
+            0);
+  const int fd = ShmLookup(NetnsInode(), ip, 7003, &pid);
+  ASSERT_GE(fd, 0);
+  ShmSegment peer;
+  std::string error;
+  EXPECT_FALSE(peer.Attach(fd, pid, &error));
+  unlink(path.c_str());
+  close(other);
+}
+
+std::unique_ptr<ShmTransport> MakeShm(int which) {
+  UdpConfig c;
+  c.bind_addresses = {TestIp(which)};
+  c.port = TestPort();
+  std::string error;
+  auto udp = CreateUdpTransport(c, &error);
+  EXPECT_NE(udp, nullptr) << error;
+  if (!udp) return nullptr;
+  auto shm = ShmTransport::Create(std::move(udp), TransportMode::kAuto, &error);
+  EXPECT_NE(shm, nullptr) << error;
+  return shm;
+}
+
+TEST(ShmTransport, PacketsGoThroughTheRingAndTheDoorbellWakesASleeper) {
+  auto a = MakeShm(4);
+  auto b = MakeShm(5);
+  ASSERT_TRUE(a && b);
+  std::vector<uint8_t> pkt(100);
+  for (size_t i = 0; i < pkt.size(); ++i) pkt[i] = static_cast<uint8_t>(i);
+  TxPacket tx;
+  tx.data = pkt.data();
+  tx.length = 100;
+  tx.local_index = 0;
+  tx.dst = b->locals()[0];
+  ASSERT_EQ(a->SendBurst(&tx, 1), 1);
+  EXPECT_EQ(a->counters().shm_tx_packets, 1u);
+  EXPECT_EQ(a->counters().tx_packets, 0u);  // nothing on the wire
+  RxPacket rx[8];
+  ASSERT_EQ(b->RecvBurst(rx, 8), 1);
+  EXPECT_EQ(rx[0].length, 100u);
+  EXPECT_EQ(std::memcmp(rx[0].data, pkt.data(), 100), 0);
+  EXPECT_EQ(rx[0].src, a->locals()[0]);
+  EXPECT_EQ(rx[0].local_index, 0);
+
+  // b's progress thread goes to sleep: a's next send rings the doorbell once.
+  ASSERT_TRUE(b->PrepareToSleep());
+  ASSERT_EQ(a->SendBurst(&tx, 1), 1);
+  ASSERT_EQ(a->SendBurst(&tx, 1), 1);
+  EXPECT_EQ(a->counters().doorbells_sent, 1u);
+  // The doorbell is a datagram on b's UDP socket (what epoll waits on); it is
+  // recognised, not counted as a runt, and the ring's packets come through.
+  b->WokeUp();
+  usleep(20000);
+  int got = 0;
+  for (int i = 0; i < 10 && got < 2; ++i) got += b->RecvBurst(rx, 8);
+  EXPECT_EQ(got, 2);
+  for (int i = 0; i < 5; ++i) (void)b->RecvBurst(rx, 8);
+  EXPECT_EQ(b->counters().rx_doorbells, 1u);
+  EXPECT_EQ(b->counters().rx_runts, 0u);
+  // Work pending: PrepareToSleep says "don't".
+  ASSERT_EQ(a->SendBurst(&tx, 1), 1);
+  EXPECT_FALSE(b->PrepareToSleep());
+}
+
+TEST(ShmTransport, UdpModeAndFaultsNeverUseSharedMemory) {
+  UdpConfig c;
+  c.bind_addresses = {TestIp(6)};
+  c.port = TestPort();
+  std::string error;
+  auto t = CreateTransport(c, TransportMode::kUdp, &error);
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(dynamic_cast<ShmTransport*>(t.get()), nullptr);
+  t.reset();
+  c.faults.drop = 0.5;
+  t = CreateTransport(c, TransportMode::kAuto, &error);
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(dynamic_cast<ShmTransport*>(t.get()), nullptr);
+  t.reset();
+  c.faults = FaultConfig{};
+  t = CreateTransport(c, TransportMode::kAuto, &error);
+  ASSERT_NE(t, nullptr);
+  EXPECT_NE(dynamic_cast<ShmTransport*>(t.get()), nullptr);
+  TransportMode m;
+  EXPECT_TRUE(ParseTransportMode("shm", &m));
+  EXPECT_EQ(m, TransportMode::kShm);
+  EXPECT_TRUE(ParseTransportMode(nullptr, &m));
+  EXPECT_EQ(m, TransportMode::kAuto);
+  EXPECT_FALSE(ParseTransportMode("tcp", &m));
+}
+
+}  // namespace
+}  // namespace softrnic::transport
