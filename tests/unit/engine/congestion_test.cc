@@ -2,7 +2,9 @@
 // flight, a loss cuts it once per episode, a DCQCN CNP from the peer cuts it
 // (rate-limited), one from anyone else does not, and a request arriving with
 // ECN CE makes the responder send a CNP.
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "rc_pair.h"
 #include "wire/headers.h"
@@ -38,7 +40,25 @@ void InjectCnp(Device& dev, const Gid& from, uint32_t dest_qp) {
   dev.engine().DispatchPacket(rx);
 }
 
-class CongestionTest : public RcPairTest {};
+// Congestion control acts on packets in flight: these tests need the UDP
+// path (same-host devices would otherwise use shared memory, whose direct
+// one-sided operations send no packets at all).
+class CongestionTest : public RcPairTest {
+ protected:
+  void SetUp() override {
+    if (const char* old = std::getenv("SOFTRNIC_TRANSPORT")) saved_ = old;
+    setenv("SOFTRNIC_TRANSPORT", "udp", 1);
+    RcPairTest::SetUp();
+  }
+  void TearDown() override {
+    RcPairTest::TearDown();
+    if (saved_.empty()) unsetenv("SOFTRNIC_TRANSPORT");
+    else setenv("SOFTRNIC_TRANSPORT", saved_.c_str(), 1);
+  }
+
+ private:
+  std::string saved_;
+};
 
 TEST_F(CongestionTest, CnpFromPeerCutsWindowOthersDoNot) {
   QpOptions o;
