@@ -35,8 +35,10 @@ tail -n 25 "$SOFTRNIC_TMP/bench.log"
 MD=$OUT/benchmarks-quick.md
 check "report written" test -s "$MD"
 check "targets table present" grep -q '^## Where softrnic stands against its targets' "$MD"
-check "softrnic ib_write_lat figure present" grep -qE '^\| softrnic ib_write_lat \| 8 B \| (unpinned|pinned) \| latency \(us\) \| [0-9]' "$MD"
-check "softrnic ib_write_bw figure present" grep -qE '^\| softrnic ib_write_bw \| 64 KiB \| (unpinned|pinned) \| bandwidth \(GB/s\) \| [0-9]' "$MD"
+for path in udp shm; do
+  check "softrnic $path ib_write_lat figure present" grep -qE "^\| softrnic $path ib_write_lat \| 8 B \| (unpinned|pinned) \| latency \(us\) \| [0-9]" "$MD"
+  check "softrnic $path ib_write_bw figure present" grep -qE "^\| softrnic $path ib_write_bw \| 64 KiB \| (unpinned|pinned) \| bandwidth \(GB/s\) \| [0-9]" "$MD"
+done
 check "docs/benchmarks.md not touched by --quick" test ! "$OUT/benchmarks.md" -ef "$SOFTRNIC_SOURCE_DIR/docs/benchmarks.md"
 if ls "$OUT"/img/*.png >/dev/null 2>&1; then
   log "plots: $(ls "$OUT"/img/*.png | xargs -n1 basename | tr '\n' ' ')"
