@@ -82,9 +82,10 @@ Table& GetTable() {
   return *table;
 }
 
-// True if every byte of [start, end) lies in private anonymous read-write
-// mappings (no file, not the stack), according to /proc/self/maps.
-bool PrivateAnonymous(uint64_t start, uint64_t end) {
+// Walks /proc/self/maps: true if every byte of [start, end) lies in
+// mappings for which accept(perms, inode, name) holds (a hole is a no).
+template <class Accept>
+bool MapsCover(uint64_t start, uint64_t end, Accept&& accept) {
   FILE* f = std::fopen("/proc/self/maps", "re");
   if (f == nullptr) return false;
   char line[512];
@@ -99,11 +100,7 @@ bool PrivateAnonymous(uint64_t start, uint64_t end) {
                     &name_at) < 6)
       continue;
     if (hi <= covered) continue;
-    if (lo > covered) break;  // a hole
-    const char* name = line + name_at;
-    const bool anon_name = name[0] == '\0' || name[0] == '\n' ||
-                           std::strncmp(name, "[heap]", 6) == 0;
-    if (std::strcmp(perms, "rw-p") != 0 || inode != 0 || !anon_name) break;
+    if (lo > covered || !accept(perms, inode, line + name_at)) break;  // a hole, or refused
     covered = hi;
     if (covered >= end) {
       ok = true;
@@ -114,31 +111,23 @@ bool PrivateAnonymous(uint64_t start, uint64_t end) {
   return ok;
 }
 
+// True if every byte of [start, end) lies in private anonymous read-write
+// mappings (no file, not the stack), according to /proc/self/maps.
+bool PrivateAnonymous(uint64_t start, uint64_t end) {
+  return MapsCover(start, end, [](const char* perms, unsigned long inode, const char* name) {
+    const bool anon_name = name[0] == '\0' || name[0] == '\n' ||
+                           std::strncmp(name, "[heap]", 6) == 0;
+    return std::strcmp(perms, "rw-p") == 0 && inode == 0 && anon_name;
+  });
+}
+
 // True if [start, end) is still mapped, entirely, from the memfd with inode
 // `ino`. A buffer freed without deregistration (munmap) and allocated again
 // at the same address is no longer ours, so its table entry is stale.
 bool BackedBy(uint64_t start, uint64_t end, uint64_t ino) {
-  FILE* f = std::fopen("/proc/self/maps", "re");
-  if (f == nullptr) return false;
-  char line[512];
-  uint64_t covered = start;
-  bool ok = false;
-  while (std::fgets(line, sizeof(line), f) != nullptr) {
-    unsigned long lo = 0, hi = 0, offset = 0, inode = 0;
-    char perms[8] = {};
-    char dev[16] = {};
-    if (std::sscanf(line, "%lx-%lx %7s %lx %15s %lu", &lo, &hi, perms, &offset, dev, &inode) < 6)
-      continue;
-    if (hi <= covered) continue;
-    if (lo > covered || inode != ino || perms[3] != 's') break;
-    covered = hi;
-    if (covered >= end) {
-      ok = true;
-      break;
-    }
-  }
-  std::fclose(f);
-  return ok;
+  return MapsCover(start, end, [ino](const char* perms, unsigned long inode, const char*) {
+    return inode == ino && perms[3] == 's';
+  });
 }
 
 }  // namespace
