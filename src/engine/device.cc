@@ -268,7 +268,8 @@ int Device::PollCq(Cq* cq, int n, Completion* out) {
   if (n < 0) return -EINVAL;
   std::lock_guard<SpinMutex> lock(engine_->mu_);
   // The polling application does the engine's work itself (no thread hop).
-  if (cq->count < static_cast<size_t>(n)) engine_->PollOnceLocked();
+  if (cq->count < static_cast<size_t>(n) && engine_->PollOnceLocked())
+    engine_->WakeProgressThreadFor(engine_->NextDeadlineLocked());
   engine_->NoteAppActivity();
   return cq->Poll(n, out);
 }
@@ -278,6 +279,11 @@ int Device::ArmCq(Cq* cq, bool solicited_only) {
   // Arming a CQ without a channel is allowed (and has no effect to observe).
   // Keep the stronger arm: "next completion" covers "next solicited".
   if (cq->armed != 1) cq->armed = solicited_only ? 2 : 1;
+  // A thread about to block for this CQ's event needs the progress thread
+  // to take responses (RepliesNeededLocked).
+  if (cq->channel != nullptr && engine_->reply_fd_ >= 0 &&
+      !engine_->watching_replies_.load(std::memory_order_relaxed))
+    engine_->WakeProgressThread();
   return 0;
 }
 
@@ -548,7 +554,13 @@ int Device::PostSend(Qp* qp, const SendWr& wr) {
   }
   engine_->RunRequester(qp);
   engine_->FlushTx();
-  engine_->WakeProgressThread();
+  // Work left for later, or WQEs that only a response lets go while the
+  // thread does not wait for responses: it must run (or start waiting).
+  if (!engine_->work_list_.empty() ||
+      (qp->sq_next != qp->sq_tail && engine_->reply_fd_ >= 0 &&
+       !engine_->watching_replies_.load(std::memory_order_relaxed)))
+    engine_->WakeProgressThread();
+  else if (qp->retransmit_armed) engine_->WakeProgressThreadFor(qp->retransmit_deadline);
   // A posting application is active too: the progress thread backs off.
   engine_->NoteAppActivity();
   return 0;

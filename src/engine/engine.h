@@ -86,6 +86,22 @@ class Engine {
   std::thread progress_thread_;
   cpu_set_t app_cpus_;  // the creating thread's CPUs (see PlaceAwayFromApplication)
   void WakeProgressThread();
+  // Wakes the sleeping progress thread only if `deadline` (a timer just
+  // armed) is due before the thread wakes by itself.
+  void WakeProgressThreadFor(Clock::time_point deadline);
+  // When the sleeping progress thread wakes by itself (steady_clock ticks).
+  std::atomic<Clock::rep> sleep_until_{0};
+  // Whether the progress thread must also wait for responses (the
+  // transport's reply_pollable_fd): an armed CQ with a completion channel,
+  // or a send queue holding WQEs that only a response can let go. Otherwise
+  // whoever waits for a response polls its CQ, and the response need not
+  // wake this thread (a cross-core wake-up costs tens of microseconds).
+  // REQUIRES: mu_.
+  bool RepliesNeededLocked() const;
+  // Set by the progress thread; read by threads that may make replies
+  // needed while it sleeps (ArmCq, PostSend), which then wake it.
+  std::atomic<bool> watching_replies_{false};
+  int reply_fd_ = -1;
   // Busy-poll time after the last work before sleeping. 0 by default: on the
   // 2-vCPU machines this targets, a spinning engine thread steals the core
   // an application thread needs (docs/progress.md).
@@ -114,7 +130,8 @@ class Engine {
   // --- Transmit (progress.cc) ---
   // Returns a buffer for one packet (BTH .. ICRC); valid until FlushTx.
   uint8_t* TxBuffer();
-  void TxCommit(uint32_t length, uint16_t local_index, const Gid& dst);
+  // port 0: the device port (4791 unless configured).
+  void TxCommit(uint32_t length, uint16_t local_index, const Gid& dst, uint16_t port = 0);
   void FlushTx();
   std::unique_ptr<transport::Transport> transport_;
   // The shared-memory transport when transport_ is one (else null): peers
@@ -238,7 +255,7 @@ class Engine {
   // Queues one ACK/NAK packet (BTH + AETH) for transmission.
   // sr: set the selective-retransmission bit (the peer showed it).
   void EmitAck(uint32_t dest_qpn, uint32_t psn, uint8_t syndrome, uint32_t msn,
-               uint16_t sgid_index, const Gid& dgid, bool sr = false);
+               uint16_t sgid_index, const Gid& dgid, bool sr = false, uint16_t port = 0);
   void FlushAck(Qp* qp);
   void ResponderError(Qp* qp, wire::NakCode code, uint32_t psn, WcStatus recv_status);
   void SendReadResponses(Qp* qp, uint32_t first_psn, uint64_t va, uint32_t rkey, uint32_t length,

@@ -29,6 +29,9 @@ constexpr int kRxBurst = 32;
 constexpr auto kAppPollingWindow = std::chrono::nanoseconds(20000);
 constexpr auto kShmMaxPollingWindow = std::chrono::nanoseconds(500000);
 constexpr auto kTimerCheckInterval = std::chrono::microseconds(50);
+// The longest the progress thread sleeps while QPs exist: timers due later
+// than this never need a wake-up from the posting thread.
+constexpr auto kIdleTick = std::chrono::milliseconds(5);
 
 inline void CpuRelax() { __builtin_ia32_pause(); }
 
@@ -127,6 +130,14 @@ Clock::time_point Engine::NextDeadlineLocked() const {
   return next;
 }
 
+bool Engine::RepliesNeededLocked() const {
+  for (const auto& cq : cqs_)
+    if (cq->armed != 0 && cq->channel != nullptr) return true;
+  for (const auto& [qpn, qp] : qps_)
+    if (qp->type == QpType::kRc && qp->sq_next != qp->sq_tail) return true;
+  return false;
+}
+
 void Engine::WakeProgressThread() {
   if (sleeping_.load(std::memory_order_acquire)) {
     const uint64_t one = 1;
@@ -134,15 +145,29 @@ void Engine::WakeProgressThread() {
   }
 }
 
+void Engine::WakeProgressThreadFor(Clock::time_point deadline) {
+  // The sleeping thread wakes by itself at sleep_until_; only a timer due
+  // before that needs the (cross-core, ~40 us here) eventfd wake-up. With
+  // the usual Local ACK Timeouts (ms) a post never pays it.
+  if (!sleeping_.load(std::memory_order_acquire)) return;
+  if (deadline.time_since_epoch().count() >= sleep_until_.load(std::memory_order_relaxed)) return;
+  WakeProgressThread();
+}
+
 void Engine::StartProgressThread() {
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   epoll_event ev{};
-  ev.events = EPOLLIN;
+  // Edge-triggered: the thread drains the sockets before it sleeps (a pass
+  // that receives nothing), so an edge is only missed for packets that an
+  // application thread polling inline takes anyway.
+  ev.events = EPOLLIN | EPOLLET;
   ev.data.fd = transport_->pollable_fd();
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, ev.data.fd, &ev);
+  ev.events = EPOLLIN;
   ev.data.fd = wake_fd_;
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+  reply_fd_ = transport_->reply_pollable_fd();
   CPU_ZERO(&app_cpus_);
   sched_getaffinity(0, sizeof(app_cpus_), &app_cpus_);
   progress_thread_ = std::thread([this] { ProgressThreadMain(); });
@@ -173,72 +198,80 @@ void Engine::ProgressThreadMain() {
   uint64_t seen_activity = app_activity_.load(std::memory_order_relaxed);
   std::chrono::nanoseconds polling_window = kAppPollingWindow;
   while (!stop_.load(std::memory_order_relaxed)) {
-    // An application thread polling its CQ runs the engine itself. Then this
-    // thread stays off the lock and off the CPU: taking the lock would risk
-    // being preempted while holding it (lock-holder preemption costs a whole
-    // scheduler slice, milliseconds, on an oversubscribed 2-vCPU machine).
-    // "Polling" = it polled or posted since this thread last looked, at most
-    // one window ago.
+    // Shared-memory peers ring a doorbell (a datagram) for every packet
+    // while this thread sleeps. An application polling its CQ drains the
+    // rings itself, so while it does, this thread stays awake-but-off-CPU
+    // (not "sleeping" to the peers), backing off while the application
+    // keeps polling. The price: up to kShmMaxPollingWindow before this
+    // thread takes over when the application stops polling.
     const uint64_t activity = app_activity_.load(std::memory_order_relaxed);
-    if (activity != seen_activity) {
+    if (activity != seen_activity && shm_ != nullptr && shm_->Active()) {
       seen_activity = activity;
-      // With shared-memory peers, back off while the application keeps
-      // polling: each wake-up of this thread preempts whatever runs on its
-      // CPU (with pinned applications, the peer's), a context switch per
-      // window that costs more than the whole sub-microsecond round trip.
-      // The price: up to kShmMaxPollingWindow before this thread takes over
-      // when the application stops polling.
-      if (shm_ != nullptr && shm_->Active()) {
-        polling_window = std::min<std::chrono::nanoseconds>(polling_window * 2, kShmMaxPollingWindow);
-      } else {
-        polling_window = kAppPollingWindow;
-      }
+      polling_window = std::min<std::chrono::nanoseconds>(polling_window * 2, kShmMaxPollingWindow);
       const timespec ts{0, static_cast<long>(polling_window.count())};
       nanosleep(&ts, nullptr);
       continue;
     }
+    seen_activity = activity;
     polling_window = kAppPollingWindow;
-    const Clock::time_point now = Clock::now();
-    bool sleep = false;
-    Clock::time_point deadline = Clock::time_point::max();
-    const bool got_lock = mu_.try_lock();
-    if (got_lock) {
-      const bool did = PollOnceLocked();
-      if (did) last_work = now;
-      if (!did && now - last_work >= spin) {
-        // Decided under the lock, so a PostSend after this sees sleeping_
-        // and wakes us. The transport gets a last look at inputs epoll
-        // cannot see (shared-memory rings) after announcing the sleep.
-        if (transport_->PrepareToSleep()) {
-          sleep = true;
-          deadline = NextDeadlineLocked();
-          sleeping_.store(true, std::memory_order_release);
-        } else {
-          transport_->WokeUp();
-        }
-      }
-      mu_.unlock();
-    }
-    if (!sleep) {
-      if (!got_lock) {
-        // An application thread is inside the engine and will do the work;
-        // spinning here would only take a CPU from it.
-        const timespec ts{0, 20 * 1000};
-        nanosleep(&ts, nullptr);
-      } else {
-        CpuRelax();
-      }
+    if (!mu_.try_lock()) {
+      // An application thread is inside the engine (PollCq drains the
+      // sockets; PostSend only sends). Lock hold times are microseconds:
+      // look again shortly rather than spin on a CPU it may need.
+      const timespec ts{0, 5 * 1000};
+      nanosleep(&ts, nullptr);
       continue;
     }
-    int timeout_ms = -1;
-    if (deadline != Clock::time_point::max()) {
-      const auto left = deadline - Clock::now();
-      timeout_ms = static_cast<int>(std::max<int64_t>(
-          0, std::chrono::duration_cast<std::chrono::microseconds>(left).count() / 1000 + 1));
+    const Clock::time_point now = Clock::now();
+    if (PollOnceLocked()) {
+      // More may be queued (a pass is bounded; edge-triggered epoll would
+      // not report it again): go round before sleeping.
+      last_work = now;
+      mu_.unlock();
+      continue;
     }
-    // Woken by a packet, a PostSend (wake_fd_) or the next timer.
+    if (now - last_work < spin) {
+      mu_.unlock();
+      CpuRelax();
+      continue;
+    }
+    // Decided under the lock, so a PostSend after this sees sleeping_
+    // and wakes us if it needs an earlier timer. The transport gets a last
+    // look at inputs epoll cannot see (shared-memory rings) after
+    // announcing the sleep.
+    if (!transport_->PrepareToSleep()) {
+      transport_->WokeUp();
+      mu_.unlock();
+      continue;
+    }
+    // Responses: waited for only when nobody else will take them.
+    const bool replies = reply_fd_ >= 0 && RepliesNeededLocked();
+    if (replies != watching_replies_.load(std::memory_order_relaxed)) {
+      epoll_event ev{};
+      ev.events = EPOLLIN | EPOLLET;
+      ev.data.fd = reply_fd_;
+      epoll_ctl(epoll_fd_, replies ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, reply_fd_, &ev);
+      watching_replies_.store(replies, std::memory_order_relaxed);
+    }
+    // Timers are checked at least every kIdleTick, so a post whose timer
+    // is later than that needs no wake-up (WakeProgressThreadFor).
+    const Clock::time_point deadline =
+        std::min(NextDeadlineLocked(), qps_.empty() ? Clock::time_point::max() : now + kIdleTick);
+    sleep_until_.store(deadline.time_since_epoch().count(), std::memory_order_relaxed);
+    sleeping_.store(true, std::memory_order_release);
+    mu_.unlock();
+    timespec timeout{};
+    timespec* timeout_ptr = nullptr;
+    if (deadline != Clock::time_point::max()) {
+      const auto left = std::max<Clock::duration>(Clock::duration::zero(), deadline - Clock::now());
+      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+      timeout.tv_sec = static_cast<time_t>(ns / 1000000000);
+      timeout.tv_nsec = static_cast<long>(ns % 1000000000);
+      timeout_ptr = &timeout;
+    }
+    // Woken by a packet, a wake_fd_ write or the next timer.
     epoll_event events[4];
-    epoll_wait(epoll_fd_, events, 4, timeout_ms);
+    epoll_pwait2(epoll_fd_, events, 4, timeout_ptr, nullptr);
     sleeping_.store(false, std::memory_order_release);
     transport_->WokeUp();
     uint64_t drained;

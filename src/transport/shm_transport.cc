@@ -387,7 +387,7 @@ int ShmTransport::RecvBurst(RxPacket* packets, int n) {
 }
 
 bool ShmTransport::PrepareToSleep() {
-  if (backlog_count_ > 0) return false;
+  if (backlog_count_ > 0 || !udp_->PrepareToSleep()) return false;
   ShmSegmentHeader* h = own_.header();
   h->sleeping.store(1, std::memory_order_seq_cst);
   // Re-check the rings after publishing the flag (see PublishDirty).

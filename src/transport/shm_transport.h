@@ -64,6 +64,7 @@ class ShmTransport final : public Transport {
   int SendBurst(const TxPacket* packets, int n) override;
   int RecvBurst(RxPacket* packets, int n) override;
   int pollable_fd() const override { return udp_->pollable_fd(); }
+  int reply_pollable_fd() const override { return udp_->reply_pollable_fd(); }
   const TransportCounters& counters() const override;
   bool PrepareToSleep() override;
   void WokeUp() override;

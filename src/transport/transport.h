@@ -74,6 +74,11 @@ class Transport {
   // A descriptor that becomes readable when RecvBurst would return packets
   // (an epoll fd over the sockets), for the engine's idle sleep.
   virtual int pollable_fd() const = 0;
+  // A descriptor readable when responses arrived for this side's requests
+  // on sockets of their own (UDP reply sockets), or -1 when responses come
+  // through pollable_fd(). The progress thread waits on it only when no
+  // application thread is expected to poll for them (docs/progress.md).
+  virtual int reply_pollable_fd() const { return -1; }
 
   virtual const TransportCounters& counters() const = 0;
 
@@ -115,6 +120,10 @@ struct UdpConfig {
   // kernel's per-datagram cost is paid once per run. Off when faults are
   // injected (those act per packet). SOFTRNIC_GSO=0 turns it off.
   bool segmentation = true;
+  // A reply socket per endpoint (udp_transport.cc): responses to this
+  // side's RC requests from softrnic peers arrive apart from requests.
+  // SOFTRNIC_REPLY_SOCKET=0 turns it off.
+  bool reply_sockets = true;
 };
 
 // SOFTRNIC_TRANSPORT: which packet path reaches same-host peers.

@@ -87,6 +87,8 @@ UdpConfig UdpConfigFromEnvironment() {
   }
   if (const char* gso = std::getenv("SOFTRNIC_GSO"); gso != nullptr && std::strcmp(gso, "0") == 0)
     config.segmentation = false;
+  if (const char* r = std::getenv("SOFTRNIC_REPLY_SOCKET"); r != nullptr && std::strcmp(r, "0") == 0)
+    config.reply_sockets = false;
   return config;
 }
 

@@ -4,6 +4,12 @@
 // to a specific IPv4 address (the ICRC covers the source address and port, so
 // the transport must know exactly what the kernel will put in the IP/UDP
 // headers; a wildcard bind would leave the source address to routing).
+// Next to each, a reply socket on the same address and an ephemeral port:
+// RC requests that carry the reply-to-source bit leave from it, so a
+// softrnic responder's ACKs and read responses arrive there and not at the
+// device port. The engine's progress thread waits on the device ports
+// always, on the reply sockets only when it must (docs/progress.md): a
+// response an application is polling for then wakes nobody.
 // IP_MTU_DISCOVER=IP_PMTUDISC_DO sets DF, and an unconnected DF socket sends
 // IPv4 ID 0, which is what wire::IpUdpFields assumes (a connected socket
 // would number IDs from a per-socket counter and break the ICRC).
@@ -109,6 +115,8 @@ struct LocalSocket {
   // quiet socket that becomes busy is noticed at the latest then.)
   uint32_t quiet = 0;
   bool gro = false;  // UDP_GRO accepted: datagrams may hold several packets
+  uint16_t local = 0;  // the endpoint (index into locals_) it belongs to
+  bool reply = false;  // the endpoint's reply socket (see the top of this file)
 };
 
 constexpr uint32_t kQuietAfter = 64;
@@ -170,6 +178,13 @@ class UdpTransport final : public Transport {
   int SendBurst(const TxPacket* packets, int n) override;
   int RecvBurst(RxPacket* packets, int n) override;
   int pollable_fd() const override { return epoll_fd_; }
+  int reply_pollable_fd() const override { return reply_epoll_fd_; }
+  // Edge-triggered sleepers drain every socket after they wake: the first
+  // RecvBurst after a sleep polls quiet sockets too.
+  bool PrepareToSleep() override {
+    for (LocalSocket& s : sockets_) s.quiet = 0;
+    return true;
+  }
   const TransportCounters& counters() const override { return counters_; }
 
  private:
@@ -187,7 +202,8 @@ class UdpTransport final : public Transport {
   };
 
   explicit UdpTransport(const UdpConfig& config)
-      : faults_(config.faults), segmentation_(config.segmentation) {}
+      : reply_sockets_(config.reply_sockets), faults_(config.faults),
+        segmentation_(config.segmentation) {}
   bool Init(std::string* error);
   bool AddSocket(const LocalSocket& s, std::string* error);
 
@@ -215,11 +231,26 @@ class UdpTransport final : public Transport {
                                uint32_t segment);
   // Turns received datagram `slot` into packets from segment `next_segment_`
   // on; returns false when `packets` filled up before the datagram ended.
-  bool SplitDatagram(int slot, uint16_t local, RxPacket* packets, int n, int* produced);
+  bool SplitDatagram(int slot, uint16_t sock, RxPacket* packets, int n, int* produced);
 
+  // Which socket sends packet p: a request asking for replies at its
+  // source port leaves from its endpoint's reply socket (if it has one).
+  uint16_t TxSocketFor(const TxPacket& p) const {
+    if (p.length > 8 && (p.data[8] & kBthReplyHereBit) != 0 && reply_of_local_[p.local_index] >= 0)
+      return static_cast<uint16_t>(reply_of_local_[p.local_index]);
+    return main_of_local_[p.local_index];
+  }
+  static constexpr uint8_t kBthReplyHereBit = 0x20;  // wire::Bth::reply_here
+
+  // Every socket, device-port and reply sockets alike; indices below are
+  // into this vector.
   std::vector<LocalSocket> sockets_;
+  std::vector<uint16_t> main_of_local_;
+  std::vector<int> reply_of_local_;  // -1: none
   std::vector<Endpoint> locals_;
-  int epoll_fd_ = -1;
+  const bool reply_sockets_;
+  int epoll_fd_ = -1;        // the device-port sockets
+  int reply_epoll_fd_ = -1;  // the reply sockets
   TransportCounters counters_;
   FaultInjector faults_;
 
@@ -227,7 +258,7 @@ class UdpTransport final : public Transport {
   TxMsg tx_msgs_[kMaxTxBatch];
   mmsghdr tx_hdrs_[kMaxTxBatch];
   int pending_ = 0;
-  uint16_t pending_local_ = 0;
+  uint16_t pending_sock_ = 0;
   int busy_return_ = 0;
 
   // Reorder hold-back: at most one packet, copied with its ICRC.
@@ -235,7 +266,7 @@ class UdpTransport final : public Transport {
   bool held_ = false;
   bool held_queued_ = false;  // its message is in the pending batch
   uint32_t held_length_ = 0;
-  uint16_t held_local_ = 0;
+  uint16_t held_sock_ = 0;
   sockaddr_in held_dst_{};
   int held_from_packet_ = -1;  // index in the current SendBurst, else -1
 
@@ -258,7 +289,7 @@ class UdpTransport final : public Transport {
   uint8_t seg_icrc_[kMaxTxBatch][4];
   int seg_pending_ = 0;      // messages staged
   int seg_packets_ = 0;      // packets staged (iovec pairs used)
-  uint16_t seg_local_ = 0;   // the socket the staged messages leave from
+  uint16_t seg_sock_ = 0;   // the socket the staged messages leave from
 
   // Receive side.
   std::unique_ptr<uint8_t[]>
@@ -348,7 +379,8 @@ std::unique_ptr<Transport> UdpTransport::Create(const UdpConfig& config, std::st
 
 bool UdpTransport::Init(std::string* error) {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  if (epoll_fd_ < 0) {
+  reply_epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0 || reply_epoll_fd_ < 0) {
     *error = "epoll_create1: " + std::string(std::strerror(errno));
     return false;
   }
@@ -369,28 +401,50 @@ bool UdpTransport::Init(std::string* error) {
   return true;
 }
 
-bool UdpTransport::AddSocket(const LocalSocket& s, std::string* error) {
-  if (sockets_.size() >= 0xFFFF) {
-    close(s.fd);
+bool UdpTransport::AddSocket(const LocalSocket& main, std::string* error) {
+  if (sockets_.size() >= 0xFFF0) {
+    close(main.fd);
     *error = "too many local addresses";
     return false;
   }
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u32 = static_cast<uint32_t>(sockets_.size());
-  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, s.fd, &ev) != 0) {
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, main.fd, &ev) != 0) {
     *error = "epoll_ctl: " + std::string(std::strerror(errno));
-    close(s.fd);
+    close(main.fd);
     return false;
   }
-  sockets_.push_back(s);
-  locals_.push_back(Endpoint{Gid::FromIpv4(s.addr.sin_addr.s_addr), ntohs(s.addr.sin_port)});
+  const uint16_t local = static_cast<uint16_t>(locals_.size());
+  main_of_local_.push_back(static_cast<uint16_t>(sockets_.size()));
+  sockets_.push_back(main);
+  sockets_.back().local = local;
+  locals_.push_back(Endpoint{Gid::FromIpv4(main.addr.sin_addr.s_addr), ntohs(main.addr.sin_port)});
+  reply_of_local_.push_back(-1);
+  // The reply socket is an optimisation: without one (refused, or
+  // SOFTRNIC_REPLY_SOCKET=0) requests leave from the device port and get
+  // their responses there.
+  LocalSocket reply;
+  std::string ignored;
+  if (!reply_sockets_ ||
+      OpenSocket(main.addr.sin_addr.s_addr, 0, main.gro, &reply, &ignored) != 0)
+    return true;
+  ev.data.u32 = static_cast<uint32_t>(sockets_.size());
+  if (epoll_ctl(reply_epoll_fd_, EPOLL_CTL_ADD, reply.fd, &ev) != 0) {
+    close(reply.fd);
+    return true;
+  }
+  reply.local = local;
+  reply.reply = true;
+  reply_of_local_.back() = static_cast<int>(sockets_.size());
+  sockets_.push_back(reply);
   return true;
 }
 
 UdpTransport::~UdpTransport() {
   for (const LocalSocket& s : sockets_) close(s.fd);
   if (epoll_fd_ >= 0) close(epoll_fd_);
+  if (reply_epoll_fd_ >= 0) close(reply_epoll_fd_);
 }
 
 void UdpTransport::FillPacketMsg(TxMsg* m, const uint8_t* data, uint32_t length,
@@ -444,16 +498,16 @@ void UdpTransport::FillHeldMsg(TxMsg* m, int after_packet) {
   held_queued_ = true;
 }
 
-bool UdpTransport::Reserve(uint16_t local, int count) {
-  if (pending_ > 0 && (pending_local_ != local || pending_ + count > kMaxTxBatch)) {
+bool UdpTransport::Reserve(uint16_t sock, int count) {
+  if (pending_ > 0 && (pending_sock_ != sock || pending_ + count > kMaxTxBatch)) {
     if (!Flush()) return false;
   }
-  pending_local_ = local;
+  pending_sock_ = sock;
   return true;
 }
 
 bool UdpTransport::Flush() {
-  const int fd = sockets_[pending_local_].fd;
+  const int fd = sockets_[pending_sock_].fd;
   int off = 0;
   bool ok = true;
   while (off < pending_) {
@@ -491,7 +545,7 @@ bool UdpTransport::Flush() {
 
 void UdpTransport::FlushHeldAlone() {
   if (!held_ || pending_ != 0) return;
-  pending_local_ = held_local_;
+  pending_sock_ = held_sock_;
   FillHeldMsg(&tx_msgs_[0], -1);
   pending_ = 1;
   (void)Flush();  // on EAGAIN it stays held for the next call
@@ -505,11 +559,12 @@ int UdpTransport::SendBurst(const TxPacket* packets, int n) {
   for (int i = 0; i < n && !busy; ++i) {
     const TxPacket& p = packets[i];
     if (p.data == nullptr || p.length < kMinPacket || p.length > kUdpMaxPayload ||
-        p.local_index >= sockets_.size() || !p.dst.gid.IsV4Mapped() || p.dst.port == 0) {
+        p.local_index >= locals_.size() || !p.dst.gid.IsV4Mapped() || p.dst.port == 0) {
       ++counters_.tx_errors;  // malformed request: consumed, never retried
       continue;
     }
-    const LocalSocket& s = sockets_[p.local_index];
+    const uint16_t sock = TxSocketFor(p);
+    const LocalSocket& s = sockets_[sock];
     sockaddr_in dst{};
     dst.sin_family = AF_INET;
     dst.sin_addr.s_addr = p.dst.gid.Ipv4();
@@ -551,7 +606,7 @@ int UdpTransport::SendBurst(const TxPacket* packets, int n) {
         if (d.corrupt) h[d.corrupt_byte] ^= d.corrupt_mask;
         held_ = true;
         held_length_ = p.length;
-        held_local_ = p.local_index;
+        held_sock_ = sock;
         held_dst_ = dst;
         held_from_packet_ = i;
         ++counters_.injected_reorders;
@@ -561,7 +616,7 @@ int UdpTransport::SendBurst(const TxPacket* packets, int n) {
     }
 
     const int count = d.duplicate ? 2 : 1;
-    if (!Reserve(p.local_index, count)) {
+    if (!Reserve(sock, count)) {
       busy = true;
       break;
     }
@@ -572,7 +627,7 @@ int UdpTransport::SendBurst(const TxPacket* packets, int n) {
       ++pending_;
     }
     if (held_ && !held_queued_ && held_from_packet_ != i) {
-      if (!Reserve(held_local_, 1)) {
+      if (!Reserve(held_sock_, 1)) {
         busy = true;
         break;
       }
@@ -602,10 +657,11 @@ int UdpTransport::SendBurstSegmented(const TxPacket* packets, int n) {
   for (int i = 0; i < n; ++i) {
     const TxPacket& p = packets[i];
     if (p.data == nullptr || p.length < kMinPacket || p.length > kUdpMaxPayload ||
-        p.local_index >= sockets_.size() || !p.dst.gid.IsV4Mapped() || p.dst.port == 0) {
+        p.local_index >= locals_.size() || !p.dst.gid.IsV4Mapped() || p.dst.port == 0) {
       ++counters_.tx_errors;  // malformed request: consumed, never retried
       continue;
     }
+    const uint16_t sock = TxSocketFor(p);
     const uint32_t dst_ip = p.dst.gid.Ipv4();
     const uint16_t dst_port = htons(p.dst.port);
     SegMsg* m = seg_pending_ > 0 ? &seg_msgs_[seg_pending_ - 1] : nullptr;
@@ -613,13 +669,13 @@ int UdpTransport::SendBurstSegmented(const TxPacket* packets, int n) {
     // than the run's segment size, every earlier packet of the run had
     // exactly that size (the kernel cuts at segment_size; only the last
     // segment may be shorter), and the datagram stays within UDP's limit.
-    const bool join = m != nullptr && seg_local_ == p.local_index &&
+    const bool join = m != nullptr && seg_sock_ == sock &&
                       m->dst.sin_addr.s_addr == dst_ip && m->dst.sin_port == dst_port &&
                       p.length <= m->segment_size && last_length == m->segment_size &&
                       m->packets < max_segments && m->bytes + p.length <= kUdpMaxPayload &&
                       seg_packets_ < kMaxTxBatch;
     if (!join) {
-      if (seg_pending_ > 0 && (seg_local_ != p.local_index || seg_pending_ == kMaxTxBatch ||
+      if (seg_pending_ > 0 && (seg_sock_ != sock || seg_pending_ == kMaxTxBatch ||
                                seg_packets_ == kMaxTxBatch)) {
         int consumed = n;
         if (!FlushSegmented(&consumed)) return consumed;
@@ -634,11 +690,11 @@ int UdpTransport::SendBurstSegmented(const TxPacket* packets, int n) {
       m->first_iov = 2 * seg_packets_;
       m->bytes = 0;
       m->segment_size = static_cast<uint16_t>(p.length);
-      seg_local_ = p.local_index;
+      seg_sock_ = sock;
     }
     // The ICRC for exactly the headers the kernel will emit for this
     // segment: its IPv4 ID is its index in the run (see CheckSegmentIcrc).
-    const LocalSocket& s = sockets_[p.local_index];
+    const LocalSocket& s = sockets_[sock];
     wire::IpUdpFields ip;
     std::memcpy(ip.src_ip, &s.addr.sin_addr.s_addr, 4);
     std::memcpy(ip.dst_ip, &dst_ip, 4);
@@ -686,7 +742,7 @@ bool UdpTransport::FlushSegmented(int* consumed) {
       h.msg_controllen = 0;
     }
   }
-  const int fd = sockets_[seg_local_].fd;
+  const int fd = sockets_[seg_sock_].fd;
   int off = 0;
   bool ok = true;
   while (off < seg_pending_) {
@@ -745,7 +801,7 @@ bool UdpTransport::CheckSegmentIcrc(wire::IpUdpFields& ip, const uint8_t* data, 
   return false;
 }
 
-bool UdpTransport::SplitDatagram(int slot, uint16_t local, RxPacket* packets, int n,
+bool UdpTransport::SplitDatagram(int slot, uint16_t sock, RxPacket* packets, int n,
                                  int* produced) {
   const msghdr& h = rx_hdrs_[slot].msg_hdr;
   const uint32_t len = rx_hdrs_[slot].msg_len;
@@ -772,7 +828,7 @@ bool UdpTransport::SplitDatagram(int slot, uint16_t local, RxPacket* packets, in
       if (size > 0 && static_cast<uint32_t>(size) < len) segment_size = static_cast<uint32_t>(size);
     }
   }
-  const LocalSocket& s = sockets_[local];
+  const LocalSocket& s = sockets_[sock];
   wire::IpUdpFields ip;
   std::memcpy(ip.src_ip, &rx_src_[slot].sin_addr.s_addr, 4);
   std::memcpy(ip.dst_ip, &s.addr.sin_addr.s_addr, 4);
@@ -795,7 +851,7 @@ bool UdpTransport::SplitDatagram(int slot, uint16_t local, RxPacket* packets, in
     RxPacket& out = packets[(*produced)++];
     out.data = seg;
     out.length = seg_len;
-    out.local_index = local;
+    out.local_index = s.local;
     out.src = Endpoint{Gid::FromIpv4(rx_src_[slot].sin_addr.s_addr), ntohs(rx_src_[slot].sin_port)};
     out.traffic_class = traffic_class;
     ++counters_.rx_packets;
