@@ -44,6 +44,8 @@
 # Every process is bounded by `timeout`; a failed or timed-out run is recorded
 # (and shown in the report) but does not stop the benchmark.
 set -uo pipefail
+# Job control: every background job is a process group of its own (pair()).
+set -m
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
@@ -232,22 +234,27 @@ pair() {
   local ps="" pc=""
   if [[ $place == pinned ]]; then ps=$(pin server); pc=$(pin client); fi
   SLOG=$LOGS/$tag.srv.log CLOG=$LOGS/$tag.cli.log
+  # Each side runs as its own process group (job control, set -m above) with
+  # `timeout --foreground`, which stays in that group: killing the group
+  # takes the tool and anything it started, so nothing of this pair outlives
+  # it and competes with the next measurement.
   # shellcheck disable=SC2086
-  ( cpu_run "$LOGS/$tag.srv.cpu" timeout -k 3 $((t + 10)) $ps "${srv[@]}" ) >"$SLOG" 2>&1 &
+  ( cpu_run "$LOGS/$tag.srv.cpu" timeout --foreground -k 3 $((t + 10)) $ps "${srv[@]}" ) >"$SLOG" 2>&1 &
   local spid=$!
   if ! wait_listen "$PORT" "$spid" 15; then
     sleep 0.2
   fi
   local crc=0
   # shellcheck disable=SC2086
-  ( cpu_run "$LOGS/$tag.cli.cpu" timeout -k 3 "$t" $pc "${cli[@]}" ) >"$CLOG" 2>&1 || crc=$?
-  if (( crc != 0 )); then
-    # the client failed: do not wait for the server's own timeout
-    local tp; tp=$(env -u LD_PRELOAD pgrep -P "$spid" 2>/dev/null | head -1)
-    [[ -n "$tp" ]] && kill "$tp" 2>/dev/null
-  fi
+  ( cpu_run "$LOGS/$tag.cli.cpu" timeout --foreground -k 3 "$t" $pc "${cli[@]}" ) >"$CLOG" 2>&1 &
+  local cpid=$!
+  wait "$cpid" || crc=$?
+  kill -KILL -- "-$cpid" 2>/dev/null
+  # the client failed: do not wait for the server's own timeout
+  (( crc != 0 )) && kill -TERM -- "-$spid" 2>/dev/null
   local src=0
   wait "$spid" || src=$?
+  kill -KILL -- "-$spid" 2>/dev/null
   PAIR_RC=$(( crc != 0 ? crc : src ))
   PAIR_CPU=$(awk '{s += $1} END {printf "%.4f", s}' "$LOGS/$tag.srv.cpu" "$LOGS/$tag.cli.cpu" 2>/dev/null)
   return 0

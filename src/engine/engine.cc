@@ -144,12 +144,12 @@ uint8_t* Engine::TxBuffer() {
   return &tx_storage_[size_t(tx_count_) * kTxBufferSize];
 }
 
-void Engine::TxCommit(uint32_t length, uint16_t local_index, const Gid& dst, uint16_t port) {
+void Engine::TxCommit(uint32_t length, uint16_t local_index, const Gid& dst) {
   transport::TxPacket& p = tx_batch_[tx_count_++];
   p.data = &tx_storage_[size_t(tx_count_ - 1) * kTxBufferSize];
   p.length = length;
   p.local_index = local_index;
-  p.dst = transport::Endpoint{dst, port != 0 ? port : udp_port_};
+  p.dst = transport::Endpoint{dst, udp_port_};
   ++stats_.tx_packets;
 }
 

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <ctime>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -69,6 +70,9 @@ class Engine {
   // requesters, transmit. Returns true if it did any work. REQUIRES: mu_.
   bool PollOnceLocked();
   void ProgressThreadMain();
+  // One epoll wait of the progress thread (nullptr: no timeout); drains
+  // wake_fd_ if it fired.
+  void WaitForEvents(const timespec* timeout);
   Clock::time_point NextDeadlineLocked() const;
   std::atomic<bool> stop_{false};
   std::atomic<bool> sleeping_{false};
@@ -131,7 +135,7 @@ class Engine {
   // Returns a buffer for one packet (BTH .. ICRC); valid until FlushTx.
   uint8_t* TxBuffer();
   // port 0: the device port (4791 unless configured).
-  void TxCommit(uint32_t length, uint16_t local_index, const Gid& dst, uint16_t port = 0);
+  void TxCommit(uint32_t length, uint16_t local_index, const Gid& dst);
   void FlushTx();
   std::unique_ptr<transport::Transport> transport_;
   // The shared-memory transport when transport_ is one (else null): peers
@@ -255,7 +259,7 @@ class Engine {
   // Queues one ACK/NAK packet (BTH + AETH) for transmission.
   // sr: set the selective-retransmission bit (the peer showed it).
   void EmitAck(uint32_t dest_qpn, uint32_t psn, uint8_t syndrome, uint32_t msn,
-               uint16_t sgid_index, const Gid& dgid, bool sr = false, uint16_t port = 0);
+               uint16_t sgid_index, const Gid& dgid, bool sr = false);
   void FlushAck(Qp* qp);
   void ResponderError(Qp* qp, wire::NakCode code, uint32_t psn, WcStatus recv_status);
   void SendReadResponses(Qp* qp, uint32_t first_psn, uint64_t va, uint32_t rkey, uint32_t length,

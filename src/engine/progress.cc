@@ -32,6 +32,9 @@ constexpr auto kTimerCheckInterval = std::chrono::microseconds(50);
 // The longest the progress thread sleeps while QPs exist: timers due later
 // than this never need a wake-up from the posting thread.
 constexpr auto kIdleTick = std::chrono::milliseconds(5);
+// How soon the progress thread looks again when an application thread held
+// the engine lock as a packet arrived.
+constexpr auto kLockBusyRecheck = std::chrono::nanoseconds(20000);
 
 inline void CpuRelax() { __builtin_ia32_pause(); }
 
@@ -173,6 +176,16 @@ void Engine::StartProgressThread() {
   progress_thread_ = std::thread([this] { ProgressThreadMain(); });
 }
 
+void Engine::WaitForEvents(const timespec* timeout) {
+  epoll_event events[4];
+  const int n = epoll_pwait2(epoll_fd_, events, 4, timeout, nullptr);
+  for (int i = 0; i < n; ++i) {
+    if (events[i].data.fd != wake_fd_) continue;
+    uint64_t drained;
+    (void)!read(wake_fd_, &drained, sizeof(drained));
+  }
+}
+
 void Engine::StopProgressThread() {
   if (!progress_thread_.joinable()) return;
   stop_.store(true);
@@ -215,11 +228,14 @@ void Engine::ProgressThreadMain() {
     seen_activity = activity;
     polling_window = kAppPollingWindow;
     if (!mu_.try_lock()) {
-      // An application thread is inside the engine (PollCq drains the
-      // sockets; PostSend only sends). Lock hold times are microseconds:
-      // look again shortly rather than spin on a CPU it may need.
-      const timespec ts{0, 5 * 1000};
-      nanosleep(&ts, nullptr);
+      // An application thread is inside the engine: PollCq drains the
+      // sockets itself; PostSend only sends. Wait for the next packet, but
+      // look again after kLockBusyRecheck in case the packet that woke us
+      // is still unread (edge-triggered epoll will not report it twice).
+      // Not a spin and not a short sleep loop: either would take the CPU
+      // (with pinned applications, the peer's) every few microseconds.
+      const timespec recheck{0, static_cast<long>(kLockBusyRecheck.count())};
+      WaitForEvents(&recheck);
       continue;
     }
     const Clock::time_point now = Clock::now();
@@ -270,12 +286,9 @@ void Engine::ProgressThreadMain() {
       timeout_ptr = &timeout;
     }
     // Woken by a packet, a wake_fd_ write or the next timer.
-    epoll_event events[4];
-    epoll_pwait2(epoll_fd_, events, 4, timeout_ptr, nullptr);
+    WaitForEvents(timeout_ptr);
     sleeping_.store(false, std::memory_order_release);
     transport_->WokeUp();
-    uint64_t drained;
-    (void)!read(wake_fd_, &drained, sizeof(drained));
   }
 }
 

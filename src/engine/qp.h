@@ -192,9 +192,6 @@ class Qp {
   // bit, so out-of-order packets are kept (up to kSrWindow PSNs past epsn,
   // each slot one whole packet, allocated at RTR) and answered with SACKs.
   bool peer_sr_req = false;
-  // The UDP port the peer asked responses to go to (its requests' source
-  // port when they carry the reply-to-source bit), else 0 = the device port.
-  uint16_t reply_port = 0;
   std::vector<uint8_t> ooo_store;   // kSrWindow * ooo_slot_bytes
   std::vector<uint32_t> ooo_len;    // packet length per slot, 0 = empty
   std::vector<uint32_t> ooo_psn;

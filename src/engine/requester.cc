@@ -131,9 +131,6 @@ bool Engine::SendNextPacket(Qp* qp, SendWqe& w, uint64_t index) {
   bth.set_psn(qp->sq_psn);
   // Offer selective retransmission (reserved bit, docs/loss.md).
   if (qp->sr_local) bth.set_sr(true);
-  // RC: ask for responses at the port this request leaves from (the
-  // transport's reply socket; wire/headers.h).
-  if (qp->type == QpType::kRc) bth.set_reply_here(true);
   uint32_t payload = 0;
   uint32_t psns_consumed = 1;
   bool last = true;

@@ -154,11 +154,11 @@ void Engine::FlushAck(Qp* qp) {
 void Engine::SendAckNow(Qp* qp, uint8_t syndrome, uint32_t psn) {
   if (wire::SyndromeKind(syndrome) != wire::AckKind::kAck) FlushAck(qp);
   EmitAck(qp->attr.dest_qp_num, psn, syndrome, qp->msn, SourceIndex(qp), qp->attr.ah_attr.dgid,
-          qp->peer_sr_req, qp->reply_port);
+          qp->peer_sr_req);
 }
 
 void Engine::EmitAck(uint32_t dest_qpn, uint32_t psn, uint8_t syndrome, uint32_t msn,
-                     uint16_t sgid_index, const Gid& dgid, bool sr, uint16_t port) {
+                     uint16_t sgid_index, const Gid& dgid, bool sr) {
   uint8_t* buf = TxBuffer();
   const wire::OpcodeInfo& info = wire::GetOpcodeInfo(wire::op::kRcAck);
   wire::Bth bth;
@@ -172,7 +172,7 @@ void Engine::EmitAck(uint32_t dest_qpn, uint32_t psn, uint8_t syndrome, uint32_t
   aeth.set_syndrome(syndrome);
   aeth.set_msn(msn);
   std::memcpy(buf + info.aeth_offset, aeth.b.data(), sizeof(aeth));
-  TxCommit(info.header_length + wire::kIcrcSize, sgid_index, dgid, port);
+  TxCommit(info.header_length + wire::kIcrcSize, sgid_index, dgid);
 }
 
 void Engine::ResponderError(Qp* qp, wire::NakCode code, uint32_t psn, WcStatus recv_status) {
@@ -233,7 +233,7 @@ void Engine::SendReadResponses(Qp* qp, uint32_t first_psn, uint64_t va, uint32_t
     if (payload) std::memcpy(buf + info.header_length, src + offset, payload);
     std::memset(buf + info.header_length + payload, 0, pad);
     TxCommit(info.header_length + payload + pad + wire::kIcrcSize, SourceIndex(qp),
-             qp->attr.ah_attr.dgid, qp->reply_port);
+             qp->attr.ah_attr.dgid);
   }
 }
 
@@ -254,8 +254,7 @@ void Engine::SendAtomicAck(Qp* qp, uint32_t psn, uint64_t orig) {
   wire::AtomicAckEth ack;
   ack.set_orig(orig);
   std::memcpy(buf + info.atomic_ack_eth_offset, ack.b.data(), sizeof(ack));
-  TxCommit(info.header_length + wire::kIcrcSize, SourceIndex(qp), qp->attr.ah_attr.dgid,
-           qp->reply_port);
+  TxCommit(info.header_length + wire::kIcrcSize, SourceIndex(qp), qp->attr.ah_attr.dgid);
 }
 
 void Engine::HandleRequest(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx) {
@@ -263,10 +262,6 @@ void Engine::HandleRequest(Qp* qp, const wire::Packet& pkt, const transport::RxP
   // only if this side offers it too (the store exists).
   if (pkt.bth.sr() && !qp->ooo_len.empty() && ResponderState(qp->attr.qp_state))
     qp->peer_sr_req = true;
-  // Where this QP's responses go (wire/headers.h, reply_here). Only the
-  // port is taken from the packet; the address stays the QP's peer, whose
-  // requests alone reach here.
-  qp->reply_port = pkt.bth.reply_here() ? rx.src.port : 0;
   HandleRequestOne(qp, pkt, rx);
   // Kept packets that are now in order run next, as if they arrived now.
   if (qp->ooo_count > 0 && !qp->draining) SrDrain(qp, rx);

@@ -219,8 +219,7 @@ void Engine::SendSack(Qp* qp) {
   aeth.set_msn(qp->msn);
   std::memcpy(buf + info.aeth_offset, aeth.b.data(), sizeof(aeth));
   std::memcpy(buf + info.header_length, bitmap, bytes);
-  TxCommit(info.header_length + bytes + wire::kIcrcSize, SourceIndex(qp), qp->attr.ah_attr.dgid,
-           qp->reply_port);
+  TxCommit(info.header_length + bytes + wire::kIcrcSize, SourceIndex(qp), qp->attr.ah_attr.dgid);
   ++stats_.tx_sacks;
 }
 

@@ -4,12 +4,18 @@
 // to a specific IPv4 address (the ICRC covers the source address and port, so
 // the transport must know exactly what the kernel will put in the IP/UDP
 // headers; a wildcard bind would leave the source address to routing).
-// Next to each, a reply socket on the same address and an ephemeral port:
-// RC requests that carry the reply-to-source bit leave from it, so a
-// softrnic responder's ACKs and read responses arrive there and not at the
-// device port. The engine's progress thread waits on the device ports
-// always, on the reply sockets only when it must (docs/progress.md): a
-// response an application is polling for then wakes nobody.
+//
+// Reply sockets: each endpoint is a SO_REUSEPORT group of two sockets on the
+// same address and port, with a classic BPF program (unprivileged) that
+// steers RC responses (opcodes 0x0D-0x12: read responses, ACK, atomic ACK)
+// to the second socket and everything else to the first. The wire is
+// unchanged (every packet to and from port 4791); only the local delivery
+// differs. The engine's progress thread waits on the first sockets always
+// and on the reply sockets only when it must (docs/progress.md), so a
+// response that an application thread is polling for wakes nobody.
+// Who owns an address:port is decided by an abstract unix socket named after
+// it (per network namespace, gone when the process dies): a second process
+// that joined the group in a race sees the name taken and leaves at once.
 // IP_MTU_DISCOVER=IP_PMTUDISC_DO sets DF, and an unconnected DF socket sends
 // IPv4 ID 0, which is what wire::IpUdpFields assumes (a connected socket
 // would number IDs from a per-socket counter and break the ICRC).
@@ -34,7 +40,9 @@
 #include <netinet/ip.h>
 #include <netinet/udp.h>
 #include <sys/epoll.h>
+#include <linux/filter.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -46,6 +54,7 @@
 
 #include "transport/fault_injector.h"
 #include "wire/icrc.h"
+#include "wire/opcode.h"
 
 namespace softrnic::transport {
 
@@ -78,6 +87,10 @@ namespace {
 constexpr int kMaxTxBatch = 64;              // messages per sendmmsg
 constexpr int kSocketBufferBytes = 4 << 20;  // SO_SNDBUF / SO_RCVBUF
 constexpr uint32_t kMinPacket = 12 + 4;      // BTH + ICRC
+// RC responses (IBA 9.2: RDMA READ response first .. atomic acknowledge),
+// steered to an endpoint's reply socket.
+constexpr uint8_t kFirstRcResponseOpcode = wire::op::kRcReadResponseFirst;
+constexpr uint8_t kLastRcResponseOpcode = wire::op::kRcAtomicAck;
 constexpr uint32_t kMaxLoopbackAttempts = 16;
 // UDP segmentation (UDP_SEGMENT / UDP_GRO, Linux >= 5.0). The kernel accepts
 // up to UDP_MAX_SEGMENTS (64 before 6.2, 128 since) segments per send.
@@ -119,13 +132,20 @@ struct LocalSocket {
   bool reply = false;  // the endpoint's reply socket (see the top of this file)
 };
 
+// The sockets of one endpoint (see the top of this file).
+struct EndpointSockets {
+  LocalSocket main;
+  LocalSocket reply;  // fd -1: none
+  int owner_fd = -1;  // abstract unix socket naming the address:port, or -1
+};
+
 constexpr uint32_t kQuietAfter = 64;
 constexpr uint64_t kQuietPollEvery = 8;
 
 // Opens and binds one socket. Returns 0 or the errno of the failing call, and
 // a message in *error.
-int OpenSocket(uint32_t addr_network_order, uint16_t port, bool gro, LocalSocket* out,
-               std::string* error) {
+int OpenSocket(uint32_t addr_network_order, uint16_t port, bool gro, bool reuseport,
+               LocalSocket* out, std::string* error) {
   const std::string where = Ipv4Text(addr_network_order) + ":" + std::to_string(port);
   const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
@@ -147,6 +167,12 @@ int OpenSocket(uint32_t addr_network_order, uint16_t port, bool gro, LocalSocket
   // Coalesced receive: a run of equal-sized datagrams arrives as one buffer
   // with its segment size in a UDP_GRO cmsg (RecvBurst splits it again).
   if (gro) out->gro = setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one)) == 0;
+  if (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0) {
+    const int err = errno;
+    *error = "SO_REUSEPORT on " + where + ": " + std::strerror(err);
+    close(fd);
+    return err;
+  }
   sockaddr_in sin{};
   sin.sin_family = AF_INET;
   sin.sin_addr.s_addr = addr_network_order;
@@ -166,6 +192,73 @@ int OpenSocket(uint32_t addr_network_order, uint16_t port, bool gro, LocalSocket
   }
   out->fd = fd;
   out->addr = sin;
+  return 0;
+}
+
+// Claims address:port for this process: an abstract unix socket named after
+// it. Returns the socket, or -1 with errno EADDRINUSE when another process
+// holds it.
+int ClaimEndpoint(const sockaddr_in& sin) {
+  const int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_un un{};
+  un.sun_family = AF_UNIX;
+  // Abstract name: a leading NUL, scoped to the network namespace.
+  const int n = std::snprintf(un.sun_path + 1, sizeof(un.sun_path) - 1, "softrnic-udp-%s:%u",
+                              Ipv4Text(sin.sin_addr.s_addr).c_str(), ntohs(sin.sin_port));
+  const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&un), len) != 0) {
+    const int err = errno;
+    close(fd);
+    errno = err;
+    return -1;
+  }
+  return fd;
+}
+
+// The steering program of an endpoint's reuseport group: index 1 (the reply
+// socket) for RC responses, index 0 otherwise. The program sees the UDP
+// payload, i.e. the BTH, at offset 0; a datagram too short to load from
+// ends the program with 0 (the first socket).
+bool AttachReplySteering(int fd) {
+  static sock_filter code[] = {
+      {BPF_LD | BPF_B | BPF_ABS, 0, 0, 0},                                 // A = BTH opcode
+      {BPF_JMP | BPF_JGE | BPF_K, 0, 2, kFirstRcResponseOpcode},           // < 0x0D: requests
+      {BPF_JMP | BPF_JGT | BPF_K, 1, 0, kLastRcResponseOpcode},            // > 0x12: requests
+      {BPF_RET | BPF_K, 0, 0, 1},
+      {BPF_RET | BPF_K, 0, 0, 0},
+  };
+  sock_fprog prog{static_cast<unsigned short>(sizeof(code) / sizeof(code[0])), code};
+  return setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof(prog)) == 0;
+}
+
+// Opens an endpoint: its socket and, if `reply`, its reply socket (see the
+// top of this file). Returns 0 or an errno (EADDRINUSE: another process's).
+int OpenEndpoint(uint32_t addr_network_order, uint16_t port, bool gro, bool reply,
+                 EndpointSockets* out, std::string* error) {
+  if (int err = OpenSocket(addr_network_order, port, gro, reply, &out->main, error)) return err;
+  if (!reply) return 0;
+  out->owner_fd = ClaimEndpoint(out->main.addr);
+  if (out->owner_fd < 0) {
+    const int err = errno;
+    close(out->main.fd);
+    out->main.fd = -1;
+    if (err == EADDRINUSE) {
+      *error = "UDP " + Ipv4Text(addr_network_order) + ":" + std::to_string(port) +
+               " is in use by another softrnic process";
+      return EADDRINUSE;
+    }
+    // No unix sockets here (a sandbox): a plain endpoint without the group.
+    return OpenSocket(addr_network_order, port, gro, false, &out->main, error);
+  }
+  std::string ignored;
+  if (OpenSocket(addr_network_order, ntohs(out->main.addr.sin_port), gro, true, &out->reply,
+                 &ignored) != 0)
+    return 0;  // the reply socket is an optimisation only
+  if (!AttachReplySteering(out->main.fd)) {
+    close(out->reply.fd);
+    out->reply.fd = -1;
+  }
   return 0;
 }
 
@@ -202,10 +295,9 @@ class UdpTransport final : public Transport {
   };
 
   explicit UdpTransport(const UdpConfig& config)
-      : reply_sockets_(config.reply_sockets), faults_(config.faults),
-        segmentation_(config.segmentation) {}
+      : faults_(config.faults), segmentation_(config.segmentation) {}
   bool Init(std::string* error);
-  bool AddSocket(const LocalSocket& s, std::string* error);
+  bool AddEndpoint(const EndpointSockets& e, std::string* error);
 
   // Makes room for `count` messages on socket `local`; false when a flush
   // hit a full socket buffer (busy_return_ then says how many packets of
@@ -233,22 +325,16 @@ class UdpTransport final : public Transport {
   // on; returns false when `packets` filled up before the datagram ended.
   bool SplitDatagram(int slot, uint16_t sock, RxPacket* packets, int n, int* produced);
 
-  // Which socket sends packet p: a request asking for replies at its
-  // source port leaves from its endpoint's reply socket (if it has one).
-  uint16_t TxSocketFor(const TxPacket& p) const {
-    if (p.length > 8 && (p.data[8] & kBthReplyHereBit) != 0 && reply_of_local_[p.local_index] >= 0)
-      return static_cast<uint16_t>(reply_of_local_[p.local_index]);
-    return main_of_local_[p.local_index];
-  }
-  static constexpr uint8_t kBthReplyHereBit = 0x20;  // wire::Bth::reply_here
+  // Which socket sends packet p: its endpoint's first socket (the reply
+  // socket only receives).
+  uint16_t TxSocketFor(const TxPacket& p) const { return main_of_local_[p.local_index]; }
 
   // Every socket, device-port and reply sockets alike; indices below are
   // into this vector.
   std::vector<LocalSocket> sockets_;
   std::vector<uint16_t> main_of_local_;
-  std::vector<int> reply_of_local_;  // -1: none
+  std::vector<int> owner_fds_;  // EndpointSockets::owner_fd of each endpoint
   std::vector<Endpoint> locals_;
-  const bool reply_sockets_;
   int epoll_fd_ = -1;        // the device-port sockets
   int reply_epoll_fd_ = -1;  // the reply sockets
   TransportCounters counters_;
@@ -336,9 +422,11 @@ std::unique_ptr<Transport> UdpTransport::Create(const UdpConfig& config, std::st
         return nullptr;
       }
       seen.push_back(a.s_addr);
-      LocalSocket s;
-      if (OpenSocket(a.s_addr, config.port, config.segmentation, &s, error) != 0) return nullptr;
-      if (!t->AddSocket(s, error)) return nullptr;
+      EndpointSockets e;
+      if (OpenEndpoint(a.s_addr, config.port, config.segmentation, config.reply_sockets, &e,
+                       error) != 0)
+        return nullptr;
+      if (!t->AddEndpoint(e, error)) return nullptr;
     }
     return t;
   }
@@ -346,25 +434,27 @@ std::unique_ptr<Transport> UdpTransport::Create(const UdpConfig& config, std::st
   // Automatic: host addresses whose port is free (a taken one belongs to
   // another softrnic process on this host, which then owns hostIP:port)...
   for (uint32_t addr : HostIpv4Addresses()) {
-    LocalSocket s;
+    EndpointSockets e;
     std::string ignored;
-    if (OpenSocket(addr, config.port, config.segmentation, &s, &ignored) != 0) continue;
-    if (!t->AddSocket(s, error)) return nullptr;
+    if (OpenEndpoint(addr, config.port, config.segmentation, config.reply_sockets, &e, &ignored) !=
+        0)
+      continue;
+    if (!t->AddEndpoint(e, error)) return nullptr;
   }
   // ...then exactly one per-process loopback address.
   const uint32_t pid = static_cast<uint32_t>(getpid());
   std::string last_error;
   bool bound = false;
   for (uint32_t attempt = 0; attempt < kMaxLoopbackAttempts && !bound; ++attempt) {
-    LocalSocket s;
-    const int err = OpenSocket(htonl(PerProcessLoopbackAddress(pid, attempt)), config.port,
-                               config.segmentation, &s, &last_error);
+    EndpointSockets e;
+    const int err = OpenEndpoint(htonl(PerProcessLoopbackAddress(pid, attempt)), config.port,
+                                 config.segmentation, config.reply_sockets, &e, &last_error);
     if (err == EADDRINUSE) continue;
     if (err != 0) {
       *error = last_error;
       return nullptr;
     }
-    if (!t->AddSocket(s, error)) return nullptr;
+    if (!t->AddEndpoint(e, error)) return nullptr;
     bound = true;
   }
   if (!bound) {
@@ -401,48 +491,47 @@ bool UdpTransport::Init(std::string* error) {
   return true;
 }
 
-bool UdpTransport::AddSocket(const LocalSocket& main, std::string* error) {
+bool UdpTransport::AddEndpoint(const EndpointSockets& e, std::string* error) {
+  auto close_all = [&] {
+    close(e.main.fd);
+    if (e.reply.fd >= 0) close(e.reply.fd);
+    if (e.owner_fd >= 0) close(e.owner_fd);
+  };
   if (sockets_.size() >= 0xFFF0) {
-    close(main.fd);
+    close_all();
     *error = "too many local addresses";
     return false;
   }
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u32 = static_cast<uint32_t>(sockets_.size());
-  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, main.fd, &ev) != 0) {
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, e.main.fd, &ev) != 0) {
     *error = "epoll_ctl: " + std::string(std::strerror(errno));
-    close(main.fd);
+    close_all();
     return false;
   }
   const uint16_t local = static_cast<uint16_t>(locals_.size());
   main_of_local_.push_back(static_cast<uint16_t>(sockets_.size()));
-  sockets_.push_back(main);
+  sockets_.push_back(e.main);
   sockets_.back().local = local;
-  locals_.push_back(Endpoint{Gid::FromIpv4(main.addr.sin_addr.s_addr), ntohs(main.addr.sin_port)});
-  reply_of_local_.push_back(-1);
-  // The reply socket is an optimisation: without one (refused, or
-  // SOFTRNIC_REPLY_SOCKET=0) requests leave from the device port and get
-  // their responses there.
-  LocalSocket reply;
-  std::string ignored;
-  if (!reply_sockets_ ||
-      OpenSocket(main.addr.sin_addr.s_addr, 0, main.gro, &reply, &ignored) != 0)
-    return true;
+  locals_.push_back(Endpoint{Gid::FromIpv4(e.main.addr.sin_addr.s_addr), ntohs(e.main.addr.sin_port)});
+  owner_fds_.push_back(e.owner_fd);
+  if (e.reply.fd < 0) return true;
   ev.data.u32 = static_cast<uint32_t>(sockets_.size());
-  if (epoll_ctl(reply_epoll_fd_, EPOLL_CTL_ADD, reply.fd, &ev) != 0) {
-    close(reply.fd);
-    return true;
+  if (epoll_ctl(reply_epoll_fd_, EPOLL_CTL_ADD, e.reply.fd, &ev) != 0) {
+    // Still in the group: its packets must be read, so watch it with the rest.
+    (void)epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, e.reply.fd, &ev);
   }
-  reply.local = local;
-  reply.reply = true;
-  reply_of_local_.back() = static_cast<int>(sockets_.size());
-  sockets_.push_back(reply);
+  sockets_.push_back(e.reply);
+  sockets_.back().local = local;
+  sockets_.back().reply = true;
   return true;
 }
 
 UdpTransport::~UdpTransport() {
   for (const LocalSocket& s : sockets_) close(s.fd);
+  for (int fd : owner_fds_)
+    if (fd >= 0) close(fd);
   if (epoll_fd_ >= 0) close(epoll_fd_);
   if (reply_epoll_fd_ >= 0) close(reply_epoll_fd_);
 }

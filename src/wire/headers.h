@@ -49,13 +49,6 @@ struct Bth {
   // the selective mode on a QP only once the peer has shown it
   // (docs/loss.md).
   bool sr() const { return b[8] & 0x40; }
-  // softrnic's reply-to-source-port bit: the next bit of resv7 (same rule:
-  // standard peers send 0 and ignore it). A softrnic requester sets it on
-  // RC requests it sends from a socket of its own for replies; a softrnic
-  // responder then sends the responses of that QP to the request's UDP
-  // source port instead of 4791, so that they do not wake the requester's
-  // progress thread, which waits on the request port (docs/progress.md).
-  bool reply_here() const { return b[8] & 0x20; }
   uint32_t psn() const { return LoadBe24(&b[9]); }
 
   void set_opcode(uint8_t v) { b[0] = v; }
@@ -69,7 +62,6 @@ struct Bth {
   void set_dest_qp(uint32_t v) { StoreBe24(&b[5], v & kQpnMask); }
   void set_ack_req(bool v) { b[8] = static_cast<uint8_t>((b[8] & 0x7F) | (v ? 0x80 : 0)); }
   void set_sr(bool v) { b[8] = static_cast<uint8_t>((b[8] & 0xBF) | (v ? 0x40 : 0)); }
-  void set_reply_here(bool v) { b[8] = static_cast<uint8_t>((b[8] & 0xDF) | (v ? 0x20 : 0)); }
   void set_psn(uint32_t v) { StoreBe24(&b[9], v & kPsnMask); }
 };
 static_assert(sizeof(Bth) == 12);

@@ -65,6 +65,9 @@ inline std::unique_ptr<Transport> MakeExplicit(const std::vector<std::string>& a
 inline std::vector<uint8_t> MakePacket(uint32_t seq, uint32_t length) {
   std::vector<uint8_t> p(length);
   for (uint32_t i = 0; i < length; ++i) p[i] = static_cast<uint8_t>(i * 7 + seq * 13 + 1);
+  // A request opcode (RC SEND_ONLY): RC responses would be steered to the
+  // endpoint's reply socket (see ResponsesArriveOnTheReplySocket).
+  p[0] = 0x04;
   p[4] = 0;  // FECN/BECN/resv6 byte
   if (length >= 20) std::memcpy(&p[12], &seq, 4);
   for (uint32_t i = length - 4; i < length; ++i) p[i] = 0xEE;
@@ -374,6 +377,52 @@ TEST(UdpTransport, PollableFdSignalsArrival) {
   ASSERT_EQ(b->RecvBurst(rx, 4), 1);
   EXPECT_EQ(rx[0].local_index, 1);
   EXPECT_EQ(epoll_wait(b->pollable_fd(), &ev, 1, 0), 0);
+}
+
+TEST(UdpTransport, ResponsesArriveOnTheReplySocket) {
+  // RC responses (ACK 0x11, READ response 0x10, atomic ACK 0x12) land on
+  // the reply socket of the endpoint's reuseport group: reply_pollable_fd()
+  // signals, pollable_fd() stays quiet; requests the other way round. The
+  // wire is the same for both: sent from and to the endpoint's one port.
+  auto a = MakeExplicit({"127.10.2.4"});
+  auto b = MakeExplicit({"127.10.2.5"});
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  ASSERT_GE(b->reply_pollable_fd(), 0) << "no reply socket (SO_REUSEPORT + cBPF refused?)";
+  epoll_event ev;
+  for (uint8_t opcode : {uint8_t{0x11}, uint8_t{0x10}, uint8_t{0x12}, uint8_t{0x04}, uint8_t{0x0A},
+                         uint8_t{0x64}}) {
+    const bool response = opcode >= 0x0D && opcode <= 0x12;
+    auto bufs = std::vector<std::vector<uint8_t>>{MakePacket(opcode, 64)};
+    bufs[0][0] = opcode;
+    auto tx = Tx(bufs, b->locals()[0]);
+    ASSERT_EQ(a->SendBurst(tx.data(), 1), 1);
+    const int signalled = response ? b->reply_pollable_fd() : b->pollable_fd();
+    const int quiet = response ? b->pollable_fd() : b->reply_pollable_fd();
+    EXPECT_EQ(epoll_wait(signalled, &ev, 1, 2000), 1) << int{opcode};
+    EXPECT_EQ(epoll_wait(quiet, &ev, 1, 0), 0) << int{opcode};
+    RxPacket rx[4];
+    ASSERT_EQ(b->RecvBurst(rx, 4), 1) << int{opcode};
+    EXPECT_EQ(rx[0].data[0], opcode);
+    EXPECT_EQ(rx[0].src, a->locals()[0]) << "sent from the endpoint's port";
+    EXPECT_EQ(rx[0].local_index, 0);
+    EXPECT_EQ(epoll_wait(signalled, &ev, 1, 0), 0) << int{opcode};
+  }
+}
+
+TEST(UdpTransport, SecondProcessCannotShareAnEndpoint) {
+  // An endpoint is a reuseport group; another process (here: another
+  // transport) binding the same address and port must be refused, not
+  // join the group and take a share of its packets.
+  uint16_t port = 0;
+  auto a = MakeExplicit({"127.10.2.6"}, &port);
+  ASSERT_NE(a, nullptr);
+  UdpConfig config;
+  config.bind_addresses = {"127.10.2.6"};
+  config.port = port;
+  std::string error;
+  EXPECT_EQ(CreateUdpTransport(config, &error), nullptr);
+  EXPECT_NE(error.find("in use"), std::string::npos) << error;
 }
 
 TEST(UdpTransport, PlainSocketSenderAndReceiverAgreeOnIcrc) {
