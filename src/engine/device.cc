@@ -268,8 +268,11 @@ int Device::PollCq(Cq* cq, int n, Completion* out) {
   if (n < 0) return -EINVAL;
   std::lock_guard<SpinMutex> lock(engine_->mu_);
   // The polling application does the engine's work itself (no thread hop).
-  if (cq->count < static_cast<size_t>(n) && engine_->PollOnceLocked())
-    engine_->WakeProgressThreadFor(engine_->NextDeadlineLocked());
+  if (cq->count < static_cast<size_t>(n)) {
+    if (engine_->PollOnceLocked()) engine_->WakeProgressThreadFor(engine_->NextDeadlineLocked());
+    engine_->app_polled_at_.store(engine_->last_pass_.time_since_epoch().count(),
+                                  std::memory_order_relaxed);
+  }
   engine_->NoteAppActivity();
   return cq->Poll(n, out);
 }

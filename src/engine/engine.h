@@ -85,6 +85,10 @@ class Engine {
     app_activity_.store(app_activity_.load(std::memory_order_relaxed) + 1,
                         std::memory_order_relaxed);
   }
+  // When an application thread last ran a pass from PollCq (steady_clock
+  // ticks; the pass's own clock read, so polling costs no extra one).
+  std::atomic<Clock::rep> app_polled_at_{0};
+  Clock::time_point last_pass_{};  // REQUIRES: mu_
   int wake_fd_ = -1;   // eventfd to wake a sleeping progress thread
   int epoll_fd_ = -1;
   std::thread progress_thread_;

@@ -52,6 +52,7 @@ std::string FormatStats(const EngineStats& s, const transport::TransportCounters
   line("udp_rx_bytes", t.rx_bytes);
   line("udp_rx_icrc_errors", t.rx_icrc_errors);
   line("udp_rx_runts", t.rx_runts);
+  line("udp_rx_icrc_id_retries", t.rx_icrc_id_retries);
   line("fault_drops", t.injected_drops);
   line("fault_dups", t.injected_dups);
   line("fault_reorders", t.injected_reorders);

@@ -41,6 +41,9 @@ struct TransportCounters {
   uint64_t tx_packets = 0, tx_bytes = 0, tx_errors = 0;
   uint64_t rx_packets = 0, rx_bytes = 0;
   uint64_t rx_icrc_errors = 0, rx_runts = 0;
+  // Packets whose ICRC matched only with another IPv4 ID than their index in
+  // the received datagram (a GSO run cut or regrouped on the way).
+  uint64_t rx_icrc_id_retries = 0;
   uint64_t injected_drops = 0, injected_dups = 0, injected_reorders = 0, injected_corrupts = 0;
   // Sends refused because the socket buffer was full (EAGAIN/ENOBUFS); SendBurst
   // returned fewer than offered and the caller retries the rest.

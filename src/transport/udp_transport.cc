@@ -121,12 +121,6 @@ void SetBuffer(int fd, int force_option, int option) {
 struct LocalSocket {
   int fd = -1;
   sockaddr_in addr{};  // the bound address and port (network order)
-  // Consecutive polls that found nothing. A socket quiet for a while is
-  // polled only every kQuietPollEvery calls: a polling application then pays
-  // one recvmmsg per pass for the socket its peer uses, not one per socket.
-  // (The engine's idle sleep waits on every socket through epoll, so a
-  // quiet socket that becomes busy is noticed at the latest then.)
-  uint32_t quiet = 0;
   bool gro = false;  // UDP_GRO accepted: datagrams may hold several packets
   uint16_t local = 0;  // the endpoint (index into locals_) it belongs to
   bool reply = false;  // the endpoint's reply socket (see the top of this file)
@@ -139,8 +133,9 @@ struct EndpointSockets {
   int owner_fd = -1;  // abstract unix socket naming the address:port, or -1
 };
 
-constexpr uint32_t kQuietAfter = 64;
-constexpr uint64_t kQuietPollEvery = 8;
+// Sockets one RecvBurst call looks at (epoll_wait on all of them).
+constexpr int kMaxReadySockets = 64;
+constexpr int kMinShare = 8;  // datagrams one socket may return per RecvBurst (RecvBurst)
 
 // Opens and binds one socket. Returns 0 or the errno of the failing call, and
 // a message in *error.
@@ -272,12 +267,6 @@ class UdpTransport final : public Transport {
   int RecvBurst(RxPacket* packets, int n) override;
   int pollable_fd() const override { return epoll_fd_; }
   int reply_pollable_fd() const override { return reply_epoll_fd_; }
-  // Edge-triggered sleepers drain every socket after they wake: the first
-  // RecvBurst after a sleep polls quiet sockets too.
-  bool PrepareToSleep() override {
-    for (LocalSocket& s : sockets_) s.quiet = 0;
-    return true;
-  }
   const TransportCounters& counters() const override { return counters_; }
 
  private:
@@ -319,8 +308,8 @@ class UdpTransport final : public Transport {
   // ICRC check of one packet of a (possibly coalesced) datagram: GSO numbers
   // the IPv4 IDs of a run 0, 1, 2, ... (inet_gso_segment), a fixed-ID GRO
   // flow keeps the first ID; try the segment's index, then 0.
-  static bool CheckSegmentIcrc(wire::IpUdpFields& ip, const uint8_t* data, uint32_t len,
-                               uint32_t segment);
+  bool CheckSegmentIcrc(wire::IpUdpFields& ip, const uint8_t* data, uint32_t len,
+                        uint32_t segment);
   // Turns received datagram `slot` into packets from segment `next_segment_`
   // on; returns false when `packets` filled up before the datagram ended.
   bool SplitDatagram(int slot, uint16_t sock, RxPacket* packets, int n, int* produced);
@@ -336,6 +325,7 @@ class UdpTransport final : public Transport {
   std::vector<int> owner_fds_;  // EndpointSockets::owner_fd of each endpoint
   std::vector<Endpoint> locals_;
   int epoll_fd_ = -1;        // the device-port sockets
+  int all_epoll_fd_ = -1;    // every socket, for RecvBurst's readiness check
   int reply_epoll_fd_ = -1;  // the reply sockets
   TransportCounters counters_;
   FaultInjector faults_;
@@ -384,8 +374,7 @@ class UdpTransport final : public Transport {
   iovec rx_iov_[kUdpMaxRecvBurst];
   sockaddr_in rx_src_[kUdpMaxRecvBurst];
   alignas(cmsghdr) uint8_t rx_cmsg_[kUdpMaxRecvBurst][64];
-  size_t rr_ = 0;  // round-robin start socket
-  uint64_t recv_calls_ = 0;
+  size_t rr_ = 0;  // rotates which ready socket RecvBurst serves first
   // Datagrams received but not yet fully returned (a coalesced datagram can
   // hold more packets than one RecvBurst may return): slots
   // [next_slot_, slots_filled_) of socket split_socket_, the first one from
@@ -434,6 +423,9 @@ std::unique_ptr<Transport> UdpTransport::Create(const UdpConfig& config, std::st
   // Automatic: host addresses whose port is free (a taken one belongs to
   // another softrnic process on this host, which then owns hostIP:port)...
   for (uint32_t addr : HostIpv4Addresses()) {
+    // Room for the loopback endpoint is kept; further host addresses are
+    // left out rather than failing (kMaxReadySockets).
+    if (t->sockets_.size() + 4 > static_cast<size_t>(kMaxReadySockets)) break;
     EndpointSockets e;
     std::string ignored;
     if (OpenEndpoint(addr, config.port, config.segmentation, config.reply_sockets, &e, &ignored) !=
@@ -470,7 +462,8 @@ std::unique_ptr<Transport> UdpTransport::Create(const UdpConfig& config, std::st
 bool UdpTransport::Init(std::string* error) {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   reply_epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  if (epoll_fd_ < 0 || reply_epoll_fd_ < 0) {
+  all_epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0 || reply_epoll_fd_ < 0 || all_epoll_fd_ < 0) {
     *error = "epoll_create1: " + std::string(std::strerror(errno));
     return false;
   }
@@ -497,7 +490,7 @@ bool UdpTransport::AddEndpoint(const EndpointSockets& e, std::string* error) {
     if (e.reply.fd >= 0) close(e.reply.fd);
     if (e.owner_fd >= 0) close(e.owner_fd);
   };
-  if (sockets_.size() >= 0xFFF0) {
+  if (sockets_.size() + 2 > kMaxReadySockets) {
     close_all();
     *error = "too many local addresses";
     return false;
@@ -506,6 +499,17 @@ bool UdpTransport::AddEndpoint(const EndpointSockets& e, std::string* error) {
   ev.events = EPOLLIN;
   ev.data.u32 = static_cast<uint32_t>(sockets_.size());
   if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, e.main.fd, &ev) != 0) {
+    *error = "epoll_ctl: " + std::string(std::strerror(errno));
+    close_all();
+    return false;
+  }
+  if (epoll_ctl(all_epoll_fd_, EPOLL_CTL_ADD, e.main.fd, &ev) != 0 ||
+      (e.reply.fd >= 0 && [&] {
+        epoll_event rev{};
+        rev.events = EPOLLIN;
+        rev.data.u32 = static_cast<uint32_t>(sockets_.size() + 1);
+        return epoll_ctl(all_epoll_fd_, EPOLL_CTL_ADD, e.reply.fd, &rev) != 0;
+      }())) {
     *error = "epoll_ctl: " + std::string(std::strerror(errno));
     close_all();
     return false;
@@ -534,6 +538,7 @@ UdpTransport::~UdpTransport() {
     if (fd >= 0) close(fd);
   if (epoll_fd_ >= 0) close(epoll_fd_);
   if (reply_epoll_fd_ >= 0) close(reply_epoll_fd_);
+  if (all_epoll_fd_ >= 0) close(all_epoll_fd_);
 }
 
 void UdpTransport::FillPacketMsg(TxMsg* m, const uint8_t* data, uint32_t length,
@@ -885,7 +890,10 @@ bool UdpTransport::CheckSegmentIcrc(wire::IpUdpFields& ip, const uint8_t* data, 
   for (uint32_t id = 0; id < kMaxSegments; ++id) {
     if (id == segment) continue;
     ip.ipv4_id = static_cast<uint16_t>(id);
-    if (wire::CheckIcrc(ip, data, len)) return true;
+    if (wire::CheckIcrc(ip, data, len)) {
+      ++counters_.rx_icrc_id_retries;
+      return true;
+    }
   }
   return false;
 }
@@ -967,11 +975,26 @@ int UdpTransport::RecvBurst(RxPacket* packets, int n) {
 
   int used = 0;  // receive slots consumed this call
   const size_t nsock = sockets_.size();
-  for (size_t k = 0; k < nsock && used < kUdpMaxRecvBurst && produced < n; ++k) {
-    const size_t si = (rr_ + k) % nsock;
+  // Which sockets have datagrams: one epoll_wait instead of a recvmmsg per
+  // socket (a device has two sockets per address, and a host address or
+  // two besides its loopback one).
+  epoll_event ready[kMaxReadySockets];
+  int nready = 1;
+  if (nsock == 1) {
+    ready[0].data.u32 = 0;
+  } else {
+    nready = epoll_wait(all_epoll_fd_, ready, kMaxReadySockets, 0);
+    if (nready <= 0) return 0;
+  }
+  for (int k = 0; k < nready && used < kUdpMaxRecvBurst && produced < n; ++k) {
+    // Rotate the start so that no socket is always served first.
+    const size_t si = ready[(static_cast<size_t>(k) + rr_) % static_cast<size_t>(nready)].data.u32;
     LocalSocket& s = sockets_[si];
-    if (nsock > 1 && s.quiet > kQuietAfter && recv_calls_ % kQuietPollEvery != 0) continue;
-    const int want = std::min(n - produced, kUdpMaxRecvBurst - used);
+    // One socket takes at most half a burst per call while others are
+    // ready: a flooded socket (a peer retransmitting into it) must not
+    // starve the others, least of all the reply socket whose ACKs stop it.
+    const int share = nready > 1 ? std::max(kMinShare, n / 2) : n;
+    const int want = std::min({n - produced, share, kUdpMaxRecvBurst - used});
     for (int j = used; j < used + want; ++j) {
       msghdr& h = rx_hdrs_[j].msg_hdr;
       h.msg_namelen = sizeof(sockaddr_in);
@@ -980,11 +1003,7 @@ int UdpTransport::RecvBurst(RxPacket* packets, int n) {
     }
     const int r =
         recvmmsg(s.fd, rx_hdrs_ + used, static_cast<unsigned>(want), MSG_DONTWAIT, nullptr);
-    if (r <= 0) {  // EAGAIN: nothing here
-      ++s.quiet;
-      continue;
-    }
-    s.quiet = 0;
+    if (r <= 0) continue;  // EAGAIN: another reader took it
     for (int j = used; j < used + r; ++j) {
       next_segment_ = 0;
       if (!SplitDatagram(j, static_cast<uint16_t>(si), packets, n, &produced)) {
@@ -993,15 +1012,13 @@ int UdpTransport::RecvBurst(RxPacket* packets, int n) {
         next_slot_ = j;
         slots_filled_ = used + r;
         split_socket_ = static_cast<uint16_t>(si);
-        rr_ = nsock ? (rr_ + 1) % nsock : 0;
-        ++recv_calls_;
+        ++rr_;
         return produced;
       }
     }
     used += r;
   }
-  rr_ = nsock ? (rr_ + 1) % nsock : 0;
-  ++recv_calls_;
+  ++rr_;
   return produced;
 }
 

@@ -141,7 +141,7 @@ TEST_F(CongestionTest, EcnCeOnRequestSendsCnpToRequester) {
 
 // The packets in flight never exceed the window (plus what the peer
 // reported kept), nor the reorder window, sampled during a long transfer
-// under loss; loss cuts the window.
+// under loss; each loss episode is classified (cut or ignored).
 TEST_F(CongestionTest, InflightBoundedByWindowUnderLoss) {
   QpOptions o;
   o.timeout = 10;
@@ -180,7 +180,11 @@ TEST_F(CongestionTest, InflightBoundedByWindowUnderLoss) {
   ASSERT_EQ(got, 16u);
   EXPECT_GT(samples, 10);
   EXPECT_EQ(FirstDiff(a_.buf.data(), b_.buf.data(), len), -1);
-  EXPECT_GT(StatsOf(*a_.dev).cc_loss_cuts, 0u);
+  // Every loss episode is classified: a cut when the RTT shows a queue, else
+  // ignored as a random loss (congestion.cc). Which one depends on the RTT
+  // this machine's scheduling gives, so only their sum is certain.
+  const EngineStats st = StatsOf(*a_.dev);
+  EXPECT_GT(st.cc_loss_cuts + st.cc_loss_ignored, 0u);
 }
 
 }  // namespace
