@@ -144,7 +144,7 @@ TEST_F(CongestionTest, EcnCeOnRequestSendsCnpToRequester) {
 // under loss; each loss episode is classified (cut or ignored).
 TEST_F(CongestionTest, InflightBoundedByWindowUnderLoss) {
   QpOptions o;
-  o.timeout = 10;
+  o.timeout = kLossyLinkTimeout;
   o.buf_size = 8 << 20;
   transport::FaultConfig f;
   f.drop = 0.02;

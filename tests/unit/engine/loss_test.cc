@@ -44,7 +44,7 @@ class LossTest : public RcPairTest, public ::testing::WithParamInterface<LossCas
 TEST_P(LossTest, MixedStreamCompletesExactlyOnce) {
   const LossCase& lc = GetParam();
   QpOptions o;
-  o.timeout = 10;  // ~4 ms
+  o.timeout = kLossyLinkTimeout;
   o.retry_cnt = 7;
   o.psn = lc.start_psn;
   o.buf_size = 8 << 20;

@@ -136,7 +136,7 @@ TEST_F(RcPairTest, UcUnderLossDeliversWholeMessagesOnly) {
 // Several RC QPs on the same two lossy devices, all busy at once.
 TEST(MultiQpLossTest, FourQpPairsConcurrent) {
   QpOptions o;
-  o.timeout = 10;
+  o.timeout = kLossyLinkTimeout;
   o.buf_size = 1 << 20;
   transport::FaultConfig fa, fb;
   fa.drop = fb.drop = 0.02;
