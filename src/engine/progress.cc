@@ -2,10 +2,12 @@
 //
 // A passive target never calls into the library, so a progress thread must
 // receive and answer for it. An application that polls its CQ runs the same
-// pass inline (Device::PollCq) so it pays no thread hop. The thread spins
-// for SOFTRNIC_SPIN_US (default 200 us) after the last work it saw, then
-// sleeps in epoll on the sockets and an eventfd until the next timer.
-// See docs/progress.md.
+// pass inline (Device::PollCq) so it pays no thread hop, and the thread
+// leaves the packets to it while it polls. Otherwise the thread runs passes
+// until the sockets are drained, then sleeps in edge-triggered epoll on the
+// request sockets (and the reply sockets only when it must), an eventfd and
+// the next timer. SOFTRNIC_SPIN_US (default 0) makes it busy-poll first.
+// See docs/engine.md, "Progress".
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
