@@ -22,6 +22,18 @@ ShmSegment::~ShmSegment() {
   if (fd_ >= 0) close(fd_);
 }
 
+bool ShmSegment::Map(int fd, const char* what, std::string* error) {
+  void* p = mmap(nullptr, kShmSegmentSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    *error = std::string("mmap ") + what + ": " + std::strerror(errno);
+    close(fd);
+    return false;
+  }
+  fd_ = fd;
+  base_ = static_cast<uint8_t*>(p);
+  return true;
+}
+
 bool ShmSegment::Create(std::string* error) {
   // CLOEXEC: peers reach it through /proc/<pid>/fd while this process
   // lives; an exec'd image must not keep it.
@@ -36,14 +48,7 @@ bool ShmSegment::Create(std::string* error) {
     close(fd);
     return false;
   }
-  void* p = mmap(nullptr, kShmSegmentSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) {
-    *error = std::string("mmap control segment: ") + std::strerror(errno);
-    close(fd);
-    return false;
-  }
-  fd_ = fd;
-  base_ = static_cast<uint8_t*>(p);
+  if (!Map(fd, "control segment", error)) return false;
   ShmSegmentHeader* h = header();
   h->version = kShmVersion;
   h->pid = static_cast<uint32_t>(getpid());
@@ -78,14 +83,7 @@ bool ShmSegment::Attach(int fd, uint32_t expected_pid, std::string* error) {
     close(fd);
     return false;
   }
-  void* p = mmap(nullptr, kShmSegmentSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) {
-    *error = std::string("mmap peer segment: ") + std::strerror(errno);
-    close(fd);
-    return false;
-  }
-  fd_ = fd;
-  base_ = static_cast<uint8_t*>(p);
+  if (!Map(fd, "peer segment", error)) return false;
   const ShmSegmentHeader* h = header();
   if (std::atomic_ref<uint64_t>(const_cast<uint64_t&>(h->magic)).load(std::memory_order_acquire) !=
           kShmMagic ||

@@ -165,6 +165,9 @@ class ShmSegment {
   uint8_t* base() const { return base_; }
 
  private:
+  // Maps the segment from `fd` and takes the fd; on failure closes it and
+  // says what failed (`what`: whose segment).
+  bool Map(int fd, const char* what, std::string* error);
   int fd_ = -1;
   uint8_t* base_ = nullptr;
 };
