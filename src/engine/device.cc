@@ -274,7 +274,9 @@ int Device::PollCq(Cq* cq, int n, Completion* out) {
                                   std::memory_order_relaxed);
   }
   engine_->NoteAppActivity();
-  return cq->Poll(n, out);
+  const int got = cq->Poll(n, out);
+  engine_->app_waiting_.store(got == 0, std::memory_order_relaxed);
+  return got;
 }
 
 int Device::ArmCq(Cq* cq, bool solicited_only) {
@@ -284,9 +286,13 @@ int Device::ArmCq(Cq* cq, bool solicited_only) {
   if (cq->armed != 1) cq->armed = solicited_only ? 2 : 1;
   // A thread about to block for this CQ's event needs the progress thread
   // to take responses (RepliesNeededLocked).
-  if (cq->channel != nullptr && engine_->reply_fd_ >= 0 &&
-      !engine_->watching_replies_.load(std::memory_order_relaxed))
-    engine_->WakeProgressThread();
+  // So does one that left the request sockets to polling applications.
+  if (cq->channel != nullptr) {
+    engine_->channel_armed_.store(true, std::memory_order_relaxed);
+    if (engine_->app_owns_packets_.load(std::memory_order_relaxed) ||
+        (engine_->reply_fd_ >= 0 && !engine_->watching_replies_.load(std::memory_order_relaxed)))
+      engine_->WakeProgressThread();
+  }
   return 0;
 }
 
@@ -558,12 +564,17 @@ int Device::PostSend(Qp* qp, const SendWr& wr) {
   engine_->RunRequester(qp);
   engine_->FlushTx();
   // Work left for later, or WQEs that only a response lets go while the
-  // thread does not wait for responses: it must run (or start waiting).
-  if (!engine_->work_list_.empty() ||
-      (qp->sq_next != qp->sq_tail && engine_->reply_fd_ >= 0 &&
-       !engine_->watching_replies_.load(std::memory_order_relaxed)))
+  // thread does not wait for responses: it must run (or start waiting),
+  // unless it left the packets to an application thread that polls (whose
+  // passes run the work list and take the responses).
+  if (engine_->app_owns_packets_.load(std::memory_order_relaxed)) {
+  } else if (!engine_->work_list_.empty() ||
+             (qp->sq_next != qp->sq_tail && engine_->reply_fd_ >= 0 &&
+              !engine_->watching_replies_.load(std::memory_order_relaxed))) {
     engine_->WakeProgressThread();
-  else if (qp->retransmit_armed) engine_->WakeProgressThreadFor(qp->retransmit_deadline);
+  } else if (qp->retransmit_armed) {
+    engine_->WakeProgressThreadFor(qp->retransmit_deadline);
+  }
   // A posting application is active too: the progress thread backs off.
   engine_->NoteAppActivity();
   return 0;

@@ -36,6 +36,7 @@ Engine::Engine(std::unique_ptr<transport::Transport> transport, DeviceAttr attr)
     fcntl(async_write_fd_, F_SETFL, fcntl(async_write_fd_, F_GETFL) | O_NONBLOCK);
   }
   if (const char* spin = std::getenv("SOFTRNIC_SPIN_US")) spin_us_ = std::atoi(spin);
+  InitAckDelay();
   // docs/loss.md: SOFTRNIC_RETRANSMIT=gbn|selective (default selective).
   if (const char* m = std::getenv("SOFTRNIC_RETRANSMIT"); m && std::strcmp(m, "gbn") == 0)
     selective_ = false;
@@ -130,7 +131,8 @@ void Engine::RunWorkList() {
   list.swap(work_list_);
   for (Qp* qp : list) {
     qp->on_work_list = false;
-    FlushAck(qp);
+    // A deferred ACK waits for the requester below or for its deadline.
+    if (!qp->ack_deferred) FlushAck(qp);
     RunRequester(qp);
   }
   if (work_list_.empty()) {

@@ -88,6 +88,20 @@ class Engine {
   // When an application thread last ran a pass from PollCq (steady_clock
   // ticks; the pass's own clock read, so polling costs no extra one).
   std::atomic<Clock::rep> app_polled_at_{0};
+  // Whether that poll found nothing: the application is waiting in a poll
+  // loop and will be back at once (it left if it got a completion).
+  std::atomic<bool> app_waiting_{false};
+  // A CQ with a completion channel was armed: its thread will block, and
+  // this thread must watch every socket. Set by ArmCq, recomputed by the
+  // progress thread's locked passes.
+  std::atomic<bool> channel_armed_{false};
+  // The progress thread left the request sockets to a polling application
+  // (progress.cc, "leaving packets to the application").
+  std::atomic<bool> app_owns_packets_{false};
+  bool watching_requests_ = true;  // progress thread only
+  void WatchRequests(bool on);     // progress thread only
+  // Sleeps while an application polls; returns whether it still does.
+  bool SleepWhileAppPolls(std::chrono::nanoseconds period);
   Clock::time_point last_pass_{};  // REQUIRES: mu_
   int wake_fd_ = -1;   // eventfd to wake a sleeping progress thread
   int epoll_fd_ = -1;
@@ -106,6 +120,7 @@ class Engine {
   // wake this thread (a cross-core wake-up costs tens of microseconds).
   // REQUIRES: mu_.
   bool RepliesNeededLocked() const;
+  bool ChannelArmedLocked() const;  // REQUIRES: mu_
   // Set by the progress thread; read by threads that may make replies
   // needed while it sleeps (ArmCq, PostSend), which then wake it.
   std::atomic<bool> watching_replies_{false};
@@ -134,6 +149,11 @@ class Engine {
   // then only classifies losses (CcOnLoss).
   bool cc_delay_ = false;
   Clock::time_point next_timer_check_{};
+  // SOFTRNIC_ACK_DELAY_US: how long a plain ACK may wait for a request of
+  // its QP to carry it (ack_delay.cc); 0 = never.
+  std::chrono::microseconds ack_delay_{20};
+  // No deferred ACK is due before this (may be stale-early, never late).
+  Clock::time_point ack_deadline_min_ = Clock::time_point::max();
 
   // --- Transmit (progress.cc) ---
   // Returns a buffer for one packet (BTH .. ICRC); valid until FlushTx.
@@ -258,13 +278,23 @@ class Engine {
   void HandleRequest(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx);
   void HandleRequestOne(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx);
   void HandleUdRequest(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx);
-  void QueueAck(Qp* qp, uint8_t syndrome, uint32_t psn);
+  // may_defer: a plain ACK a request of this QP may carry (ack_delay.cc).
+  void QueueAck(Qp* qp, uint8_t syndrome, uint32_t psn, bool may_defer = false);
   void SendAckNow(Qp* qp, uint8_t syndrome, uint32_t psn);
   // Queues one ACK/NAK packet (BTH + AETH) for transmission.
   // sr: set the selective-retransmission bit (the peer showed it).
   void EmitAck(uint32_t dest_qpn, uint32_t psn, uint8_t syndrome, uint32_t msn,
                uint16_t sgid_index, const Gid& dgid, bool sr = false);
   void FlushAck(Qp* qp);
+  // --- Delayed ACKs (ack_delay.cc) ---
+  void InitAckDelay();
+  // Whether the plain ACK just queued on qp may wait for a request of qp's
+  // to carry it (then it is not put on the work list).
+  bool DeferAck(Qp* qp, uint8_t syndrome);
+  // qp is about to send a request: its deferred ACK goes first.
+  void PiggybackAck(Qp* qp);
+  // Sends the deferred ACKs whose delay is over.
+  void ExpireDeferredAcks(Clock::time_point now);
   void ResponderError(Qp* qp, wire::NakCode code, uint32_t psn, WcStatus recv_status);
   void SendReadResponses(Qp* qp, uint32_t first_psn, uint64_t va, uint32_t rkey, uint32_t length,
                          uint32_t skip_packets);

@@ -27,18 +27,22 @@ namespace softrnic::engine {
 namespace {
 
 constexpr int kRxBurst = 32;
-// How recently an application must have polled to count as polling.
+// While an application thread polls its CQ (shared-memory rings).
 constexpr auto kAppPollingWindow = std::chrono::nanoseconds(20000);
 constexpr auto kShmMaxPollingWindow = std::chrono::nanoseconds(500000);
 constexpr auto kTimerCheckInterval = std::chrono::microseconds(50);
 // The longest the progress thread sleeps while QPs exist: timers due later
 // than this never need a wake-up from the posting thread.
 constexpr auto kIdleTick = std::chrono::milliseconds(5);
-// An application thread that polled its CQ less than this ago counts as
-// polling (the progress thread leaves the packets to it, and looks again
-// after kAppPollingRecheck).
+// An application thread that polled its CQ less than kAppPolledRecently
+// ago, or less than kAppWaitingWindow ago and found nothing (it is in a
+// poll loop waiting for a completion), counts as polling: the progress
+// thread leaves the packets to it and looks again after kAppCheckFirst,
+// then at doubling intervals up to kAppCheckMax while it keeps polling.
 constexpr auto kAppPolledRecently = std::chrono::nanoseconds(3000);
-constexpr auto kAppPollingRecheck = std::chrono::nanoseconds(5000);
+constexpr auto kAppWaitingWindow = std::chrono::nanoseconds(20000);
+constexpr auto kAppCheckFirst = std::chrono::nanoseconds(20000);
+constexpr auto kAppCheckMax = std::chrono::nanoseconds(200000);
 // How soon the progress thread looks again when an application thread held
 // the engine lock as a packet arrived.
 constexpr auto kLockBusyRecheck = std::chrono::nanoseconds(20000);
@@ -125,6 +129,7 @@ bool Engine::PollOnceLocked() {
     for (auto& [qpn, qp] : qps_) CheckTimers(qp.get(), now);
     if (!lingering_.empty()) ExpireLingering(now);
   }
+  if (now >= ack_deadline_min_) ExpireDeferredAcks(now);
   if (!work_list_.empty()) {
     did = true;
     RunWorkList();
@@ -139,13 +144,19 @@ Clock::time_point Engine::NextDeadlineLocked() const {
     if (qp->rnr_waiting) next = std::min(next, qp->rnr_deadline);
     else if (qp->retransmit_armed) next = std::min(next, qp->retransmit_deadline);
     if (qp->peer_sr) next = std::min(next, SrProbeDeadline(qp.get()));
+    if (qp->ack_deferred) next = std::min(next, qp->ack_deadline);
   }
   return next;
 }
 
-bool Engine::RepliesNeededLocked() const {
+bool Engine::ChannelArmedLocked() const {
   for (const auto& cq : cqs_)
     if (cq->armed != 0 && cq->channel != nullptr) return true;
+  return false;
+}
+
+bool Engine::RepliesNeededLocked() const {
+  if (ChannelArmedLocked()) return true;
   for (const auto& [qpn, qp] : qps_)
     if (qp->type == QpType::kRc && qp->sq_next != qp->sq_tail) return true;
   return false;
@@ -163,6 +174,8 @@ void Engine::WakeProgressThreadFor(Clock::time_point deadline) {
   // before that needs the (cross-core, ~40 us here) eventfd wake-up. With
   // the usual Local ACK Timeouts (ms) a post never pays it.
   if (!sleeping_.load(std::memory_order_acquire)) return;
+  // A polling application runs the timers in its own passes.
+  if (app_owns_packets_.load(std::memory_order_relaxed)) return;
   if (deadline.time_since_epoch().count() >= sleep_until_.load(std::memory_order_relaxed)) return;
   WakeProgressThread();
 }
@@ -194,6 +207,34 @@ void Engine::WaitForEvents(const timespec* timeout) {
     uint64_t drained;
     (void)!read(wake_fd_, &drained, sizeof(drained));
   }
+}
+
+void Engine::WatchRequests(bool on) {
+  if (on == watching_requests_) return;
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLET;
+  ev.data.fd = transport_->pollable_fd();
+  // Adding reports a socket that already holds datagrams at once, so
+  // nothing that arrived meanwhile waits for the next edge.
+  epoll_ctl(epoll_fd_, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, ev.data.fd, &ev);
+  watching_requests_ = on;
+}
+
+bool Engine::SleepWhileAppPolls(std::chrono::nanoseconds period) {
+  WatchRequests(false);
+  const Clock::time_point start = Clock::now();
+  sleep_until_.store((start + period).time_since_epoch().count(), std::memory_order_relaxed);
+  app_owns_packets_.store(true, std::memory_order_relaxed);
+  sleeping_.store(true, std::memory_order_release);
+  const timespec timeout{0, static_cast<long>(period.count())};
+  // Woken early only by wake_fd_ (ArmCq, a post that left work) or, when
+  // responses are awaited, the reply socket.
+  WaitForEvents(&timeout);
+  sleeping_.store(false, std::memory_order_release);
+  app_owns_packets_.store(false, std::memory_order_relaxed);
+  if (channel_armed_.load(std::memory_order_relaxed)) return false;
+  const Clock::time_point polled_at{Clock::duration{app_polled_at_.load(std::memory_order_relaxed)}};
+  return polled_at >= start;
 }
 
 void Engine::StopProgressThread() {
@@ -237,18 +278,29 @@ void Engine::ProgressThreadMain() {
     }
     seen_activity = activity;
     polling_window = kAppPollingWindow;
-    // An application thread that polled its CQ moments ago is polling: it
-    // takes the packets itself. Taking the lock now would only contend with
-    // it for the lock and, on two CPUs, for the CPU (a streaming rsockets
-    // pair ran 20x slower that way). Look again shortly; once it has not
-    // polled for kAppPolledRecently it has left the library (ib_write_lat's
-    // target spins on memory) and this thread takes over.
-    const Clock::time_point polled_at{Clock::duration{app_polled_at_.load(std::memory_order_relaxed)}};
-    if (Clock::now() - polled_at < kAppPolledRecently) {
-      const timespec recheck{0, static_cast<long>(kAppPollingRecheck.count())};
-      nanosleep(&recheck, nullptr);
-      continue;
+    // An application thread polling its CQ takes the packets itself
+    // (Device::PollCq). Taking them here would contend with it for the lock
+    // and, on two CPUs, for the CPU: every packet's wake-up would preempt
+    // one of the two spinning applications (ib_write_lat over UDP: 22 us
+    // one-way with those wake-ups, 7.5 us without). So while it polls, this
+    // thread stops watching the request sockets and only checks, at
+    // doubling intervals, that it still does. An application about to
+    // block arms its CQ first (ArmCq wakes this thread, channel_armed_);
+    // one that leaves the library without arming (ib_write_lat's target
+    // spins on memory) leaves its packets for at most kAppCheckMax.
+    {
+      const Clock::time_point polled_at{Clock::duration{app_polled_at_.load(std::memory_order_relaxed)}};
+      const auto since_poll = Clock::now() - polled_at;
+      if (!channel_armed_.load(std::memory_order_relaxed) &&
+          (since_poll < kAppPolledRecently ||
+           (since_poll < kAppWaitingWindow && app_waiting_.load(std::memory_order_relaxed)))) {
+        std::chrono::nanoseconds period = kAppCheckFirst;
+        while (SleepWhileAppPolls(period) && !stop_.load(std::memory_order_relaxed))
+          period = std::min<std::chrono::nanoseconds>(period * 2, kAppCheckMax);
+        continue;
+      }
     }
+    WatchRequests(true);
     if (!mu_.try_lock()) {
       // An application thread is inside the engine: PollCq drains the
       // sockets itself; PostSend only sends. Look again after
@@ -286,6 +338,7 @@ void Engine::ProgressThreadMain() {
     }
     // Responses: waited for only when nobody else will take them.
     const bool replies = reply_fd_ >= 0 && RepliesNeededLocked();
+    channel_armed_.store(ChannelArmedLocked(), std::memory_order_relaxed);
     if (replies != watching_replies_.load(std::memory_order_relaxed)) {
       epoll_event ev{};
       ev.events = EPOLLIN | EPOLLET;

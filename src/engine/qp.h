@@ -188,6 +188,14 @@ class Qp {
   bool ack_pending = false;
   uint32_t ack_psn = 0;
   uint8_t ack_syndrome = 0;
+  // Delayed acknowledgement (ack_delay.cc): the pending ACK waits, until
+  // ack_deadline at most, for a request this QP sends back to carry it.
+  bool ack_deferred = false;
+  Clock::time_point ack_deadline{};
+  // > = 0: defer; each ACK that did ride along raises it (to a cap), one
+  // that had to be sent alone by the timer sets it well below zero; every
+  // ACK sent at once meanwhile raises it by one.
+  int32_t ack_delay_score = 0;
   // Selective retransmission, responder side: the requests carried the sr
   // bit, so out-of-order packets are kept (up to kSrWindow PSNs past epsn,
   // each slot one whole packet, allocated at RTR) and answered with SACKs.

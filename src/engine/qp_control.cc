@@ -256,6 +256,7 @@ void Engine::ResetQp(Qp* qp) {
   qp->in_message = InMessage::kNone;
   qp->recv_active = false;
   qp->ack_pending = false;
+  qp->ack_deferred = false;
   qp->nak_sequence_sent = false;
   qp->resources.clear();
   SrReleaseQp(qp);

@@ -75,14 +75,22 @@ void Engine::RunRequester(Qp* qp) {
   if (qp->attr.qp_state != QpState::kRts || qp->rnr_waiting) return;
   // Lost packets first (selective retransmission): they hold the window.
   if (qp->retx_scan) RetransmitLost(qp);
+  bool sent = false;
   while (qp->sq_next != qp->sq_tail && qp->attr.qp_state == QpState::kRts) {
     const uint64_t index = qp->sq_next;
     SendWqe& w = qp->Wqe(index);
     // Same-host peer: WRITE/READ/atomics straight into its memory.
-    if (shm_direct_ && TryDirect(qp, w, index)) continue;
+    if (shm_direct_ && TryDirect(qp, w, index)) {
+      sent = true;
+      continue;
+    }
     if (!CanSend(qp, w)) break;
     if (!SendNextPacket(qp, w, index)) break;
+    sent = true;
   }
+  // A deferred ACK leaves after the requests (ack_delay.cc): a peer that
+  // sees the ACK, completes and stops polling has the request already.
+  if (sent && qp->ack_deferred) PiggybackAck(qp);
 }
 
 bool Engine::GatherWqe(Qp* qp, uint64_t index, uint32_t offset, uint32_t len, uint8_t* out) {

@@ -122,14 +122,16 @@ void Engine::CompleteRecv(Qp* qp, WcStatus status, WcOpcode opcode, uint32_t byt
   if (!qp->recv_cq->Push(c, solicited)) ReportCqOverflow(qp->recv_cq);
 }
 
-void Engine::QueueAck(Qp* qp, uint8_t syndrome, uint32_t psn) {
+void Engine::QueueAck(Qp* qp, uint8_t syndrome, uint32_t psn, bool may_defer) {
   qp->ack_pending = true;
   qp->ack_syndrome = syndrome;
   qp->ack_psn = psn;
+  if (may_defer && DeferAck(qp, syndrome)) return;
   MarkWork(qp);
 }
 
 void Engine::FlushAck(Qp* qp) {
+  qp->ack_deferred = false;
   if (qp->peer_sr_req && (qp->sack_pending || qp->ack_pending)) {
     // Selective peer: while anything is kept, every acknowledgement is a
     // SACK (it carries the cumulative part too); with nothing kept, a plain
@@ -528,7 +530,7 @@ void Engine::HandleRequestOne(Qp* qp, const wire::Packet& pkt, const transport::
   }
 
   qp->epsn = wire::PsnAdd(psn, 1);
-  if (rc && pkt.bth.ack_req()) QueueAck(qp, wire::kAckSyndromeNoCredit, psn);
+  if (rc && pkt.bth.ack_req()) QueueAck(qp, wire::kAckSyndromeNoCredit, psn, /*may_defer=*/true);
 }
 
 void Engine::HandleUdRequest(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx) {

@@ -35,6 +35,8 @@ std::string FormatStats(const EngineStats& s, const transport::TransportCounters
   line("tx_retransmit_bytes", s.tx_retransmit_bytes);
   line("retransmit_probes", s.retransmit_probes);
   line("tx_sacks", s.tx_sacks);
+  line("acks_piggybacked", s.acks_piggybacked);
+  line("acks_delay_expired", s.acks_delay_expired);
   line("rx_sacks", s.rx_sacks);
   line("rx_sacks_invalid", s.rx_sacks_invalid);
   line("rx_ooo_kept", s.rx_ooo_kept);

@@ -51,6 +51,9 @@ struct EngineStats {
   uint64_t cc_cnp_cuts = 0;            // congestion window cut on a CNP
   uint64_t cc_delay_cuts = 0;          // congestion window cut on queueing delay
   uint64_t cc_loss_ignored = 0;        // loss with no queueing delay: not congestion
+  // Delayed acknowledgements (ack_delay.cc).
+  uint64_t acks_piggybacked = 0;       // sent together with a request of the same QP
+  uint64_t acks_delay_expired = 0;     // waited the whole delay, then sent alone
 };
 
 // One "name value" line per counter, for logs and the SOFTRNIC_STATS dump.

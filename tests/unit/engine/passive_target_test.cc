@@ -60,5 +60,32 @@ TEST_F(RcPairTest, WriteLatencyPatternWithPassiveTargets) {
   EXPECT_GE(b_.dev->stats().rx_packets + DirectOpsOf(*a_.dev), static_cast<uint64_t>(iters));
 }
 
+// While an application thread polls its CQ, the progress thread leaves the
+// packets to it and stops watching the sockets (progress.cc). One that then
+// leaves the library without arming its CQ must still be served: the
+// progress thread notices that it stopped polling and takes over.
+TEST_F(RcPairTest, TargetThatStopsPollingWithoutArmingIsTakenOver) {
+  Open({});
+  Completion wc[4];
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+  while (std::chrono::steady_clock::now() < until) ASSERT_EQ(b_.dev->PollCq(b_.cq, 4, wc), 0);
+  // B's application is gone now; A writes into B's memory ten times.
+  for (int i = 0; i < 10; ++i) {
+    FillPattern(a_.buf, 0, 4096, 40 + i);
+    Sge sge = SgeOf(a_, 0, 4096);
+    ASSERT_EQ(a_.dev->PostSend(a_.qp, MakeWr(WrOpcode::kRdmaWrite, i, {&sge, 1}, Addr(b_, 8192),
+                                              b_.dev->MrRkey(b_.mr))),
+              0);
+    const auto start = std::chrono::steady_clock::now();
+    const auto c = PollN(a_, 1, std::chrono::milliseconds(10000));
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+    // Bounded by the progress thread's longest check interval (200 us)
+    // plus scheduling; generous for loaded and sanitized runs.
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+    EXPECT_EQ(FirstDiff(a_.buf.data(), b_.buf.data() + 8192, 4096), -1);
+  }
+}
+
 }  // namespace
 }  // namespace softrnic::engine::testing

@@ -1,0 +1,88 @@
+// Delayed acknowledgement: an ACK that rides along with the next request.
+//
+// In a ping-pong (ib_write_lat, ib_send_lat, any request/response protocol)
+// the responder's application answers every message with one of its own on
+// the same QP within microseconds. Holding the ACK until that answer leaves
+// puts both packets in one sendmmsg, and, what matters more, keeps the
+// requester's application inside ibv_poll_cq (waiting for its completion)
+// until the answer arrives: it then receives and applies the answer inline
+// instead of leaving it to the progress thread, whose wake-up costs 2-40 us
+// on the machines measured (docs/engine.md, "Delayed ACKs").
+//
+// IBA 9.7.5.1.6 allows a responder to coalesce acknowledgements. The delay
+// (SOFTRNIC_ACK_DELAY_US, default 20 us, at most 500 us:
+// below selective retransmission's 1 ms tail-loss probe) is also capped at an
+// eighth of the QP's own Local ACK Timeout (4.096 us * 2^timeout; perftest's
+// 14 gives 67 ms), so a requester configured like this QP does not
+// retransmit because of it. A QP whose ACKs keep waiting the whole delay (a one-way stream, a
+// responder that answers on another QP) stops deferring for a while, so the
+// delay costs it at most one late completion every kBackoff ACKs.
+#include <algorithm>
+#include <cstdlib>
+
+#include "engine/engine.h"
+#include "wire/opcode.h"
+
+namespace softrnic::engine {
+namespace {
+
+// Backing off after an ACK had to be sent alone: the next kBackoff ACKs of
+// that QP go out at once.
+constexpr int32_t kBackoff = 64;
+constexpr int32_t kScoreCap = 16;
+
+}  // namespace
+
+void Engine::InitAckDelay() {
+  // SOFTRNIC_ACK_DELAY_US: the longest an ACK waits for a request to carry
+  // it (0 turns delaying off).
+  if (const char* d = std::getenv("SOFTRNIC_ACK_DELAY_US"); d != nullptr && *d != '\0')
+    ack_delay_ = std::chrono::microseconds(std::clamp(std::atoi(d), 0, 500));
+}
+
+bool Engine::DeferAck(Qp* qp, uint8_t syndrome) {
+  if (ack_delay_.count() == 0 || qp->type != QpType::kRc) return false;
+  if (wire::SyndromeKind(syndrome) != wire::AckKind::kAck) return false;
+  // Only a QP that sends requests itself can carry its ACKs.
+  if (qp->sq_tail == 0 || qp->attr.qp_state != QpState::kRts) return false;
+  // A selective requester holding packets past a hole needs its SACKs now.
+  if (qp->peer_sr_req && (qp->ooo_count > 0 || qp->sack_pending)) return false;
+  if (qp->ack_delay_score < 0) {
+    ++qp->ack_delay_score;
+    return false;
+  }
+  if (!qp->ack_deferred) {
+    qp->ack_deferred = true;
+    // The peer's Local ACK Timeout is not known here; its own (ibv_modify_qp
+    // sets both sides alike in practice) bounds the wait to an eighth.
+    const Clock::duration cap = LocalAckTimeout(qp->attr.timeout) / 8;
+    qp->ack_deadline = Clock::now() + std::min<Clock::duration>(ack_delay_, cap);
+    ack_deadline_min_ = std::min(ack_deadline_min_, qp->ack_deadline);
+    // A sleeping progress thread must wake in time to send it alone.
+    WakeProgressThreadFor(qp->ack_deadline);
+  }
+  return true;
+}
+
+void Engine::PiggybackAck(Qp* qp) {
+  qp->ack_delay_score = std::min(qp->ack_delay_score + 1, kScoreCap);
+  ++stats_.acks_piggybacked;
+  FlushAck(qp);
+}
+
+void Engine::ExpireDeferredAcks(Clock::time_point now) {
+  Clock::time_point next = Clock::time_point::max();
+  for (auto& [qpn, qp] : qps_) {
+    if (!qp->ack_deferred) continue;
+    if (qp->ack_deadline > now) {
+      next = std::min(next, qp->ack_deadline);
+      continue;
+    }
+    qp->ack_delay_score = -kBackoff;
+    ++stats_.acks_delay_expired;
+    FlushAck(qp.get());
+  }
+  ack_deadline_min_ = next;
+}
+
+}  // namespace softrnic::engine

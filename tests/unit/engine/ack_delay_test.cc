@@ -1,0 +1,148 @@
+// Delayed ACKs (ack_delay.cc): a plain ACK waits, at most the configured
+// delay, for a request of the same QP to carry it; one that waited the whole
+// delay makes the QP acknowledge at once for a while. Tests set a long delay
+// so that a loaded machine cannot turn a carried ACK into an expired one.
+#include <chrono>
+
+#include "rc_pair.h"
+
+namespace softrnic::engine::testing {
+namespace {
+
+using std::chrono::milliseconds;
+
+class AckDelayTest : public RcPairTest {
+ protected:
+  void SetDelay(Side& s, std::chrono::microseconds delay) {
+    std::lock_guard lock(s.dev->engine().mu_);
+    s.dev->engine().ack_delay_ = delay;
+  }
+  // Posts a receive on `to` and a SEND on `from`.
+  void Send(Side& from, Side& to, uint64_t id) {
+    Sge rsge = SgeOf(to, 4096, 64);
+    ASSERT_EQ(to.dev->PostRecv(to.qp, RecvWr{id, {&rsge, 1}}), 0);
+    Sge sge = SgeOf(from, 0, 8);
+    ASSERT_EQ(from.dev->PostSend(from.qp, MakeWr(WrOpcode::kSend, id, {&sge, 1})), 0);
+  }
+  // Polls s's CQ until a completion of `opcode` arrives (others are kept
+  // for later calls); fails the test after 10 s.
+  Completion Await(Side& s, WcOpcode opcode) {
+    std::vector<Completion>& kept = &s == &a_ ? kept_a_ : kept_b_;
+    const auto deadline = std::chrono::steady_clock::now() + milliseconds(10000);
+    while (true) {
+      for (size_t i = 0; i < kept.size(); ++i) {
+        if (kept[i].opcode != opcode) continue;
+        const Completion c = kept[i];
+        kept.erase(kept.begin() + static_cast<long>(i));
+        EXPECT_EQ(c.status, WcStatus::kSuccess);
+        return c;
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        ADD_FAILURE() << "no completion of opcode " << int(opcode);
+        return Completion{};
+      }
+      Completion wc[4];
+      const int got = s.dev->PollCq(s.cq, 4, wc);
+      kept.insert(kept.end(), wc, wc + std::max(got, 0));
+    }
+  }
+  // A SEND from `from` to `to`, received; its sender's completion (the ACK)
+  // is left to the caller.
+  void SendOne(Side& from, Side& to, uint64_t id) {
+    Send(from, to, id);
+    EXPECT_EQ(Await(to, WcOpcode::kRecv).wr_id, id);
+  }
+  // A Local ACK Timeout (4.3 s) far above the delays used here; the engine
+  // caps a delay at an eighth of the QP's own timeout (ack_delay.cc).
+  static QpOptions LongTimeout() {
+    QpOptions o;
+    o.timeout = 20;
+    return o;
+  }
+  std::vector<Completion> kept_a_, kept_b_;
+};
+
+TEST_F(AckDelayTest, PingPongAcksRideOnTheAnswer) {
+  Open(LongTimeout());
+  const auto delay = milliseconds(200);
+  SetDelay(a_, delay);
+  SetDelay(b_, delay);
+  const int rounds = 50;
+  for (int i = 0; i < rounds; ++i) {
+    // A asks; B's ACK of the question waits for B's answer, A's ACK of the
+    // answer for A's next question.
+    SendOne(a_, b_, 2 * i);
+    if (i > 0) {
+      EXPECT_EQ(Await(b_, WcOpcode::kSend).wr_id, uint64_t(2 * i - 1));
+    }
+    SendOne(b_, a_, 2 * i + 1);
+    EXPECT_EQ(Await(a_, WcOpcode::kSend).wr_id, uint64_t(2 * i));
+  }
+  // Nothing carries A's last ACK: it leaves when the delay is over.
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(Await(b_, WcOpcode::kSend).wr_id, uint64_t(2 * rounds - 1));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, delay / 2);
+  const EngineStats sa = StatsOf(*a_.dev);
+  const EngineStats sb = StatsOf(*b_.dev);
+  // B had sent nothing before the first question, so that ACK went at once;
+  // every later one rode on an answer, and A's on the next question.
+  EXPECT_EQ(sb.acks_piggybacked, uint64_t(rounds - 1));
+  EXPECT_EQ(sb.acks_delay_expired, 0u);
+  EXPECT_EQ(sa.acks_piggybacked, uint64_t(rounds - 1));
+  EXPECT_EQ(sa.acks_delay_expired, 1u);
+  // Below the Local ACK Timeout. (The last 200 ms wait does draw
+  // selective retransmission's tail-loss probes, from 1 ms on; the default
+  // delay, 20 us and at most 500 us, stays below them.)
+  EXPECT_EQ(sa.retransmit_timeouts + sb.retransmit_timeouts, 0u);
+}
+
+TEST_F(AckDelayTest, AnAckNobodyCarriesLeavesAfterTheDelay) {
+  Open(LongTimeout());
+  const auto delay = milliseconds(100);
+  SetDelay(b_, delay);
+  SendOne(b_, a_, 1);  // B has sent once: its ACKs may now wait
+  Await(b_, WcOpcode::kSend);
+  const auto start = std::chrono::steady_clock::now();
+  SendOne(a_, b_, 2);  // B never answers
+  Await(a_, WcOpcode::kSend);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(waited, delay);
+  EXPECT_LT(waited, delay + milliseconds(5000));
+  EXPECT_EQ(StatsOf(*b_.dev).acks_delay_expired, 1u);
+  EXPECT_EQ(StatsOf(*a_.dev).retransmit_timeouts, 0u);  // far below the ACK timeout
+}
+
+TEST_F(AckDelayTest, AfterAnExpiredDelayTheQpAcknowledgesAtOnce) {
+  Open(LongTimeout());
+  const auto delay = milliseconds(300);
+  SetDelay(b_, delay);
+  SendOne(b_, a_, 1);
+  Await(b_, WcOpcode::kSend);
+  SendOne(a_, b_, 2);  // waits the whole delay
+  Await(a_, WcOpcode::kSend);
+  // A one-way stream now: its ACKs must not wait.
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 10; ++i) {
+    SendOne(a_, b_, 10 + i);
+    Await(a_, WcOpcode::kSend);
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, delay);
+  EXPECT_EQ(StatsOf(*b_.dev).acks_delay_expired, 1u);
+  EXPECT_EQ(StatsOf(*b_.dev).acks_piggybacked, 0u);
+}
+
+TEST_F(AckDelayTest, ZeroDelayNeverDefers) {
+  Open(LongTimeout());
+  SetDelay(a_, std::chrono::microseconds(0));
+  SetDelay(b_, std::chrono::microseconds(0));
+  for (int i = 0; i < 10; ++i) {
+    SendOne(a_, b_, 2 * i);
+    Await(a_, WcOpcode::kSend);  // before B answers
+    SendOne(b_, a_, 2 * i + 1);
+    Await(b_, WcOpcode::kSend);
+  }
+  EXPECT_EQ(StatsOf(*a_.dev).acks_piggybacked + StatsOf(*b_.dev).acks_piggybacked, 0u);
+}
+
+}  // namespace
+}  // namespace softrnic::engine::testing
