@@ -3,6 +3,8 @@
 // delay makes the QP acknowledge at once for a while. Tests set a long delay
 // so that a loaded machine cannot turn a carried ACK into an expired one.
 #include <chrono>
+#include <cstdlib>
+#include <string>
 
 #include "rc_pair.h"
 
@@ -13,6 +15,17 @@ using std::chrono::milliseconds;
 
 class AckDelayTest : public RcPairTest {
  protected:
+  // ACKs are delayed on UDP only (ack_delay.cc): these devices use it in
+  // the auto (shared-memory) run of the suite too.
+  void SetUp() override {
+    if (const char* t = std::getenv("SOFTRNIC_TRANSPORT")) saved_transport_ = t;
+    setenv("SOFTRNIC_TRANSPORT", "udp", 1);
+  }
+  void TearDown() override {
+    if (saved_transport_.empty()) unsetenv("SOFTRNIC_TRANSPORT");
+    else setenv("SOFTRNIC_TRANSPORT", saved_transport_.c_str(), 1);
+  }
+  std::string saved_transport_;
   void SetDelay(Side& s, std::chrono::microseconds delay) {
     std::lock_guard lock(s.dev->engine().mu_);
     s.dev->engine().ack_delay_ = delay;
