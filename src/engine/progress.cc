@@ -223,6 +223,7 @@ void Engine::WatchRequests(bool on) {
 bool Engine::SleepWhileAppPolls(std::chrono::nanoseconds period) {
   WatchRequests(false);
   const Clock::time_point start = Clock::now();
+  const uint64_t activity = app_activity_.load(std::memory_order_relaxed);
   sleep_until_.store((start + period).time_since_epoch().count(), std::memory_order_relaxed);
   app_owns_packets_.store(true, std::memory_order_relaxed);
   sleeping_.store(true, std::memory_order_release);
@@ -233,8 +234,9 @@ bool Engine::SleepWhileAppPolls(std::chrono::nanoseconds period) {
   sleeping_.store(false, std::memory_order_release);
   app_owns_packets_.store(false, std::memory_order_relaxed);
   if (channel_armed_.load(std::memory_order_relaxed)) return false;
-  const Clock::time_point polled_at{Clock::duration{app_polled_at_.load(std::memory_order_relaxed)}};
-  return polled_at >= start;
+  // Still calling: PollCq or PostSend (an application that posts must poll
+  // for its completions before long).
+  return app_activity_.load(std::memory_order_relaxed) != activity;
 }
 
 void Engine::StopProgressThread() {
@@ -288,20 +290,32 @@ void Engine::ProgressThreadMain() {
     // block arms its CQ first (ArmCq wakes this thread, channel_armed_);
     // one that leaves the library without arming (ib_write_lat's target
     // spins on memory) leaves its packets for at most kAppCheckMax.
+    const auto leave_to_app = [this] {
+      std::chrono::nanoseconds period = kAppCheckFirst;
+      while (SleepWhileAppPolls(period) && !stop_.load(std::memory_order_relaxed))
+        period = std::min<std::chrono::nanoseconds>(period * 2, kAppCheckMax);
+    };
+    const bool may_leave = !channel_armed_.load(std::memory_order_relaxed);
     {
       const Clock::time_point polled_at{Clock::duration{app_polled_at_.load(std::memory_order_relaxed)}};
       const auto since_poll = Clock::now() - polled_at;
-      if (!channel_armed_.load(std::memory_order_relaxed) &&
+      if (may_leave &&
           (since_poll < kAppPolledRecently ||
            (since_poll < kAppWaitingWindow && app_waiting_.load(std::memory_order_relaxed)))) {
-        std::chrono::nanoseconds period = kAppCheckFirst;
-        while (SleepWhileAppPolls(period) && !stop_.load(std::memory_order_relaxed))
-          period = std::min<std::chrono::nanoseconds>(period * 2, kAppCheckMax);
+        leave_to_app();
         continue;
       }
     }
     WatchRequests(true);
     if (!mu_.try_lock()) {
+      // An application thread is inside the engine (a streaming client
+      // posting a burst, or polling): leave the packets to it while it
+      // keeps calling. Its PollCq often finds completions without running
+      // a pass, so app_polled_at_ may look old.
+      if (may_leave) {
+        leave_to_app();
+        continue;
+      }
       // An application thread is inside the engine: PollCq drains the
       // sockets itself; PostSend only sends. Look again after
       // kLockBusyRecheck in case the packet that woke us is still unread

@@ -43,4 +43,13 @@ bool CheckIcrc(const IpUdpFields& ip, const uint8_t* udp_payload, size_t length_
 // same function as zlib's crc32(); exposed for tests.
 uint32_t Crc32(uint32_t crc, const uint8_t* data, size_t length);
 
+// The ISA-L kernels Crc32 may use (icrc.cc says why it does not take
+// ISA-L's own choice): SOFTRNIC_CRC=isal|sse|avx, default avx where the CPU
+// has AVX and PCLMULQDQ, else sse where it has SSE4.1 and PCLMULQDQ, else
+// isal.
+enum class Crc32Kernel { kIsal, kSse, kAvx };
+bool Crc32KernelSupported(Crc32Kernel kernel);
+Crc32Kernel ActiveCrc32Kernel();
+uint32_t Crc32With(Crc32Kernel kernel, uint32_t crc, const uint8_t* data, size_t length);
+
 }  // namespace softrnic::wire
