@@ -185,7 +185,7 @@ def main():
                  ("build", "softrnic build"), ("perftest", "perftest"), ("qperf", "qperf"),
                  ("ucx", "UCX (ucx-utils)"), ("libfabric", "libfabric (libfabric-bin)"),
                  ("iperf3", "iperf3"), ("cpus_pinned", "pinned placement"),
-                 ("duration_s", "script run time (s)")]:
+                 ("softrnic_mtu", "softrnic MTU"), ("duration_s", "script run time (s)")]:
         if meta.get(k):
             w(f"| {t} | {meta[k]} |")
     if meta.get("lscpu"):

@@ -39,7 +39,10 @@
 #   --no-peers         softrnic only
 #   --no-sweep         skip the size sweeps and plots
 # Environment: CPU_CLIENT (0), CPU_SERVER (1), BENCH_TARGET_SEC (seconds one
-# measured run should last, full mode, default 2), BENCH_KEEP_LOGS=1.
+# measured run should last, full mode, default 2), BENCH_KEEP_LOGS=1,
+# UDP_MTU (SOFTRNIC_MTU of the UDP runs, default 4096: they cross loopback,
+# whose 65536-byte MTU carries 4096-byte packets, as the TCP peers' segments
+# are as large; softrnic's own default, 1024, is for 1500-byte Ethernet).
 #
 # Every process is bounded by `timeout`; a failed or timed-out run is recorded
 # (and shown in the report) but does not stop the benchmark.
@@ -159,6 +162,8 @@ if [[ -n "$SAN_RT" ]]; then
 fi
 
 # ------------------------------------------------------------------ machine
+UDP_MTU=${UDP_MTU:-4096}
+meta softrnic_mtu "$UDP_MTU (SOFTRNIC_MTU of the softrnic runs)"
 meta date "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 meta kernel "$(uname -srm)"
 meta cpu_model "$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)"
@@ -273,7 +278,7 @@ if (( QUICK )); then LAT_N=50 BW_N=100 RATE_N=2000; fi
 SR_TRANSPORT=udp
 sr_test() {
   local id=$1 tool=$2 size=$3 kind=$4; shift 4
-  local SRN_ENV=("${SRN_ENV[@]}" "SOFTRNIC_TRANSPORT=$SR_TRANSPORT")
+  local SRN_ENV=("${SRN_ENV[@]}" "SOFTRNIC_TRANSPORT=$SR_TRANSPORT" "SOFTRNIC_MTU=$UDP_MTU")
   local n
   if (( QUICK )); then
     if [[ $kind == lat ]]; then n=$LAT_N; elif (( size < 1024 )); then n=$RATE_N; else n=$BW_N; fi
@@ -508,7 +513,7 @@ fi
 SWEEP_TSV=$WORK/sweep.tsv; : >"$SWEEP_TSV"
 sweep_perftest() {  # TOOL KIND N TRANSPORT
   local tool=$1 kind=$2 n=$3 tr=$4
-  SRV=("${SRN_ENV[@]}" "SOFTRNIC_TRANSPORT=$tr" "$tool" -F -p @PORT@ -a -n "$n")
+  SRV=("${SRN_ENV[@]}" "SOFTRNIC_TRANSPORT=$tr" "SOFTRNIC_MTU=$UDP_MTU" "$tool" -F -p @PORT@ -a -n "$n")
   CLI=("${SRV[@]}" 127.0.0.1)
   pair "sweep_${tr}_$tool" pinned $(( QUICK ? 120 : 400 ))
   if (( PAIR_RC != 0 )); then fail "sweep_${tr}_$tool" pinned 1 "rc=$PAIR_RC: SOFTRNIC_TRANSPORT=$tr $tool -F -a -n $n"; fi

@@ -5,9 +5,11 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 
 namespace softrnic::engine {
 
@@ -15,6 +17,23 @@ Engine::Engine(std::unique_ptr<transport::Transport> transport, DeviceAttr attr)
     : attr_(std::move(attr)), transport_(std::move(transport)) {
   for (const auto& ep : transport_->locals()) gids_.push_back(ep.gid);
   attr_.gid_tbl_len = static_cast<uint32_t>(gids_.size());
+  // SOFTRNIC_MTU: the port's active MTU, what applications (perftest,
+  // rdma_cm) take as the path MTU. 1024 by default: a 4096-byte payload
+  // plus headers does not fit a 1500-byte Ethernet frame, and softrnic sends
+  // with Don't Fragment. Where every interface on the path carries more
+  // (loopback: 65536; jumbo frames), 4096 cuts the packets per byte by four.
+  // Like a NIC's MTU, both ends must agree.
+  if (const char* m = std::getenv("SOFTRNIC_MTU"); m != nullptr && *m != '\0') {
+    bool known = false;
+    for (Mtu v : {Mtu::k256, Mtu::k512, Mtu::k1024, Mtu::k2048, Mtu::k4096}) {
+      if (std::to_string(MtuBytes(v)) == m) {
+        attr_.active_mtu = v;
+        known = true;
+      }
+    }
+    if (!known)
+      std::fprintf(stderr, "softrnic: ignoring SOFTRNIC_MTU=%s (expected 256, 512, 1024, 2048 or 4096)\n", m);
+  }
   // Node GUID from the first GID's address, EUI-64 style, so it is stable for
   // a given address and differs between hosts and processes.
   uint64_t guid = 0x02005E0000000000ull;

@@ -50,6 +50,13 @@ check "ibv_devinfo: port ACTIVE" grep -q 'state:[[:space:]]*PORT_ACTIVE (4)' <<<
 check "ibv_devinfo: link_layer Ethernet" grep -q 'link_layer:[[:space:]]*Ethernet' <<<"$info"
 check "ibv_devinfo: phys_port_cnt 1" grep -Eq 'phys_port_cnt:[[:space:]]*1$' <<<"$info"
 check "ibv_devinfo: active_mtu 1024 (3)" grep -Eq 'active_mtu:[[:space:]]*1024 \(3\)' <<<"$info"
+# SOFTRNIC_MTU sets the port's active MTU (docs/user-guide.md); a value
+# that is not an IB MTU is refused with a message and the default kept.
+info4k=$(SOFTRNIC_MTU=4096 timeout 20 ibv_devinfo 2>&1)
+check "SOFTRNIC_MTU=4096: active_mtu 4096 (5)" grep -Eq 'active_mtu:[[:space:]]*4096 \(5\)' <<<"$info4k"
+info_bad=$(SOFTRNIC_MTU=1500 timeout 20 ibv_devinfo 2>&1)
+check "SOFTRNIC_MTU=1500: refused, active_mtu stays 1024" \
+  bash -c 'grep -q "ignoring SOFTRNIC_MTU=1500" <<<"$1" && grep -Eq "active_mtu:[[:space:]]*1024 \(3\)" <<<"$1"' _ "$info_bad"
 
 verbose=$(timeout 20 ibv_devinfo -v 2>&1)
 rc=$?
