@@ -267,6 +267,8 @@ int Device::DestroyCq(Cq* cq) {
 int Device::PollCq(Cq* cq, int n, Completion* out) {
   if (n < 0) return -EINVAL;
   std::lock_guard<SpinMutex> lock(engine_->mu_);
+  // Packets held back by PostSend (doorbell batching) leave first.
+  if (engine_->tx_count_ > 0) engine_->FlushTx();
   // The polling application does the engine's work itself (no thread hop).
   if (cq->count < static_cast<size_t>(n)) {
     if (engine_->PollOnceLocked()) engine_->WakeProgressThreadFor(engine_->NextDeadlineLocked());
@@ -281,6 +283,8 @@ int Device::PollCq(Cq* cq, int n, Completion* out) {
 
 int Device::ArmCq(Cq* cq, bool solicited_only) {
   std::lock_guard<SpinMutex> lock(engine_->mu_);
+  // The caller is about to block: nothing may stay held back.
+  if (engine_->tx_count_ > 0) engine_->FlushTx();
   // Arming a CQ without a channel is allowed (and has no effect to observe).
   // Keep the stronger arm: "next completion" covers "next solicited".
   if (cq->armed != 1) cq->armed = solicited_only ? 2 : 1;
@@ -561,8 +565,21 @@ int Device::PostSend(Qp* qp, const SendWr& wr) {
     engine_->FlushSendQueue(qp);
     return 0;
   }
+  // Doorbell batching: while earlier packets of this RC QP are in flight
+  // and an application thread is polling (the progress thread left the
+  // packets to it), the new packets wait in the transmit batch for the next
+  // post, the next PollCq (which sends them first) or a full batch, and
+  // leave in one sendmmsg, same-size ones as one GSO datagram. A first
+  // packet (a ping-pong's) leaves at once. If the application stops calling
+  // instead, the progress thread finds it idle within its check interval
+  // (<= 200 us) and sends them (docs/engine.md, "Doorbell batching").
+  const bool stream = qp->type == QpType::kRc && qp->sq_psn != qp->comp_psn;
   engine_->RunRequester(qp);
-  engine_->FlushTx();
+  if (!stream || !engine_->MayHoldTx()) {
+    engine_->FlushTx();
+  } else if (engine_->tx_count_ > 0) {
+    ++engine_->stats_.posts_batched;
+  }
   // Work left for later, or WQEs that only a response lets go while the
   // thread does not wait for responses: it must run (or start waiting),
   // unless it left the packets to an application thread that polls (whose

@@ -56,6 +56,8 @@ Engine::Engine(std::unique_ptr<transport::Transport> transport, DeviceAttr attr)
   }
   if (const char* spin = std::getenv("SOFTRNIC_SPIN_US")) spin_us_ = std::atoi(spin);
   InitAckDelay();
+  if (const char* b = std::getenv("SOFTRNIC_TX_BATCH"); b != nullptr && std::strcmp(b, "0") == 0)
+    hold_tx_ = false;
   // docs/loss.md: SOFTRNIC_RETRANSMIT=gbn|selective (default selective).
   if (const char* m = std::getenv("SOFTRNIC_RETRANSMIT"); m && std::strcmp(m, "gbn") == 0)
     selective_ = false;

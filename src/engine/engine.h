@@ -99,6 +99,14 @@ class Engine {
   // (progress.cc, "leaving packets to the application").
   std::atomic<bool> app_owns_packets_{false};
   bool watching_requests_ = true;  // progress thread only
+  // Whether PostSend may leave a streaming QP's packets in the transmit
+  // batch (device.cc, doorbell batching): UDP only (a shared-memory ring
+  // needs no system call to batch), SOFTRNIC_TX_BATCH=0 turns it off.
+  bool hold_tx_ = true;
+  bool MayHoldTx() const {
+    return hold_tx_ && app_owns_packets_.load(std::memory_order_relaxed) &&
+           !(shm_ != nullptr && shm_->Active());
+  }
   void WatchRequests(bool on);     // progress thread only
   // Sleeps while an application polls; returns whether it still does.
   bool SleepWhileAppPolls(std::chrono::nanoseconds period);

@@ -37,6 +37,7 @@ std::string FormatStats(const EngineStats& s, const transport::TransportCounters
   line("tx_sacks", s.tx_sacks);
   line("acks_piggybacked", s.acks_piggybacked);
   line("acks_delay_expired", s.acks_delay_expired);
+  line("posts_batched", s.posts_batched);
   line("rx_sacks", s.rx_sacks);
   line("rx_sacks_invalid", s.rx_sacks_invalid);
   line("rx_ooo_kept", s.rx_ooo_kept);

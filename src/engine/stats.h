@@ -54,6 +54,7 @@ struct EngineStats {
   // Delayed acknowledgements (ack_delay.cc).
   uint64_t acks_piggybacked = 0;       // sent together with a request of the same QP
   uint64_t acks_delay_expired = 0;     // waited the whole delay, then sent alone
+  uint64_t posts_batched = 0;          // posts whose packets waited for a later flush
 };
 
 // One "name value" line per counter, for logs and the SOFTRNIC_STATS dump.
