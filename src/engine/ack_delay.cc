@@ -14,9 +14,12 @@
 // below selective retransmission's 1 ms tail-loss probe) is also capped at an
 // eighth of the QP's own Local ACK Timeout (4.096 us * 2^timeout; perftest's
 // 14 gives 67 ms), so a requester configured like this QP does not
-// retransmit because of it. A QP whose ACKs keep waiting the whole delay (a one-way stream, a
+// retransmit because of it.
+//
+// A QP whose ACKs keep waiting the whole delay (a one-way stream, a
 // responder that answers on another QP) stops deferring for a while, so the
-// delay costs it at most one late completion every kBackoff ACKs.
+// delay costs it at most one late completion every kBackoff ACKs; a QP
+// whose ACKs did ride along is forgiven one miss.
 #include <algorithm>
 #include <cstdlib>
 
@@ -82,7 +85,10 @@ void Engine::ExpireDeferredAcks(Clock::time_point now) {
       next = std::min(next, qp->ack_deadline);
       continue;
     }
-    qp->ack_delay_score = -kBackoff;
+    // A QP whose ACKs rode along before gets one miss free (a ping-pong
+    // that pauses: perftest -a between sizes); a second miss in a row, or
+    // a first one, backs off.
+    qp->ack_delay_score = qp->ack_delay_score > 0 ? 0 : -kBackoff;
     ++stats_.acks_delay_expired;
     FlushAck(qp.get());
   }

@@ -192,9 +192,9 @@ class Qp {
   // ack_deadline at most, for a request this QP sends back to carry it.
   bool ack_deferred = false;
   Clock::time_point ack_deadline{};
-  // > = 0: defer; each ACK that did ride along raises it (to a cap), one
-  // that had to be sent alone by the timer sets it well below zero; every
-  // ACK sent at once meanwhile raises it by one.
+  // >= 0: defer; each ACK that did ride along raises it (to a cap); one
+  // that had to be sent alone by the timer sets it to 0 if it was above,
+  // else well below zero; every ACK sent at once meanwhile raises it by one.
   int32_t ack_delay_score = 0;
   // Selective retransmission, responder side: the requests carried the sr
   // bit, so out-of-order packets are kept (up to kSrWindow PSNs past epsn,
