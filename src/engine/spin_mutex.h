@@ -33,6 +33,8 @@ class SpinMutex {
            !locked_.exchange(true, std::memory_order_acquire);
   }
   void unlock() { locked_.store(false, std::memory_order_release); }
+  // Whether some thread holds it now (a hint: it may change at once).
+  bool held() const { return locked_.load(std::memory_order_relaxed); }
 
  private:
   std::atomic<bool> locked_{false};
