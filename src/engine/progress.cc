@@ -324,9 +324,9 @@ void Engine::ProgressThreadMain() {
         leave_to_app();
         continue;
       }
-      // An application thread is inside the engine: PollCq drains the
-      // sockets itself; PostSend only sends. Look again after
-      // kLockBusyRecheck in case the packet that woke us is still unread
+      // A CQ is armed for a channel, so the application will block soon:
+      // look again after kLockBusyRecheck in case the packet that woke us
+      // is still unread
       // (edge-triggered epoll will not report it twice). A timed sleep, not
       // an epoll wait: under a flood every arriving packet would end that
       // wait at once and this thread would spin against the application
