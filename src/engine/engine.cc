@@ -56,6 +56,9 @@ Engine::Engine(std::unique_ptr<transport::Transport> transport, DeviceAttr attr)
   }
   if (const char* spin = std::getenv("SOFTRNIC_SPIN_US")) spin_us_ = std::atoi(spin);
   InitAckDelay();
+  split_tx_ = transport_->accepts_split_payload();
+  if (const char* z = std::getenv("SOFTRNIC_ZEROCOPY_TX"); z != nullptr && std::strcmp(z, "0") == 0)
+    split_tx_ = false;
   if (const char* b = std::getenv("SOFTRNIC_TX_BATCH"); b != nullptr && std::strcmp(b, "0") == 0)
     hold_tx_ = false;
   // docs/loss.md: SOFTRNIC_RETRANSMIT=gbn|selective (default selective).
@@ -171,6 +174,9 @@ void Engine::TxCommit(uint32_t length, uint16_t local_index, const Gid& dst) {
   transport::TxPacket& p = tx_batch_[tx_count_++];
   p.data = &tx_storage_[size_t(tx_count_ - 1) * kTxBufferSize];
   p.length = length;
+  p.payload = nullptr;
+  p.payload_length = 0;
+  p.head_length = 0;
   p.local_index = local_index;
   p.dst = transport::Endpoint{dst, udp_port_};
   ++stats_.tx_packets;

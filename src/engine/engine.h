@@ -103,6 +103,10 @@ class Engine {
   // batch (device.cc, doorbell batching): UDP only (a shared-memory ring
   // needs no system call to batch), SOFTRNIC_TX_BATCH=0 turns it off.
   bool hold_tx_ = true;
+  // The transport takes packets in pieces: RC/UC/UD payloads are sent from
+  // registered memory without a staging copy (requester.cc);
+  // SOFTRNIC_ZEROCOPY_TX=0 turns it off.
+  bool split_tx_ = false;
   bool MayHoldTx() const {
     return hold_tx_ && app_owns_packets_.load(std::memory_order_relaxed) &&
            !(shm_ != nullptr && shm_->Active());
@@ -318,6 +322,9 @@ class Engine {
   uint16_t SourceIndex(const Qp* qp) const { return qp->attr.ah_attr.sgid_index; }
 
   // Gathers `len` bytes at `offset` of a WQE's data (inline or SGEs) into out.
+  // Where the `len` payload bytes at `offset` of WQE `index` are, if one SGE
+  // holds them and its lkey checks out; else null (gather them instead).
+  const uint8_t* ResolvePayload(Qp* qp, uint64_t index, uint32_t offset, uint32_t len);
   bool GatherWqe(Qp* qp, uint64_t index, uint32_t offset, uint32_t len, uint8_t* out);
   // Scatters into an SGE list at offset (local write required).
   bool ScatterSges(const Pd* pd, const Sge* sges, uint32_t num_sge, uint32_t offset,

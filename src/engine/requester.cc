@@ -20,6 +20,10 @@ namespace {
 
 // Request an ACK at least this often inside a long message.
 constexpr uint32_t kAckReqInterval = 32;
+// Below this a payload is copied into the packet buffer even when the
+// transport could send it from registered memory: a third iovec per packet
+// costs more than copying a few hundred bytes.
+constexpr uint32_t kDirectPayloadMin = 512;
 
 bool IsReadOrAtomic(WrOpcode op) {
   return op == WrOpcode::kRdmaRead || op == WrOpcode::kAtomicCmpSwp ||
@@ -119,6 +123,24 @@ bool Engine::GatherWqe(Qp* qp, uint64_t index, uint32_t offset, uint32_t len, ui
   return len == 0;
 }
 
+const uint8_t* Engine::ResolvePayload(Qp* qp, uint64_t index, uint32_t offset, uint32_t len) {
+  const SendWqe& w = qp->Wqe(index);
+  const Sge* sges = qp->WqeSges(index);
+  for (uint32_t i = 0; i < w.num_sge; ++i) {
+    const Sge& s = sges[i];
+    if (offset >= s.length) {
+      offset -= s.length;
+      continue;
+    }
+    if (len > s.length - offset) return nullptr;  // spans SGEs: gather it
+    uint8_t* p = nullptr;
+    if (mr_table_.ResolveLocal(s.lkey, qp->pd, s.addr + offset, len, false, &p) != KeyCheck::kOk)
+      return nullptr;
+    return p;
+  }
+  return nullptr;
+}
+
 bool Engine::SendNextPacket(Qp* qp, SendWqe& w, uint64_t index) {
   const uint32_t mtu = qp->mtu_bytes;
   if (!w.started) {
@@ -140,6 +162,7 @@ bool Engine::SendNextPacket(Qp* qp, SendWqe& w, uint64_t index) {
   // Offer selective retransmission (reserved bit, docs/loss.md).
   if (qp->sr_local) bth.set_sr(true);
   uint32_t payload = 0;
+  const uint8_t* direct = nullptr;  // payload left in registered memory
   uint32_t psns_consumed = 1;
   bool last = true;
   const wire::OpcodeInfo* info = nullptr;
@@ -215,7 +238,13 @@ bool Engine::SendNextPacket(Qp* qp, SendWqe& w, uint64_t index) {
         deth.set_src_qp(qp->qpn);
         std::memcpy(buf + info->deth_offset, deth.b.data(), sizeof(deth));
       }
-      if (payload > 0 &&
+      // Payload straight from registered memory when the transport takes
+      // packets in pieces and one SGE holds it (no staging copy);
+      // otherwise gathered here (inline data, several SGEs, or a key that
+      // fails: GatherWqe reports the error).
+      if (payload >= kDirectPayloadMin && !w.is_inline && split_tx_)
+        direct = ResolvePayload(qp, index, qp->send_offset, payload);
+      if (payload > 0 && direct == nullptr &&
           !GatherWqe(qp, index, qp->send_offset, payload, buf + info->header_length)) {
         // IBA 10.7.3.1: a bad lkey or bounds is a local protection error.
         w.done = true;
@@ -230,10 +259,16 @@ bool Engine::SendNextPacket(Qp* qp, SendWqe& w, uint64_t index) {
   bth.set_pad_count(pad);
   std::memcpy(buf, bth.b.data(), sizeof(bth));
   uint32_t length = info->header_length + payload;
-  std::memset(buf + length, 0, pad);
+  if (direct == nullptr) std::memset(buf + length, 0, pad);
   length += pad + wire::kIcrcSize;
   if (qp->type == QpType::kRc) SrOnTransmit(qp, qp->sq_psn, psns_consumed, payload);
   TxCommit(length, av.sgid_index, av.dgid);
+  if (direct != nullptr) {
+    transport::TxPacket& p = tx_batch_[tx_count_ - 1];
+    p.payload = direct;
+    p.payload_length = payload;
+    p.head_length = info->header_length;
+  }
 
   qp->sq_psn = wire::PsnAdd(qp->sq_psn, psns_consumed);
   if (last) {

@@ -273,7 +273,18 @@ int ShmTransport::SendBurst(const TxPacket* packets, int n) {
     h.local_index = peer_index;
     h.src_ip = eps[p.local_index].gid.Ipv4();
     h.src_port = eps[p.local_index].port;
-    if (!peer->producer.Write(h, p.data, p.length)) {
+    const uint8_t* bytes = p.data;
+    if (p.payload != nullptr) {
+      if (!SplitLayoutValid(p)) {
+        ++counters_.tx_errors;
+        ++i;
+        continue;
+      }
+      FlattenTxPacket(p, flat_.data());
+      std::memset(flat_.data() + p.length - 4, 0, 4);
+      bytes = flat_.data();
+    }
+    if (!peer->producer.Write(h, bytes, p.length)) {
       // Ring full: tell the caller like a full socket buffer; it waits for
       // the consumer (WaitWhenBusy) and offers the rest again. Meanwhile our
       // own inbound rings are emptied into the backlog, so a peer that is

@@ -21,6 +21,7 @@
 // Thread-safety: like every Transport, called under the engine lock.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -62,6 +63,9 @@ class ShmTransport final : public Transport {
 
   std::span<const Endpoint> locals() const override { return udp_->locals(); }
   int SendBurst(const TxPacket* packets, int n) override;
+  // Packets in pieces go to UDP as they are and are joined into one piece
+  // for a ring slot (the copy the engine would have made).
+  bool accepts_split_payload() const override { return udp_->accepts_split_payload(); }
   int RecvBurst(RxPacket* packets, int n) override;
   int pollable_fd() const override { return udp_->pollable_fd(); }
   int reply_pollable_fd() const override { return udp_->reply_pollable_fd(); }
@@ -86,6 +90,8 @@ class ShmTransport final : public Transport {
   const ShmSegment& own() const { return own_; }
 
  private:
+  // A packet in pieces joined for a ring slot (SendBurst).
+  std::array<uint8_t, kShmSlotPayload> flat_{};
   ShmTransport(std::unique_ptr<Transport> udp, TransportMode mode)
       : udp_(std::move(udp)), mode_(mode) {}
   bool Init(std::string* error);

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <span>
 #include <string>
@@ -26,7 +27,36 @@ struct TxPacket {
   uint32_t length = 0;            // including the 4 ICRC bytes
   uint16_t local_index = 0;       // which local endpoint sends it (the QP's sgid_index)
   Endpoint dst;
+  // A packet in pieces (only to a transport whose accepts_split_payload()
+  // is true): `data` holds the first head_length bytes (BTH and extension
+  // headers); the payload is read from `payload` when the packet is sent
+  // (the application's registered memory: no copy into a staging buffer);
+  // then come length - 4 - head_length - payload_length (0-3) zero pad
+  // bytes and the ICRC.
+  const uint8_t* payload = nullptr;
+  uint32_t payload_length = 0;
+  uint32_t head_length = 0;
 };
+
+// Whether a packet in pieces adds up: a head holding at least the BTH,
+// head + payload + ICRC within length, at most 3 pad bytes.
+inline bool SplitLayoutValid(const TxPacket& p) {
+  return p.head_length >= 12 && uint64_t{p.head_length} + p.payload_length + 4 <= p.length &&
+         p.length - 4 - p.head_length - p.payload_length <= 3;
+}
+
+// Writes packet p's bytes before the ICRC (length - 4 of them) to `out`,
+// whether it is in pieces or not.
+inline void FlattenTxPacket(const TxPacket& p, uint8_t* out) {
+  if (p.payload == nullptr) {
+    std::memcpy(out, p.data, p.length - 4);
+    return;
+  }
+  std::memcpy(out, p.data, p.head_length);
+  std::memcpy(out + p.head_length, p.payload, p.payload_length);
+  std::memset(out + p.head_length + p.payload_length, 0,
+              p.length - 4 - p.head_length - p.payload_length);
+}
 
 struct RxPacket {
   uint8_t* data = nullptr;  // buffer owned by the transport until the next RecvBurst
@@ -69,6 +99,8 @@ class Transport {
   // Sends up to n packets; returns how many were handed to the kernel (the
   // rest may be retried later; RC recovers loss anyway). Never blocks.
   virtual int SendBurst(const TxPacket* packets, int n) = 0;
+  // Whether SendBurst takes packets in pieces (TxPacket::payload).
+  virtual bool accepts_split_payload() const { return false; }
 
   // Receives up to n packets without blocking; returns how many.
   // Buffers stay valid until the next RecvBurst call.

@@ -302,6 +302,7 @@ class UdpTransport final : public Transport {
   // destination with one size (the last may be shorter) become one
   // UDP_SEGMENT message. Returns how many packets were consumed.
   int SendBurstSegmented(const TxPacket* packets, int n);
+  bool accepts_split_payload() const override { return segmentation_ && !faults_.enabled(); }
   // Sends the staged segmented messages; false on a full socket buffer
   // (then *consumed = the first packet not handed to the kernel).
   bool FlushSegmented(int* consumed);
@@ -355,14 +356,17 @@ class UdpTransport final : public Transport {
     int first_packet;
     int packets;
     int first_iov;
+    int iovs;
     uint32_t bytes;
     uint16_t segment_size;
     alignas(cmsghdr) uint8_t cmsg[CMSG_SPACE(sizeof(uint16_t))];
   };
   SegMsg seg_msgs_[kMaxTxBatch];
   mmsghdr seg_hdrs_[kMaxTxBatch];
-  iovec seg_iov_[2 * kMaxTxBatch];
-  uint8_t seg_icrc_[kMaxTxBatch][4];
+  // Up to three iovecs per packet: head, payload, pad + ICRC.
+  iovec seg_iov_[3 * kMaxTxBatch];
+  int seg_iovs_ = 0;
+  uint8_t seg_icrc_[kMaxTxBatch][8];
   int seg_pending_ = 0;      // messages staged
   int seg_packets_ = 0;      // packets staged (iovec pairs used)
   uint16_t seg_sock_ = 0;   // the socket the staged messages leave from
@@ -653,7 +657,8 @@ int UdpTransport::SendBurst(const TxPacket* packets, int n) {
   for (int i = 0; i < n && !busy; ++i) {
     const TxPacket& p = packets[i];
     if (p.data == nullptr || p.length < kMinPacket || p.length > kUdpMaxPayload ||
-        p.local_index >= locals_.size() || !p.dst.gid.IsV4Mapped() || p.dst.port == 0) {
+        p.local_index >= locals_.size() || !p.dst.gid.IsV4Mapped() || p.dst.port == 0 ||
+        p.payload != nullptr) {  // pieces only on the segmented path (accepts_split_payload)
       ++counters_.tx_errors;  // malformed request: consumed, never retried
       continue;
     }
@@ -746,12 +751,14 @@ int UdpTransport::SendBurst(const TxPacket* packets, int n) {
 int UdpTransport::SendBurstSegmented(const TxPacket* packets, int n) {
   seg_pending_ = 0;
   seg_packets_ = 0;
+  seg_iovs_ = 0;
   const int max_segments = gso_refused_ ? 1 : kMaxSegments;
   uint32_t last_length = 0;
   for (int i = 0; i < n; ++i) {
     const TxPacket& p = packets[i];
     if (p.data == nullptr || p.length < kMinPacket || p.length > kUdpMaxPayload ||
-        p.local_index >= locals_.size() || !p.dst.gid.IsV4Mapped() || p.dst.port == 0) {
+        p.local_index >= locals_.size() || !p.dst.gid.IsV4Mapped() || p.dst.port == 0 ||
+        (p.payload != nullptr && !SplitLayoutValid(p))) {
       ++counters_.tx_errors;  // malformed request: consumed, never retried
       continue;
     }
@@ -781,7 +788,8 @@ int UdpTransport::SendBurstSegmented(const TxPacket* packets, int n) {
       m->dst.sin_port = dst_port;
       m->first_packet = i;
       m->packets = 0;
-      m->first_iov = 2 * seg_packets_;
+      m->first_iov = seg_iovs_;
+      m->iovs = 0;
       m->bytes = 0;
       m->segment_size = static_cast<uint16_t>(p.length);
       seg_sock_ = sock;
@@ -795,15 +803,32 @@ int UdpTransport::SendBurstSegmented(const TxPacket* packets, int n) {
     ip.src_port = ntohs(s.addr.sin_port);
     ip.dst_port = p.dst.port;
     ip.ipv4_id = static_cast<uint16_t>(m->packets);
-    const uint32_t icrc = wire::ComputeIcrc(ip, p.data, p.length - 4);
     uint8_t* staged = seg_icrc_[seg_packets_];
+    // The kernel only reads iov_base for a send; the const_casts never lead
+    // to a write.
+    uint32_t icrc;
+    size_t tail = 4;
+    if (p.payload == nullptr) {
+      icrc = wire::ComputeIcrc(ip, p.data, p.length - 4);
+      seg_iov_[seg_iovs_++] = iovec{const_cast<uint8_t*>(p.data), p.length - 4};
+    } else {
+      // In pieces: the payload goes from the application's memory straight
+      // into the kernel's copy; the pad bytes travel with the ICRC.
+      const uint32_t pad = p.length - 4 - p.head_length - p.payload_length;
+      icrc = wire::ComputeIcrcParts(ip, p.data, p.head_length, p.payload, p.payload_length, pad);
+      seg_iov_[seg_iovs_++] = iovec{const_cast<uint8_t*>(p.data), p.head_length};
+      if (p.payload_length > 0)
+        seg_iov_[seg_iovs_++] = iovec{const_cast<uint8_t*>(p.payload), p.payload_length};
+      std::memset(staged, 0, pad);
+      staged += pad;
+      tail += pad;
+    }
     staged[0] = static_cast<uint8_t>(icrc);
     staged[1] = static_cast<uint8_t>(icrc >> 8);
     staged[2] = static_cast<uint8_t>(icrc >> 16);
     staged[3] = static_cast<uint8_t>(icrc >> 24);
-    // The kernel only reads iov_base for a send; the const_cast never leads to a write.
-    seg_iov_[2 * seg_packets_] = iovec{const_cast<uint8_t*>(p.data), p.length - 4};
-    seg_iov_[2 * seg_packets_ + 1] = iovec{staged, 4};
+    seg_iov_[seg_iovs_++] = iovec{seg_icrc_[seg_packets_], tail};
+    m->iovs = seg_iovs_ - m->first_iov;
     ++seg_packets_;
     ++m->packets;
     m->bytes += p.length;
@@ -821,7 +846,7 @@ bool UdpTransport::FlushSegmented(int* consumed) {
     h.msg_name = &m.dst;
     h.msg_namelen = sizeof(m.dst);
     h.msg_iov = &seg_iov_[m.first_iov];
-    h.msg_iovlen = static_cast<size_t>(2 * m.packets);
+    h.msg_iovlen = static_cast<size_t>(m.iovs);
     h.msg_flags = 0;
     if (m.packets > 1) {
       h.msg_control = m.cmsg;
@@ -875,6 +900,7 @@ bool UdpTransport::FlushSegmented(int* consumed) {
   }
   seg_pending_ = 0;
   seg_packets_ = 0;
+  seg_iovs_ = 0;
   return ok;
 }
 

@@ -79,7 +79,11 @@ uint32_t Crc32(uint32_t crc, const uint8_t* data, size_t length) {
   return fn(crc, data, length);
 }
 
-uint32_t ComputeIcrc(const IpUdpFields& ip, const uint8_t* bth_to_end, size_t length) {
+namespace {
+
+// CRC of the pseudo header (LRH stand-in, masked IP and UDP headers) for a
+// packet whose BTH..ICRC-exclusive part is `length` bytes.
+uint32_t PseudoHeaderCrc(const IpUdpFields& ip, size_t length) {
   // Pseudo header: 8 x 0xFF (LRH stand-in), masked IP header, masked UDP header.
   uint8_t pseudo[8 + 40 + 8];
   std::memset(pseudo, 0xFF, 8);
@@ -121,14 +125,35 @@ uint32_t ComputeIcrc(const IpUdpFields& ip, const uint8_t* bth_to_end, size_t le
   u[7] = 0xFF;
   n += 8;
 
-  uint32_t crc = Crc32(0, pseudo, n);
-  if (length < sizeof(Bth)) return Crc32(crc, bth_to_end, length);
-  // BTH with byte 4 (FECN, BECN, resv6) masked.
+  return Crc32(0, pseudo, n);
+}
+
+// Continues `crc` over the BTH with byte 4 (FECN, BECN, resv6) masked.
+uint32_t MaskedBthCrc(uint32_t crc, const uint8_t* bth_in) {
   uint8_t bth[sizeof(Bth)];
-  std::memcpy(bth, bth_to_end, sizeof(Bth));
+  std::memcpy(bth, bth_in, sizeof(Bth));
   bth[4] = 0xFF;
-  crc = Crc32(crc, bth, sizeof(Bth));
+  return Crc32(crc, bth, sizeof(Bth));
+}
+
+}  // namespace
+
+uint32_t ComputeIcrc(const IpUdpFields& ip, const uint8_t* bth_to_end, size_t length) {
+  uint32_t crc = PseudoHeaderCrc(ip, length);
+  if (length < sizeof(Bth)) return Crc32(crc, bth_to_end, length);
+  crc = MaskedBthCrc(crc, bth_to_end);
   return Crc32(crc, bth_to_end + sizeof(Bth), length - sizeof(Bth));
+}
+
+uint32_t ComputeIcrcParts(const IpUdpFields& ip, const uint8_t* head, size_t head_length,
+                          const uint8_t* payload, size_t payload_length, size_t pad) {
+  static constexpr uint8_t kZeros[4] = {};
+  if (head_length < sizeof(Bth) || pad > 3) return 0;
+  uint32_t crc = PseudoHeaderCrc(ip, head_length + payload_length + pad);
+  crc = MaskedBthCrc(crc, head);
+  crc = Crc32(crc, head + sizeof(Bth), head_length - sizeof(Bth));
+  crc = Crc32(crc, payload, payload_length);
+  return Crc32(crc, kZeros, pad);
 }
 
 void AppendIcrc(const IpUdpFields& ip, uint8_t* udp_payload, size_t length_with_icrc) {

@@ -33,6 +33,12 @@ struct IpUdpFields {
 // the 4 ICRC bytes, `length` bytes long.
 uint32_t ComputeIcrc(const IpUdpFields& ip, const uint8_t* bth_to_end, size_t length);
 
+// The same over a packet held in pieces: `head` (BTH and extension headers,
+// at least the BTH), then `payload`, then `pad` (0-3) zero bytes. Returns 0
+// for a head shorter than a BTH or a pad above 3 (never a valid layout).
+uint32_t ComputeIcrcParts(const IpUdpFields& ip, const uint8_t* head, size_t head_length,
+                          const uint8_t* payload, size_t payload_length, size_t pad);
+
 // Writes the ICRC of the first length-4 bytes into the last 4 bytes.
 void AppendIcrc(const IpUdpFields& ip, uint8_t* udp_payload, size_t length_with_icrc);
 

@@ -314,6 +314,61 @@ TEST(UdpTransport, SegmentedRunsArriveWholeInOrderAcrossSmallBursts) {
   EXPECT_EQ(b->counters().rx_packets, bufs.size());
 }
 
+// Packets in pieces (TxPacket::payload: headers in one buffer, payload in
+// the application's memory, pad bytes implied) arrive as the same bytes as
+// whole ones, with a valid ICRC, in runs and alone, mixed with whole ones.
+TEST(UdpTransport, PacketsInPiecesArriveAsWholeOnes) {
+  auto a = MakeExplicit({"127.10.14.1"});
+  auto b = MakeExplicit({"127.10.14.2"});
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(a->accepts_split_payload());
+  // Whole packets as references; every other one is sent in pieces: its
+  // first `head` bytes from a separate buffer, then the payload from
+  // another, the pad (length % 4 short of a multiple of 4) left out.
+  auto bufs = MessageRun(0, 12, 4096 + 28, 4096 + 28);
+  for (auto& p : MessageRun(100, 5, 1024 + 16, 1024 + 16)) bufs.push_back(p);
+  bufs.push_back(MakePacket(200, 28 + 513 + 3 + 4));  // payload 513: pad 3
+  bufs.push_back(MakePacket(201, 28 + 4));             // empty payload
+  for (auto& p : bufs) {
+    // Pad bytes must be zero on the wire: make the reference say so.
+    const uint32_t body = static_cast<uint32_t>(p.size()) - 4;
+    const uint32_t pad = (4 - ((body - 28) & 3)) & 3;
+    for (uint32_t i = body - pad; i < body; ++i) p[i] = 0;
+  }
+  std::vector<std::vector<uint8_t>> heads(bufs.size()), payloads(bufs.size());
+  auto tx = Tx(bufs, b->locals()[0]);
+  for (size_t i = 0; i < bufs.size(); i += 2) {
+    const uint32_t head = 28;
+    const uint32_t body = static_cast<uint32_t>(bufs[i].size()) - 4;
+    const uint32_t pad = (4 - ((body - head) & 3)) & 3;
+    heads[i].assign(bufs[i].begin(), bufs[i].begin() + head);
+    payloads[i].assign(bufs[i].begin() + head, bufs[i].begin() + (body - pad));
+    tx[i].data = heads[i].data();
+    tx[i].head_length = head;
+    tx[i].payload = payloads[i].data();
+    tx[i].payload_length = static_cast<uint32_t>(payloads[i].size());
+  }
+  SendAll(*a, tx);
+  EXPECT_EQ(a->counters().tx_errors, 0u);
+  const auto got = RecvUpTo(*b, bufs.size());
+  ASSERT_EQ(got.size(), bufs.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].bytes.size(), bufs[i].size()) << i;
+    EXPECT_TRUE(std::equal(got[i].bytes.begin(), got[i].bytes.end() - 4, bufs[i].begin())) << i;
+  }
+  EXPECT_EQ(b->counters().rx_icrc_errors, 0u);
+  // A layout that does not add up is refused, not sent.
+  TxPacket bad = tx[0];
+  bad.data = heads[0].data();
+  bad.head_length = 28;
+  bad.payload = payloads[0].data();
+  bad.payload_length = bad.length;  // longer than the packet
+  const uint64_t errors = a->counters().tx_errors;
+  EXPECT_EQ(a->SendBurst(&bad, 1), 1);
+  EXPECT_EQ(a->counters().tx_errors, errors + 1);
+}
+
 TEST(UdpTransport, SegmentedRunCarriesPerSegmentIpv4Ids) {
   // A receiver without UDP_GRO makes the kernel cut the run into datagrams
   // again, each with the IPv4 header a NIC would put on the wire: ID 0, 1,
