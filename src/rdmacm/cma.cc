@@ -1025,8 +1025,13 @@ std::string NetnsId() {
 }
 
 // At exit, tell the peers of connected ids, as the kernel's CM does when a
-// process's rdma_cm fd is closed: a DREQ each (not retried), then a few
-// passes over QP1's CQ so the engine transmits them before the process ends.
+// process's rdma_cm fd is closed: a DREQ each, then passes over QP1's CQ
+// until the engine has transmitted them and the DREPs are in. A DREQ lost on
+// the way would leave the peer waiting for a disconnect that nothing else
+// announces (the kernel's CM keeps retrying after the process is gone), so
+// an unanswered one is sent again every kExitRetryMs, for at most ~300 ms
+// in all. (Seen: rping's server waiting forever at 10 % loss when the
+// client's DREQ and its one copy at exit were both dropped.)
 void DisconnectAllAtExit() {
   Cm& g = G();
   if (!g.started || g.exited) return;
@@ -1034,28 +1039,38 @@ void DisconnectAllAtExit() {
   for (int i = 0; i < 200 && !l.try_lock(); ++i) usleep(500);  // the CM thread's pass
   if (!l.owns_lock()) return;
   g.exited = true;  // once: a handler inherited across fork finds it done
-  int sent = 0;
-  for (Id* id : g.ids) {
-    if (id->id.qp_type == IBV_QPT_UD) continue;
-    if (id->st != St::kConnected && id->st != St::kRepSent && id->st != St::kRepRcvd &&
-        id->st != St::kDreqSent)
-      continue;
-    CmMsg m;  // (again, for kDreqSent: its retransmissions die with us)
+  std::vector<Id*> told;
+  const auto send_dreq = [](Id* id) {
+    CmMsg m;
     m.attr = kAttrDreq;
     m.local_comm_id = id->local_comm_id;
     m.remote_comm_id = id->remote_comm_id;
     m.qpn = id->remote_qpn;
     SendMsg(id->sgid_index, id->dgid, m);
-    id->st = St::kDisconnected;
-    ++sent;
+  };
+  for (Id* id : g.ids) {
+    if (id->id.qp_type == IBV_QPT_UD) continue;
+    if (id->st != St::kConnected && id->st != St::kRepSent && id->st != St::kRepRcvd &&
+        id->st != St::kDreqSent)
+      continue;
+    send_dreq(id);
+    StopTimer(id);  // the CM thread's retransmissions do not run any more
+    id->st = St::kDreqSent;  // HandleDrep ends it
+    told.push_back(id);
   }
-  // Until the engine has transmitted every QP1 SEND (a UD send completes
-  // once it is on the wire), at most 300 ms.
-  for (int i = 0; (sent || g.sends_done < g.sends_posted) && i < 600; ++i) {
+  constexpr int kExitRetryMs = 30;
+  for (int i = 0; !told.empty() && i < 600; ++i) {
     PollGsiCq();
-    if (g.sends_done >= g.sends_posted) break;
+    bool unanswered = false;
+    for (Id* id : told) unanswered |= id->st == St::kDreqSent;
+    if (!unanswered && g.sends_done >= g.sends_posted) break;
+    if (unanswered && i % (2 * kExitRetryMs) == 2 * kExitRetryMs - 1) {
+      for (Id* id : told)
+        if (id->st == St::kDreqSent) send_dreq(id);
+    }
     usleep(500);
   }
+  for (Id* id : told) id->st = St::kDisconnected;
 }
 
 int StartLocked() {
