@@ -584,14 +584,14 @@ int Device::PostSend(Qp* qp, const SendWr& wr) {
   // thread does not wait for responses: it must run (or start waiting),
   // unless it left the packets to an application thread that polls (whose
   // passes run the work list and take the responses).
-  if (engine_->app_owns_packets_.load(std::memory_order_relaxed)) {
-  } else if (!engine_->work_list_.empty() ||
-             (qp->sq_next != qp->sq_tail && engine_->reply_fd_ >= 0 &&
-              !engine_->watching_replies_.load(std::memory_order_relaxed))) {
+  // (WakeProgressThreadFor makes the same exception.)
+  if (!engine_->app_owns_packets_.load(std::memory_order_relaxed) &&
+      (!engine_->work_list_.empty() ||
+       (qp->sq_next != qp->sq_tail && engine_->reply_fd_ >= 0 &&
+        !engine_->watching_replies_.load(std::memory_order_relaxed))))
     engine_->WakeProgressThread();
-  } else if (qp->retransmit_armed) {
+  else if (qp->retransmit_armed)
     engine_->WakeProgressThreadFor(qp->retransmit_deadline);
-  }
   // A posting application is active too: the progress thread backs off.
   engine_->NoteAppActivity();
   return 0;

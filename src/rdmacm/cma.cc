@@ -1029,7 +1029,7 @@ std::string NetnsId() {
 // until the engine has transmitted them and the DREPs are in. A DREQ lost on
 // the way would leave the peer waiting for a disconnect that nothing else
 // announces (the kernel's CM keeps retrying after the process is gone), so
-// an unanswered one is sent again every kExitRetryMs, for at most ~300 ms
+// an unanswered one is sent again every 30 ms, for at most ~300 ms
 // in all. (Seen: rping's server waiting forever at 10 % loss when the
 // client's DREQ and its one copy at exit were both dropped.)
 void DisconnectAllAtExit() {
@@ -1058,17 +1058,18 @@ void DisconnectAllAtExit() {
     id->st = St::kDreqSent;  // HandleDrep ends it
     told.push_back(id);
   }
-  constexpr int kExitRetryMs = 30;
+  constexpr int kPassUs = 500;
+  constexpr int kPassesPerRetry = 30 * 1000 / kPassUs;  // 30 ms
   for (int i = 0; !told.empty() && i < 600; ++i) {
     PollGsiCq();
     bool unanswered = false;
     for (Id* id : told) unanswered |= id->st == St::kDreqSent;
     if (!unanswered && g.sends_done >= g.sends_posted) break;
-    if (unanswered && i % (2 * kExitRetryMs) == 2 * kExitRetryMs - 1) {
+    if (unanswered && i % kPassesPerRetry == kPassesPerRetry - 1) {
       for (Id* id : told)
         if (id->st == St::kDreqSent) send_dreq(id);
     }
-    usleep(500);
+    usleep(kPassUs);
   }
   for (Id* id : told) id->st = St::kDisconnected;
 }
