@@ -48,7 +48,7 @@ bool Engine::DeferAck(Qp* qp, uint8_t syndrome) {
   // Shared-memory peers need no wake-up to be saved (their doorbells and
   // polling differ, docs/shm.md), and there the deferred ACK measured
   // ~0.5 us slower per ib_send_lat iteration: only UDP traffic defers.
-  if (shm_ != nullptr && shm_->Active()) return false;
+  if (ShmActive()) return false;
   if (wire::SyndromeKind(syndrome) != wire::AckKind::kAck) return false;
   // Only a QP that sends requests itself can carry its ACKs.
   if (qp->sq_tail == 0 || qp->attr.qp_state != QpState::kRts) return false;

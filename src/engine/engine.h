@@ -108,9 +108,10 @@ class Engine {
   // SOFTRNIC_ZEROCOPY_TX=0 turns it off.
   bool split_tx_ = false;
   bool MayHoldTx() const {
-    return hold_tx_ && app_owns_packets_.load(std::memory_order_relaxed) &&
-           !(shm_ != nullptr && shm_->Active());
+    return hold_tx_ && app_owns_packets_.load(std::memory_order_relaxed) && !ShmActive();
   }
+  // Shared-memory traffic is possible now (lock-free, ShmTransport::Active).
+  bool ShmActive() const { return shm_ != nullptr && shm_->Active(); }
   void WatchRequests(bool on);     // progress thread only
   // Sleeps while an application polls; returns whether it still does.
   bool SleepWhileAppPolls(std::chrono::nanoseconds period);
@@ -303,7 +304,7 @@ class Engine {
   // Whether the plain ACK just queued on qp may wait for a request of qp's
   // to carry it (then it is not put on the work list).
   bool DeferAck(Qp* qp, uint8_t syndrome);
-  // qp is about to send a request: its deferred ACK goes first.
+  // qp has just sent a request: its deferred ACK follows it.
   void PiggybackAck(Qp* qp);
   // Sends the deferred ACKs whose delay is over.
   void ExpireDeferredAcks(Clock::time_point now);
