@@ -24,6 +24,9 @@
 #      UCX (ucx_perftest tag_lat 8B / tag_bw 64KiB over UCX_TLS=tcp and
 #      UCX_TLS=posix,self), libfabric (fi_pingpong over tcp/msg, udp/dgram,
 #      udp;ofi_rxd/rdm and shm/rdm; fabtests is not packaged in Debian 12)
+#   3b. the kernel UDP floor (bench/floor/udp_floor.cc): a plain UDP
+#      ping-pong and a UDP GSO/GRO stream with softrnic's datagrams, without
+#      and with the per-packet work softrnic must do (ICRC, placement)
 #   5. size sweeps (ib_write_lat -a, ib_write_bw -a, UCX tcp/shm) for plots
 #   6. bench/report.py: medians with min/max, CPU per GB, ratios vs peers and
 #      vs the project's targets, plots -> markdown
@@ -349,6 +352,46 @@ sr_test sr_shm_send_lat ib_send_lat 8 lat
 sr_test sr_shm_write_bw ib_write_bw 65536 bw
 sr_test sr_shm_read_bw ib_read_bw 65536 bw
 SR_TRANSPORT=udp
+
+# ------------------------------------------------------------------ 3b. floors
+# What the kernel's UDP path alone costs here, with softrnic's datagrams
+# (bench/floor/udp_floor.cc): the floor softrnic's UDP figures stand on,
+# measured in the same run. Ping-pong: one 40-byte datagram per trip
+# (single) and the request + ACK GSO datagram softrnic's ib_write_lat sends
+# (req-ack). Stream: 64 KiB messages in 4096-byte packets with GSO/GRO,
+# with no per-packet work (copy), a CRC-32 at both ends (crc), and the
+# receiver also copying the payload out (crc-place), as softrnic must.
+FLOOR_BIN=$(cd "$LIB_DIR/.." && pwd)/bin/udp_floor
+floors() {
+  [[ -x $FLOOR_BIN ]] || { say "udp_floor missing ($FLOOR_BIN): floors skipped"; return; }
+  local place rep pat work out
+  local iters=$(( QUICK ? 2000 : 100000 )) secs=$(( QUICK ? 1 : TARGET_SEC ))
+  for place in unpinned pinned; do
+    local pinarg=()
+    [[ $place == pinned ]] && pinarg=(--pin "$CPU_CLIENT,$CPU_SERVER")
+    for (( rep=1; rep<=RUNS; rep++ )); do
+      for pat in single req-ack; do
+        local id=floor_udp_lat_${pat//-/}
+        if ! out=$(timeout 120 "$FLOOR_BIN" pingpong --pattern "$pat" --iters "$iters" "${pinarg[@]}" 2>&1); then
+          fail "$id" "$place" "$rep" "udp_floor pingpong --pattern $pat: $out"; continue
+        fi
+        rec "$id" "kernel UDP ping-pong ($pat)" "$place" 8 lat us "$(sed -n 's/.*typical=\([0-9.]*\).*/\1/p' <<<"$out")" "$rep"
+        rec "$id" "kernel UDP ping-pong ($pat)" "$place" 8 lat_avg us "$(sed -n 's/.*avg=\([0-9.]*\).*/\1/p' <<<"$out")" "$rep"
+        rec "$id" "kernel UDP ping-pong ($pat)" "$place" 8 lat_p99 us "$(sed -n 's/.*p99=\([0-9.]*\).*/\1/p' <<<"$out")" "$rep"
+      done
+      for work in copy crc crc-place; do
+        local id=floor_udp_stream_${work//-/}
+        if ! out=$(timeout 120 "$FLOOR_BIN" stream --work "$work" --seconds "$secs" "${pinarg[@]}" 2>&1); then
+          fail "$id" "$place" "$rep" "udp_floor stream --work $work: $out"; continue
+        fi
+        rec "$id" "kernel UDP stream ($work)" "$place" 65536 bw GB/s "$(sed -n 's/.*gbps=\([0-9.]*\).*/\1/p' <<<"$out")" "$rep"
+        rec "$id" "kernel UDP stream ($work)" "$place" 65536 cpu_per_gb ms/GB "$(sed -n 's/.*cpu_ms_per_gb=\([0-9.]*\).*/\1/p' <<<"$out")" "$rep"
+      done
+    done
+  done
+  say "floors done"
+}
+floors
 
 # ------------------------------------------------------------------ 4. peers
 qperf_val() {  # FILE KEY -> number (us for latency, GB/s for bw)

@@ -39,6 +39,9 @@ for path in udp shm; do
   check "softrnic $path ib_write_lat figure present" grep -qE "^\| softrnic $path ib_write_lat \| 8 B \| (unpinned|pinned) \| latency \(us\) \| [0-9]" "$MD"
   check "softrnic $path ib_write_bw figure present" grep -qE "^\| softrnic $path ib_write_bw \| 64 KiB \| (unpinned|pinned) \| bandwidth \(GB/s\) \| [0-9]" "$MD"
 done
+# The kernel UDP floors (bench/floor/udp_floor.cc) ran and were reported.
+check "UDP ping-pong floor present" grep -qE "^\| kernel UDP ping-pong \(single\) \| 8 B \| (unpinned|pinned) \| latency \(us\) \| [0-9]" "$MD"
+check "UDP stream floor with ICRC and placement present" grep -qE "^\| kernel UDP stream \(crc-place\) \| 64 KiB \| (unpinned|pinned) \| bandwidth \(GB/s\) \| [0-9]" "$MD"
 check "docs/benchmarks.md not touched by --quick" test ! "$OUT/benchmarks.md" -ef "$SOFTRNIC_SOURCE_DIR/docs/benchmarks.md"
 if ls "$OUT"/img/*.png >/dev/null 2>&1; then
   log "plots: $(ls "$OUT"/img/*.png | xargs -n1 basename | tr '\n' ' ')"
