@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -30,19 +31,19 @@ struct Table {
 
 Table& GetTable();
 
-// Turns [start, start+length), backed by `fd` from offset 0, back into
+// Turns [start, start+length), backed by `fd` from `fd_offset`, back into
 // private anonymous memory with the same contents. The contents are read
 // from the memfd (pread), not from the address: the memory may have been
-// freed by the application (a sanitizer would flag the read, and an
-// allocator may have unmapped or reused it; BackedBy is checked first).
+// freed by the application (a sanitizer would flag the read). Callers pass
+// only pages still mapped from the memfd (PrivatizeWhatRemains).
 // Returns false (and leaves the shared mapping) on failure.
-bool Privatize(uint64_t start, uint64_t length, int fd) {
+bool Privatize(uint64_t start, uint64_t length, int fd, uint64_t fd_offset) {
   void* tmp = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (tmp == MAP_FAILED) return false;
   uint64_t done = 0;
   while (done < length) {
     const ssize_t n = pread(fd, static_cast<uint8_t*>(tmp) + done, length - done,
-                            static_cast<off_t>(done));
+                            static_cast<off_t>(fd_offset + done));
     if (n <= 0) {
       munmap(tmp, length);
       return false;
@@ -57,7 +58,15 @@ bool Privatize(uint64_t start, uint64_t length, int fd) {
   return true;
 }
 
-bool BackedBy(uint64_t start, uint64_t end, uint64_t ino);
+// Turns every part of the entry's range that is still mapped from its memfd
+// back into private memory. Parts may be gone while others remain: the
+// application freed the buffer and the allocator returned some of its pages
+// to the kernel (a heap trimmed below it, a partial munmap) and perhaps
+// mapped new memory there. What remains is still this process's memory,
+// and left on the memfd it would stay shared: with a peer that maps the
+// memfd, and after fork() with the child (both allocators then hand out the
+// same pages: heap corruption).
+void PrivatizeWhatRemains(const Entry& e);
 
 void AtforkPrepare() { GetTable().mu.lock(); }
 void AtforkParent() { GetTable().mu.unlock(); }
@@ -67,7 +76,7 @@ void AtforkParent() { GetTable().mu.unlock(); }
 void AtforkChild() {
   Table& t = GetTable();
   for (const Entry& e : t.entries) {
-    if (BackedBy(e.start, e.start + e.length, e.ino)) (void)Privatize(e.start, e.length, e.fd);
+    PrivatizeWhatRemains(e);
     close(e.fd);
   }
   t.entries.clear();
@@ -109,6 +118,30 @@ bool MapsCover(uint64_t start, uint64_t end, Accept&& accept) {
   }
   std::fclose(f);
   return ok;
+}
+
+void PrivatizeWhatRemains(const Entry& e) {
+  struct Piece {
+    uint64_t lo, hi, fd_offset;
+  };
+  // Collected first: the mremaps below change /proc/self/maps.
+  std::vector<Piece> pieces;
+  const uint64_t end = e.start + e.length;
+  if (FILE* f = std::fopen("/proc/self/maps", "re")) {
+    char line[512];
+    while (std::fgets(line, sizeof(line), f) != nullptr) {
+      unsigned long lo = 0, hi = 0, offset = 0, inode = 0;
+      char perms[8] = {};
+      char dev[16] = {};
+      if (std::sscanf(line, "%lx-%lx %7s %lx %15s %lu", &lo, &hi, perms, &offset, dev, &inode) < 6)
+        continue;
+      if (inode != e.ino || perms[3] != 's' || hi <= e.start || lo >= end) continue;
+      const uint64_t a = std::max<uint64_t>(lo, e.start), b = std::min<uint64_t>(hi, end);
+      pieces.push_back(Piece{a, b, offset + (a - lo)});
+    }
+    std::fclose(f);
+  }
+  for (const Piece& p : pieces) (void)Privatize(p.lo, p.hi - p.lo, e.fd, p.fd_offset);
 }
 
 // True if every byte of [start, end) lies in private anonymous read-write
@@ -154,8 +187,10 @@ SharedRange ShareRegion(const void* addr, size_t length) {
     const uint64_t e_end = e.start + e.length;
     if (end <= e.start || start >= e_end) continue;
     if (!BackedBy(e.start, e_end, e.ino)) {
-      // Stale: the memory was unmapped without deregistration and the
-      // address reused. Forget it (never touch the new mapping).
+      // Stale: the memory was unmapped without deregistration, in part or
+      // whole, and the address reused. Forget it after turning what is
+      // left of it private (never touching the new mappings).
+      PrivatizeWhatRemains(e);
       close(e.fd);
       t.entries.erase(t.entries.begin() + static_cast<long>(i));
       --i;
@@ -226,10 +261,10 @@ void UnshareRegion(const SharedRange& range) {
     if (e.refs > 0) --e.refs;
     if (e.refs > 0) return;
     // Last user: back to private memory, so the memfd (which peers may still
-    // map) no longer aliases this process's memory. Only if the pages are
-    // still ours: memory freed before deregistration is left alone.
+    // map) no longer aliases this process's memory: the pages still mapped
+    // from it (memory unmapped before deregistration is left alone).
     if (!range.privatize) return;  // orphaned: see ReleaseRegion
-    if (BackedBy(e.start, e.start + e.length, e.ino)) (void)Privatize(e.start, e.length, e.fd);
+    PrivatizeWhatRemains(e);
     close(e.fd);
     t.entries.erase(t.entries.begin() + static_cast<long>(i));
     return;

@@ -171,5 +171,62 @@ TEST(ShmMemory, ForkedChildGetsAPrivateCopy) {
   for (int fd : {to_child[0], to_child[1], to_parent[0], to_parent[1]}) close(fd);
 }
 
+// A registered buffer freed without deregistration, whose allocator gave
+// part of it back to the kernel (heap trimmed, partial munmap) and mapped
+// new memory there: the part still on the memfd must become private at fork
+// and at the last release, not stay shared because the whole range is no
+// longer intact (it used to: a forked child's malloc then corrupted the
+// parent's heap through the shared pages, seen as "malloc(): mismatching
+// next->prev_size" in the shm multi-process tests run in one process).
+TEST(ShmMemory, PartlyUnmappedRangeIsStillPrivatizedAtFork) {
+  const size_t size = 4 * kPage;
+  auto* base = static_cast<uint8_t*>(
+      mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(base, MAP_FAILED);
+  Fill(base, size, 9);
+  const SharedRange r = ShareRegion(base, size);
+  ASSERT_EQ(r.length, size);
+  ReleaseRegion(r);  // its device went away without deregistering it
+  // The first page goes back to the kernel and comes back as new memory.
+  ASSERT_EQ(munmap(base, kPage), 0);
+  ASSERT_EQ(mmap(base, kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+                 -1, 0),
+            base);
+  ASSERT_NE(MappingOf(base + kPage).find("memfd"), std::string::npos);
+  int to_parent[2];
+  ASSERT_EQ(pipe(to_parent), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int code = 0;
+    if (MappingOf(base + kPage).find("memfd") != std::string::npos) code |= 1;
+    if (!Check(base + kPage, kPage, static_cast<uint8_t>(9 + kPage * 7))) code |= 2;
+    std::memset(base + kPage, 0x42, 3 * kPage);  // the child's own copy
+    char c = 0;
+    if (write(to_parent[1], &c, 1) != 1) code |= 4;
+    _exit(code);
+  }
+  char c = 0;
+  ASSERT_EQ(read(to_parent[0], &c, 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  // The child's writes did not reach the parent's pages.
+  EXPECT_TRUE(Check(base + kPage, 3 * kPage, static_cast<uint8_t>(9 + kPage * 7)));
+  // Registering the same pages again finds the entry stale and turns what
+  // is left of it private first, so the whole range is private anonymous
+  // memory again and is shared anew (left on the old memfd, it was refused).
+  const SharedRange again = ShareRegion(base, size);
+  EXPECT_EQ(again.length, size);
+  EXPECT_NE(again.ino, r.ino);
+  UnshareRegion(again);
+  EXPECT_EQ(MappingOf(base + 2 * kPage).find("memfd"), std::string::npos);
+  EXPECT_TRUE(Check(base + kPage, 3 * kPage, static_cast<uint8_t>(9 + kPage * 7)));
+  munmap(base, size);
+  close(to_parent[0]);
+  close(to_parent[1]);
+}
+
 }  // namespace
 }  // namespace softrnic::engine
