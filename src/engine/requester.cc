@@ -60,6 +60,14 @@ uint32_t PacketsFor(uint32_t length, uint32_t mtu) {
   return length == 0 ? 1 : (length + mtu - 1) / mtu;
 }
 
+// The index of the SGE that holds payload byte *offset, with *offset made
+// relative to it; num_sge when the payload is shorter.
+uint32_t SgeHolding(const Sge* sges, uint32_t num_sge, uint32_t* offset) {
+  uint32_t i = 0;
+  while (i < num_sge && *offset >= sges[i].length) *offset -= sges[i++].length;
+  return i;
+}
+
 }  // namespace
 
 bool Engine::CanSend(const Qp* qp, const SendWqe& w) const {
@@ -104,12 +112,10 @@ bool Engine::GatherWqe(Qp* qp, uint64_t index, uint32_t offset, uint32_t len, ui
     return true;
   }
   const Sge* sges = qp->WqeSges(index);
-  for (uint32_t i = 0; i < w.num_sge && len > 0; ++i) {
+  for (uint32_t i = SgeHolding(sges, w.num_sge, &offset); i < w.num_sge && len > 0;
+       ++i, offset = 0) {
     const Sge& s = sges[i];
-    if (offset >= s.length) {
-      offset -= s.length;
-      continue;
-    }
+    if (s.length == 0) continue;  // an empty SGE names no memory to check
     const uint32_t chunk = std::min(len, s.length - offset);
     uint8_t* src = nullptr;
     if (mr_table_.ResolveLocal(s.lkey, qp->pd, s.addr + offset, chunk, false, &src) !=
@@ -118,7 +124,6 @@ bool Engine::GatherWqe(Qp* qp, uint64_t index, uint32_t offset, uint32_t len, ui
     std::memcpy(out, src, chunk);
     out += chunk;
     len -= chunk;
-    offset = 0;
   }
   return len == 0;
 }
@@ -126,19 +131,13 @@ bool Engine::GatherWqe(Qp* qp, uint64_t index, uint32_t offset, uint32_t len, ui
 const uint8_t* Engine::ResolvePayload(Qp* qp, uint64_t index, uint32_t offset, uint32_t len) {
   const SendWqe& w = qp->Wqe(index);
   const Sge* sges = qp->WqeSges(index);
-  for (uint32_t i = 0; i < w.num_sge; ++i) {
-    const Sge& s = sges[i];
-    if (offset >= s.length) {
-      offset -= s.length;
-      continue;
-    }
-    if (len > s.length - offset) return nullptr;  // spans SGEs: gather it
-    uint8_t* p = nullptr;
-    if (mr_table_.ResolveLocal(s.lkey, qp->pd, s.addr + offset, len, false, &p) != KeyCheck::kOk)
-      return nullptr;
-    return p;
-  }
-  return nullptr;
+  const uint32_t i = SgeHolding(sges, w.num_sge, &offset);
+  if (i == w.num_sge || len > sges[i].length - offset) return nullptr;  // spans SGEs: gather it
+  uint8_t* p = nullptr;
+  if (mr_table_.ResolveLocal(sges[i].lkey, qp->pd, sges[i].addr + offset, len, false, &p) !=
+      KeyCheck::kOk)
+    return nullptr;
+  return p;
 }
 
 bool Engine::SendNextPacket(Qp* qp, SendWqe& w, uint64_t index) {
