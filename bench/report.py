@@ -166,6 +166,23 @@ def cell(s):
     return fmt(s[0]), fmt(s[1]), fmt(s[2]), str(s[3])
 
 
+def stat_rows(w, d, ids, metrics_of, extra_of=None):
+    """Table rows: label, size, placement, metric, median, min, max, n (and
+    extra_of(id, placement) as a last column when given), for every metric
+    of metrics_of(id) that has results."""
+    for id_ in ids:
+        for place in PLACEMENTS:
+            for metric in metrics_of(id_):
+                st = d.stat(id_, place, metric)
+                if not st:
+                    continue
+                mt, unit = METRIC_TEXT[metric]
+                c = cell(st)
+                row = (f"| {d.label[id_]} | {size_text(d.size[id_])} | {place} | {mt} ({unit}) | "
+                       f"{c[0]} | {c[1]} | {c[2]} | {c[3]} |")
+                w(row + (f" {extra_of(id_, place)} |" if extra_of else ""))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--results", required=True)
@@ -299,19 +316,15 @@ def main():
     w("")
     w("| test | size | placement | metric | median | min | max | n | -n iterations |")
     w("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |")
-    for id_ in [i for i in d.order if i.startswith("sr_")]:
-        metrics = ["lat", "lat_avg", "lat_p99"] if id_ in SR_LAT else (
+    def sr_metrics(id_):
+        return ["lat", "lat_avg", "lat_p99"] if id_ in SR_LAT else (
             ["rate", "bw", "cpu_per_gb"] if id_ == "sr_write_rate" else ["bw", "cpu_per_gb", "rate"])
-        for place in PLACEMENTS:
-            it = d.med(id_, place, "iters")
-            for metric in metrics:
-                s = d.stat(id_, place, metric)
-                if not s:
-                    continue
-                mt, unit = METRIC_TEXT[metric]
-                c = cell(s)
-                w(f"| {d.label[id_]} | {size_text(d.size[id_])} | {place} | {mt} ({unit}) | "
-                  f"{c[0]} | {c[1]} | {c[2]} | {c[3]} | {int(it) if it else ''} |")
+
+    def sr_iterations(id_, place):
+        it = d.med(id_, place, "iters")
+        return str(int(it)) if it else ""
+
+    stat_rows(w, d, [i for i in d.order if i.startswith("sr_")], sr_metrics, sr_iterations)
     w("")
 
     # ---------------------------------------------------------- floors
@@ -332,16 +345,7 @@ def main():
         w("")
         w("| floor | size | placement | metric | median | min | max | n |")
         w("| --- | --- | --- | --- | ---: | ---: | ---: | ---: |")
-        for id_ in floor_ids:
-            for place in PLACEMENTS:
-                for metric in ["lat", "lat_avg", "lat_p99", "bw", "cpu_per_gb"]:
-                    st = d.stat(id_, place, metric)
-                    if not st:
-                        continue
-                    mt, unit = METRIC_TEXT[metric]
-                    c = cell(st)
-                    w(f"| {d.label[id_]} | {size_text(d.size[id_])} | {place} | {mt} ({unit}) | "
-                      f"{c[0]} | {c[1]} | {c[2]} | {c[3]} |")
+        stat_rows(w, d, floor_ids, lambda _: ["lat", "lat_avg", "lat_p99", "bw", "cpu_per_gb"])
         w("")
         w("softrnic against the floor doing the same work (medians; ratio = softrnic / floor; "
           "the difference is what softrnic's engine, verbs layer and perftest add):")
@@ -370,16 +374,8 @@ def main():
         w("")
         w("| peer | size | placement | metric | median | min | max | n | note |")
         w("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | --- |")
-        for id_ in peer_ids:
-            for place in PLACEMENTS:
-                for metric in ["lat", "lat_avg", "bw", "cpu_per_gb"]:
-                    s = d.stat(id_, place, metric)
-                    if not s:
-                        continue
-                    mt, unit = METRIC_TEXT[metric]
-                    c = cell(s)
-                    w(f"| {d.label[id_]} | {size_text(d.size[id_])} | {place} | {mt} ({unit}) | "
-                      f"{c[0]} | {c[1]} | {c[2]} | {c[3]} | {PEER_NOTES.get(id_, '')} |")
+        stat_rows(w, d, peer_ids, lambda _: ["lat", "lat_avg", "bw", "cpu_per_gb"],
+                  lambda id_, place: PEER_NOTES.get(id_, ""))
         w("")
 
         # ratios

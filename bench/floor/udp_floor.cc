@@ -47,13 +47,6 @@
 
 #include "wire/icrc.h"
 
-#ifndef UDP_SEGMENT
-#define UDP_SEGMENT 103
-#endif
-#ifndef UDP_GRO
-#define UDP_GRO 104
-#endif
-
 namespace {
 
 using Clock = std::chrono::steady_clock;

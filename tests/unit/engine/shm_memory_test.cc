@@ -42,12 +42,18 @@ bool Check(const uint8_t* p, size_t n, uint8_t seed) {
   return true;
 }
 
+// A private anonymous mapping of `size` bytes filled with Fill(seed).
+uint8_t* MapFilled(size_t size, uint8_t seed) {
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  Fill(static_cast<uint8_t*>(p), size, seed);
+  return static_cast<uint8_t*>(p);
+}
+
 TEST(ShmMemory, RemapPreservesContentsAndNeighbours) {
   const size_t size = 6 * kPage;
-  auto* base = static_cast<uint8_t*>(
-      mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-  ASSERT_NE(base, MAP_FAILED);
-  Fill(base, size, 3);
+  uint8_t* base = MapFilled(size, 3);
+  ASSERT_NE(base, nullptr);
   // The region starts and ends inside pages 0 and 4: only pages 1..3 are whole.
   uint8_t* region = base + 100;
   const size_t len = 4 * kPage + 50;
@@ -130,10 +136,8 @@ TEST(ShmMemory, FileBackedMemoryIsNotShared) {
 
 TEST(ShmMemory, ForkedChildGetsAPrivateCopy) {
   const size_t size = 4 * kPage;
-  auto* base = static_cast<uint8_t*>(
-      mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-  ASSERT_NE(base, MAP_FAILED);
-  Fill(base, size, 5);
+  uint8_t* base = MapFilled(size, 5);
+  ASSERT_NE(base, nullptr);
   const SharedRange r = ShareRegion(base, size);
   ASSERT_EQ(r.length, size);
   int to_child[2], to_parent[2];
@@ -180,10 +184,8 @@ TEST(ShmMemory, ForkedChildGetsAPrivateCopy) {
 // next->prev_size" in the shm multi-process tests run in one process).
 TEST(ShmMemory, PartlyUnmappedRangeIsStillPrivatizedAtFork) {
   const size_t size = 4 * kPage;
-  auto* base = static_cast<uint8_t*>(
-      mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-  ASSERT_NE(base, MAP_FAILED);
-  Fill(base, size, 9);
+  uint8_t* base = MapFilled(size, 9);
+  ASSERT_NE(base, nullptr);
   const SharedRange r = ShareRegion(base, size);
   ASSERT_EQ(r.length, size);
   ReleaseRegion(r);  // its device went away without deregistering it
