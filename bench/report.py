@@ -53,7 +53,8 @@ FLOOR_PAIRS = [
      "ib_write_bw 64 KiB CPU vs the same stream's CPU"),
 ]
 PLACEMENTS = ["unpinned", "pinned"]
-SR_LAT = ["sr_write_lat", "sr_send_lat", "sr_shm_write_lat", "sr_shm_send_lat"]
+SR_LAT = ["sr_write_lat", "sr_send_lat", "sr_read_lat", "sr_atomic_lat", "sr_shm_write_lat",
+          "sr_shm_send_lat"]
 # Peers that move data through shared memory are compared with softrnic's
 # shared-memory path, the others with its UDP path.
 SHM_PEERS = {"peer_ucx_posix_lat", "peer_ucx_posix_bw", "peer_fi_shm_lat", "peer_fi_shm_bw"}
