@@ -22,6 +22,9 @@ struct Entry {
   int fd = -1;
   uint64_t ino = 0;
   int refs = 0;
+  // No longer whole (RetireEntry): never reused for a registration; kept
+  // only so that fork() privatizes what is left of it.
+  bool retired = false;
 };
 
 struct Table {
@@ -35,7 +38,7 @@ Table& GetTable();
 // private anonymous memory with the same contents. The contents are read
 // from the memfd (pread), not from the address: the memory may have been
 // freed by the application (a sanitizer would flag the read). Callers pass
-// only pages still mapped from the memfd (PrivatizeWhatRemains).
+// only pages still mapped from the memfd (BackedBy, PiecesLeft).
 // Returns false (and leaves the shared mapping) on failure.
 bool Privatize(uint64_t start, uint64_t length, int fd, uint64_t fd_offset) {
   void* tmp = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -58,25 +61,28 @@ bool Privatize(uint64_t start, uint64_t length, int fd, uint64_t fd_offset) {
   return true;
 }
 
-// Turns every part of the entry's range that is still mapped from its memfd
-// back into private memory. Parts may be gone while others remain: the
-// application freed the buffer and the allocator returned some of its pages
-// to the kernel (a heap trimmed below it, a partial munmap) and perhaps
-// mapped new memory there. What remains is still this process's memory,
-// and left on the memfd it would stay shared: with a peer that maps the
-// memfd, and after fork() with the child (both allocators then hand out the
-// same pages: heap corruption).
-void PrivatizeWhatRemains(const Entry& e);
+// The parts of an entry's range still mapped from its memfd. Parts may be
+// gone while others remain: the application freed the buffer and the
+// allocator returned some of its pages to the kernel (a heap trimmed below
+// it, a partial munmap) and perhaps mapped new memory there. What remains
+// is still this process's memory, in use by whatever the allocator made of
+// it, and still shared with the memfd.
+struct Piece {
+  uint64_t lo, hi, fd_offset;
+};
+std::vector<Piece> PiecesLeft(const Entry& e);
 
 void AtforkPrepare() { GetTable().mu.lock(); }
 void AtforkParent() { GetTable().mu.unlock(); }
-// The child is single-threaded here: give it private copies of every shared
-// range (copy-on-write semantics, as for any anonymous memory) and forget
-// the parent's memfds.
+// The child is single-threaded here: give it private copies of every page
+// still on a memfd, of whole ranges and of what is left of retired ones
+// (copy-on-write semantics, as for any anonymous memory), and forget the
+// parent's memfds. Pages left shared would be handed out by both processes'
+// allocators (heap corruption: "malloc(): mismatching next->prev_size").
 void AtforkChild() {
   Table& t = GetTable();
   for (const Entry& e : t.entries) {
-    PrivatizeWhatRemains(e);
+    for (const Piece& p : PiecesLeft(e)) (void)Privatize(p.lo, p.hi - p.lo, e.fd, p.fd_offset);
     close(e.fd);
   }
   t.entries.clear();
@@ -91,57 +97,83 @@ Table& GetTable() {
   return *table;
 }
 
-// Walks /proc/self/maps: true if every byte of [start, end) lies in
-// mappings for which accept(perms, inode, name) holds (a hole is a no).
-template <class Accept>
-bool MapsCover(uint64_t start, uint64_t end, Accept&& accept) {
+// One line of /proc/self/maps.
+struct Mapping {
+  uint64_t lo = 0, hi = 0, offset = 0, inode = 0;
+  char perms[8] = {};
+  const char* name = "";
+};
+
+// Calls fn(mapping) for each line of /proc/self/maps, in address order,
+// until it returns false. False if the file cannot be read.
+template <class Fn>
+bool ForEachMapping(Fn&& fn) {
   FILE* f = std::fopen("/proc/self/maps", "re");
   if (f == nullptr) return false;
   char line[512];
-  uint64_t covered = start;  // everything below this is known to be fine
-  bool ok = false;
   while (std::fgets(line, sizeof(line), f) != nullptr) {
     unsigned long lo = 0, hi = 0, offset = 0, inode = 0;
-    char perms[8] = {};
     char dev[16] = {};
+    Mapping m;
     int name_at = 0;
-    if (std::sscanf(line, "%lx-%lx %7s %lx %15s %lu %n", &lo, &hi, perms, &offset, dev, &inode,
+    if (std::sscanf(line, "%lx-%lx %7s %lx %15s %lu %n", &lo, &hi, m.perms, &offset, dev, &inode,
                     &name_at) < 6)
       continue;
-    if (hi <= covered) continue;
-    if (lo > covered || !accept(perms, inode, line + name_at)) break;  // a hole, or refused
-    covered = hi;
-    if (covered >= end) {
-      ok = true;
-      break;
-    }
+    m.lo = lo;
+    m.hi = hi;
+    m.offset = offset;
+    m.inode = inode;
+    m.name = line + name_at;
+    if (!fn(m)) break;
   }
   std::fclose(f);
+  return true;
+}
+
+// True if every byte of [start, end) lies in mappings for which
+// accept(perms, inode, name) holds (a hole is a no).
+template <class Accept>
+bool MapsCover(uint64_t start, uint64_t end, Accept&& accept) {
+  uint64_t covered = start;  // everything below this is known to be fine
+  bool ok = false;
+  ForEachMapping([&](const Mapping& m) {
+    if (m.hi <= covered) return true;
+    if (m.lo > covered || !accept(m.perms, m.inode, m.name)) return false;  // a hole, or refused
+    covered = m.hi;
+    ok = covered >= end;
+    return !ok;
+  });
   return ok;
 }
 
-void PrivatizeWhatRemains(const Entry& e) {
-  struct Piece {
-    uint64_t lo, hi, fd_offset;
-  };
-  // Collected first: the mremaps below change /proc/self/maps.
+std::vector<Piece> PiecesLeft(const Entry& e) {
   std::vector<Piece> pieces;
   const uint64_t end = e.start + e.length;
-  if (FILE* f = std::fopen("/proc/self/maps", "re")) {
-    char line[512];
-    while (std::fgets(line, sizeof(line), f) != nullptr) {
-      unsigned long lo = 0, hi = 0, offset = 0, inode = 0;
-      char perms[8] = {};
-      char dev[16] = {};
-      if (std::sscanf(line, "%lx-%lx %7s %lx %15s %lu", &lo, &hi, perms, &offset, dev, &inode) < 6)
-        continue;
-      if (inode != e.ino || perms[3] != 's' || hi <= e.start || lo >= end) continue;
-      const uint64_t a = std::max<uint64_t>(lo, e.start), b = std::min<uint64_t>(hi, end);
-      pieces.push_back(Piece{a, b, offset + (a - lo)});
+  ForEachMapping([&](const Mapping& m) {
+    if (m.inode == e.ino && m.perms[3] == 's' && m.hi > e.start && m.lo < end) {
+      const uint64_t a = std::max(m.lo, e.start), b = std::min(m.hi, end);
+      pieces.push_back(Piece{a, b, m.offset + (a - m.lo)});
     }
-    std::fclose(f);
+    return true;
+  });
+  return pieces;
+}
+
+// An entry that is no longer whole, at its last release or found stale:
+// what is left of it is not touched now, since other threads may be using
+// that memory and a write between the copy and the mremap would be lost.
+// With nothing left it is forgotten; otherwise kept, retired, for
+// AtforkChild (single-threaded, so it can privatize). True if erased.
+bool RetireEntry(Table& t, size_t i) {
+  Entry& e = t.entries[i];
+  if (PiecesLeft(e).empty()) {
+    close(e.fd);
+    t.entries.erase(t.entries.begin() + static_cast<long>(i));
+    return true;
   }
-  for (const Piece& p : pieces) (void)Privatize(p.lo, p.hi - p.lo, e.fd, p.fd_offset);
+  e.retired = true;
+  e.refs = 0;
+  return false;
 }
 
 // True if every byte of [start, end) lies in private anonymous read-write
@@ -186,14 +218,11 @@ SharedRange ShareRegion(const void* addr, size_t length) {
     Entry& e = t.entries[i];
     const uint64_t e_end = e.start + e.length;
     if (end <= e.start || start >= e_end) continue;
-    if (!BackedBy(e.start, e_end, e.ino)) {
+    if (e.retired || !BackedBy(e.start, e_end, e.ino)) {
       // Stale: the memory was unmapped without deregistration, in part or
-      // whole, and the address reused. Forget it after turning what is
-      // left of it private (never touching the new mappings).
-      PrivatizeWhatRemains(e);
-      close(e.fd);
-      t.entries.erase(t.entries.begin() + static_cast<long>(i));
-      --i;
+      // whole, and the address reused. Its pages still on the memfd are
+      // not private anonymous memory, so they are not shared again below.
+      if (RetireEntry(t, i)) --i;
       continue;
     }
     if (start >= e.start && end <= e_end) {
@@ -261,10 +290,14 @@ void UnshareRegion(const SharedRange& range) {
     if (e.refs > 0) --e.refs;
     if (e.refs > 0) return;
     // Last user: back to private memory, so the memfd (which peers may still
-    // map) no longer aliases this process's memory: the pages still mapped
-    // from it (memory unmapped before deregistration is left alone).
+    // map) no longer aliases this process's memory. Only if the range is
+    // still whole: memory unmapped before deregistration is left alone.
     if (!range.privatize) return;  // orphaned: see ReleaseRegion
-    PrivatizeWhatRemains(e);
+    if (!BackedBy(e.start, e.start + e.length, e.ino)) {
+      (void)RetireEntry(t, i);  // freed (in part) before deregistration
+      return;
+    }
+    (void)Privatize(e.start, e.length, e.fd, 0);
     close(e.fd);
     t.entries.erase(t.entries.begin() + static_cast<long>(i));
     return;
