@@ -167,18 +167,34 @@ void Send(int fd, const sockaddr_in& to, iovec* iov, size_t niov, uint16_t segme
   }
 }
 
-// Busy-polls recvmmsg for one datagram; returns its length.
-uint32_t Receive(int fd, uint8_t* buf, size_t cap) {
-  iovec iov{buf, cap};
+// One received datagram: its bytes in the caller's buffer, its header
+// (for the UDP_GRO cmsg) here.
+struct Datagram {
+  iovec iov{};
   alignas(cmsghdr) char control[64];
   mmsghdr h{};
+};
+
+// One recvmmsg of one datagram into buf (flags: MSG_DONTWAIT, or 0 to block
+// up to SO_RCVTIMEO); returns its length, or -1 when none came.
+int ReceiveOnce(int fd, uint8_t* buf, size_t cap, int flags, Datagram* d) {
+  d->iov = iovec{buf, cap};
+  d->h = mmsghdr{};
+  d->h.msg_hdr.msg_iov = &d->iov;
+  d->h.msg_hdr.msg_iovlen = 1;
+  d->h.msg_hdr.msg_control = d->control;
+  d->h.msg_hdr.msg_controllen = sizeof(d->control);
+  if (recvmmsg(fd, &d->h, 1, flags, nullptr) == 1) return static_cast<int>(d->h.msg_len);
+  if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) Die("recvmmsg");
+  return -1;
+}
+
+// Busy-polls for one datagram; returns its length.
+uint32_t Receive(int fd, uint8_t* buf, size_t cap) {
+  Datagram d;
   for (;;) {
-    h.msg_hdr.msg_iov = &iov;
-    h.msg_hdr.msg_iovlen = 1;
-    h.msg_hdr.msg_control = control;
-    h.msg_hdr.msg_controllen = sizeof(control);
-    if (recvmmsg(fd, &h, 1, MSG_DONTWAIT, nullptr) == 1) return h.msg_len;
-    if (errno != EAGAIN && errno != EINTR) Die("recvmmsg");
+    const int n = ReceiveOnce(fd, buf, cap, MSG_DONTWAIT, &d);
+    if (n >= 0) return static_cast<uint32_t>(n);
   }
 }
 
@@ -261,23 +277,19 @@ void StreamReceiver(const Options& o, const Socket& me, const sockaddr_in& sende
   uint32_t sink = 0;  // the copy-only run still reads each payload's first byte
   const double cpu0 = CpuSeconds();
   auto last = Clock::now();
+  Datagram d;
   for (;;) {
-    iovec iov{buf.data(), buf.size()};
-    alignas(cmsghdr) char control[64];
-    mmsghdr h{};
-    h.msg_hdr.msg_iov = &iov;
-    h.msg_hdr.msg_iovlen = 1;
-    h.msg_hdr.msg_control = control;
-    h.msg_hdr.msg_controllen = sizeof(control);
-    if (recvmmsg(me.fd, &h, 1, 0, nullptr) != 1) {  // blocks (SO_RCVTIMEO)
+    const int got = ReceiveOnce(me.fd, buf.data(), buf.size(), 0, &d);  // blocks (SO_RCVTIMEO)
+    if (got < 0) {
       if (Clock::now() - last > std::chrono::seconds(1)) break;
       continue;
     }
     last = Clock::now();
-    const uint32_t len = h.msg_len;
+    const uint32_t len = static_cast<uint32_t>(got);
     if (len == 1 && buf[0] == kEndMark) break;
     uint32_t segment = len;
-    for (cmsghdr* c = CMSG_FIRSTHDR(&h.msg_hdr); c != nullptr; c = CMSG_NXTHDR(&h.msg_hdr, c)) {
+    msghdr& h = d.h.msg_hdr;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(&h, c)) {
       if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
         int size = 0;
         std::memcpy(&size, CMSG_DATA(c), sizeof(size));
