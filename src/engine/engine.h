@@ -314,7 +314,7 @@ class Engine {
   void SendAtomicAck(Qp* qp, uint32_t psn, uint64_t orig);
   bool TakeRecvWqe(Qp* qp);
   void CompleteRecv(Qp* qp, WcStatus status, WcOpcode opcode, uint32_t byte_len, uint32_t imm,
-                    uint32_t wc_flags, uint32_t src_qp, bool solicited);
+                    uint32_t wc_flags, uint32_t src_qp, bool solicited, uint8_t sl = 0);
   // Scatter `len` bytes into the active receive WQE at recv_offset.
   bool ScatterToRecv(Qp* qp, const uint8_t* data, uint32_t len);
 

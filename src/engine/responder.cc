@@ -108,7 +108,8 @@ bool Engine::ScatterToRecv(Qp* qp, const uint8_t* data, uint32_t len) {
 }
 
 void Engine::CompleteRecv(Qp* qp, WcStatus status, WcOpcode opcode, uint32_t byte_len,
-                          uint32_t imm, uint32_t wc_flags, uint32_t src_qp, bool solicited) {
+                          uint32_t imm, uint32_t wc_flags, uint32_t src_qp, bool solicited,
+                          uint8_t sl) {
   Completion c;
   c.wr_id = qp->recv_wr_id;
   c.status = status;
@@ -118,6 +119,7 @@ void Engine::CompleteRecv(Qp* qp, WcStatus status, WcOpcode opcode, uint32_t byt
   c.qp_num = qp->qpn;
   c.src_qp = src_qp;
   c.wc_flags = wc_flags;
+  c.sl = sl;
   qp->recv_active = false;
   if (!qp->recv_cq->Push(c, solicited)) ReportCqOverflow(qp->recv_cq);
 }
@@ -565,8 +567,9 @@ void Engine::HandleUdRequest(Qp* qp, const wire::Packet& pkt, const transport::R
     flags |= kWcWithImm;
     imm = pkt.imm().raw();
   }
+  const RoceL3Type l3 = rx.src.gid.IsV4Mapped() ? RoceL3Type::kIpv4 : RoceL3Type::kIpv6;
   CompleteRecv(qp, WcStatus::kSuccess, WcOpcode::kRecv, qp->recv_offset, imm, flags,
-               pkt.deth().src_qp(), pkt.bth.solicited());
+               pkt.deth().src_qp(), pkt.bth.solicited(), static_cast<uint8_t>(l3));
 }
 
 }  // namespace softrnic::engine

@@ -97,6 +97,15 @@ enum SendFlag : uint32_t { kFence = 1, kSignaled = 2, kSolicited = 4, kInline = 
 // IBV_WC_* flags in Completion::wc_flags.
 enum WcFlag : uint32_t { kWcGrh = 1, kWcWithImm = 2, kWcWithInv = 8 };
 
+// What a UD receive completion reports in `sl` on RoCE v2: the L3 header
+// type of the packet, whose header the GRH area of the buffer holds (IBA
+// A17.4.5.1 asks for "a flag that indicates if the received frame is an
+// IPv4, IPv6 or RoCE packet"; verbs has no field for it, and mlx5 reports it
+// in the SL bits, values from its PRM). UCX's ud_verbs reads it there to
+// know whether the destination address in the GRH area is 4 or 16 bytes
+// long, and drops packets whose address is not its own.
+enum class RoceL3Type : uint8_t { kGrh = 0, kIpv6 = 1, kIpv4 = 2 };
+
 // IBV_QP_* attribute mask bits.
 enum QpAttrMask : uint32_t {
   kQpState = 1 << 0,

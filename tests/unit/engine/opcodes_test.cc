@@ -430,6 +430,9 @@ TEST_F(UdTest, SendDeliversGrhSrcQpAndData) {
   EXPECT_TRUE(rc[0].wc_flags & kWcGrh);
   EXPECT_FALSE(rc[0].wc_flags & kWcWithImm);
   EXPECT_EQ(rc[0].src_qp, a_.dev->QpNum(a_.qp));
+  // The SL bits name the header type in the GRH area, as mlx5 reports it
+  // (UCX ud_verbs reads the 4-byte IPv4 destination only when sl says IPv4).
+  EXPECT_EQ(rc[0].sl, static_cast<uint8_t>(RoceL3Type::kIpv4));
   // IPv4 source: the IPv4 header sits in the last 20 bytes of the GRH area.
   const uint8_t* ip = b_.buf.data() + 20;
   EXPECT_EQ(ip[0], 0x45);
