@@ -2070,21 +2070,29 @@ CMA_EXPORT void rdma_freeaddrinfo(rdma_addrinfo* res) {
 
 CMA_EXPORT int rdma_getaddrinfo(const char* node, const char* service, const rdma_addrinfo* hints,
                                 rdma_addrinfo** res) {
-  if (!res || (!node && !service)) return Fail(EINVAL);
+  // rdma_getaddrinfo(3): node and service may both be NULL when the hints
+  // carry the addresses (libfabric's verbs provider resolves that way).
+  if (!res || (!node && !service && !hints)) return Fail(EINVAL);
   if (hints && hints->ai_family && hints->ai_family != AF_INET) {
     // Only IPv4 is supported by softrnic's transport.
     if (hints->ai_family == AF_INET6 || hints->ai_family == AF_IB) return Fail(EAFNOSUPPORT);
   }
   int flags = hints ? hints->ai_flags : 0;
-  addrinfo h{}, *ai = nullptr;
-  h.ai_family = AF_INET;
-  h.ai_socktype = SOCK_STREAM;
-  if (flags & RAI_NUMERICHOST) h.ai_flags |= AI_NUMERICHOST;
-  if (flags & RAI_PASSIVE) h.ai_flags |= AI_PASSIVE;
-  int rc = getaddrinfo(node, service, &h, &ai);
-  if (rc) {
-    errno = rc == EAI_SYSTEM ? errno : (rc == EAI_NONAME ? ENOENT : EADDRNOTAVAIL);
-    return -1;  // rdma_getaddrinfo returns -1 with errno (rdma-core >= 1.0)
+  addrinfo* ai = nullptr;
+  if (node || service) {
+    addrinfo h{};
+    h.ai_family = AF_INET;
+    h.ai_socktype = SOCK_STREAM;
+    if (flags & RAI_NUMERICHOST) h.ai_flags |= AI_NUMERICHOST;
+    if (flags & RAI_PASSIVE) h.ai_flags |= AI_PASSIVE;
+    int rc = getaddrinfo(node, service, &h, &ai);
+    if (rc) {
+      errno = rc == EAI_SYSTEM ? errno : (rc == EAI_NONAME ? ENOENT : EADDRNOTAVAIL);
+      return -1;  // rdma_getaddrinfo returns -1 with errno (rdma-core >= 1.0)
+    }
+  } else if ((hints->ai_src_len && hints->ai_src_addr->sa_family != AF_INET) ||
+             (hints->ai_dst_len && hints->ai_dst_addr->sa_family != AF_INET)) {
+    return Fail(EAFNOSUPPORT);
   }
   auto* r = static_cast<rdma_addrinfo*>(calloc(1, sizeof(rdma_addrinfo)));
   if (!r) {
@@ -2097,16 +2105,20 @@ CMA_EXPORT int rdma_getaddrinfo(const char* node, const char* service, const rdm
   r->ai_qp_type = hints && hints->ai_qp_type ? hints->ai_qp_type : 0;
   if (!r->ai_port_space) r->ai_port_space = r->ai_qp_type == IBV_QPT_UD ? RDMA_PS_UDP : RDMA_PS_TCP;
   if (!r->ai_qp_type) r->ai_qp_type = r->ai_port_space == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;
-  if (flags & RAI_PASSIVE) {
+  if (ai && (flags & RAI_PASSIVE)) {
     r->ai_src_len = ai->ai_addrlen;
     r->ai_src_addr = DupAddr(ai->ai_addr, ai->ai_addrlen);
-  } else {
+  } else if (ai) {
     r->ai_dst_len = ai->ai_addrlen;
     r->ai_dst_addr = DupAddr(ai->ai_addr, ai->ai_addrlen);
-    if (hints && hints->ai_src_addr && hints->ai_src_len) {
-      r->ai_src_len = hints->ai_src_len;
-      r->ai_src_addr = DupAddr(hints->ai_src_addr, hints->ai_src_len);
-    }
+  } else if (hints->ai_dst_len) {
+    r->ai_dst_len = hints->ai_dst_len;
+    r->ai_dst_addr = DupAddr(hints->ai_dst_addr, hints->ai_dst_len);
+  }
+  // A source address from the hints is kept when the name gave none.
+  if (!r->ai_src_len && hints && hints->ai_src_addr && hints->ai_src_len) {
+    r->ai_src_len = hints->ai_src_len;
+    r->ai_src_addr = DupAddr(hints->ai_src_addr, hints->ai_src_len);
   }
   if (node) {
     if (flags & RAI_PASSIVE)

@@ -344,11 +344,34 @@ static int exit_round(void) {
   return 0;
 }
 
+/* rdma_getaddrinfo(3) with neither node nor service: the hints carry the
+ * addresses (libfabric's verbs provider resolves its endpoints this way). */
+static int getaddrinfo_from_hints(void) {
+  struct sockaddr_in src = addr_of("127.0.0.1", port_base + 60);
+  struct sockaddr_in dst = addr_of("127.0.0.2", port_base + 61);
+  struct rdma_addrinfo hints, *res = NULL;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_port_space = RDMA_PS_TCP;
+  hints.ai_src_addr = (struct sockaddr*)&src;
+  hints.ai_src_len = sizeof src;
+  hints.ai_dst_addr = (struct sockaddr*)&dst;
+  hints.ai_dst_len = sizeof dst;
+  CHECK(rdma_getaddrinfo(NULL, NULL, &hints, &res) == 0, "getaddrinfo from hints: %s", strerror(errno));
+  CHECK(res->ai_dst_len == sizeof dst && memcmp(res->ai_dst_addr, &dst, sizeof dst) == 0,
+        "destination from the hints");
+  CHECK(res->ai_src_len == sizeof src && memcmp(res->ai_src_addr, &src, sizeof src) == 0,
+        "source from the hints");
+  CHECK(res->ai_qp_type == IBV_QPT_RC, "qp type %d", res->ai_qp_type);
+  rdma_freeaddrinfo(res);
+  CHECK(rdma_getaddrinfo(NULL, NULL, NULL, &res) == -1 && errno == EINVAL, "no node, service or hints: errno %d", errno);
+  return 0;
+}
+
 int main(void) {
   port_base = 23000 + getpid() % 2000;
   /* Round 0 warms up the process-wide machinery (device, QP1, CM thread);
    * later rounds must not add a single fd or thread. */
-  if (round_trip(0) || sync_round()) return 1;
+  if (getaddrinfo_from_hints() || round_trip(0) || sync_round()) return 1;
   int fds0 = count_dir("/proc/self/fd"), th0 = count_dir("/proc/self/task");
   for (int r = 1; r <= 3; r++)
     if (round_trip(r) || sync_round()) return 1;
