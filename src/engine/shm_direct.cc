@@ -268,6 +268,8 @@ bool Engine::DirectVm(Qp* qp, SendWqe& w, uint64_t index, transport::ShmPeer* pe
     }
   }
   ++shm_direct_->direct_vm_ops;
+  ++stats_.shm_direct_ops;
+  stats_.shm_direct_bytes += w.length;
   ++qp->sq_next;
   w.done = true;
   w.status = status;
@@ -402,6 +404,8 @@ bool Engine::TryDirect(Qp* qp, SendWqe& w, uint64_t index) {
     }
   }
   ++shm_direct_->direct_ops;
+  ++stats_.shm_direct_ops;
+  stats_.shm_direct_bytes += len;
   ++qp->sq_next;
   if (status != WcStatus::kSuccess) {
     w.done = true;

@@ -64,6 +64,8 @@ std::string FormatStats(const EngineStats& s, const transport::TransportCounters
   line("shm_rx_packets", t.shm_rx_packets);
   line("shm_doorbells_sent", t.doorbells_sent);
   line("shm_rx_doorbells", t.rx_doorbells);
+  line("shm_direct_ops", s.shm_direct_ops);
+  line("shm_direct_bytes", s.shm_direct_bytes);
   return o.str();
 }
 

@@ -55,6 +55,10 @@ struct EngineStats {
   uint64_t acks_piggybacked = 0;       // sent together with a request of the same QP
   uint64_t acks_delay_expired = 0;     // waited the whole delay, then sent alone
   uint64_t posts_batched = 0;          // posts whose packets waited for a later flush
+  // One-sided operations done directly on a same-host peer's memory
+  // (shm_direct.cc): they send no packet, so only these show them.
+  uint64_t shm_direct_ops = 0;
+  uint64_t shm_direct_bytes = 0;
 };
 
 // One "name value" line per counter, for logs and the SOFTRNIC_STATS dump.

@@ -251,6 +251,7 @@ class ShmMultiProcessTest : public ::testing::Test {
   // WRITE, READ, FETCH_ADD, CMP_SWAP on a target that runs no code at all.
   void OneSidedOnPassiveTarget() {
     const uint64_t direct0 = DirectOps();
+    const EngineStats stats0 = p_.dev->stats();
     Sge w = Local(0, kLen);
     ASSERT_EQ(p_.dev->PostSend(p_.qp[0], MakeWr(WrOpcode::kRdmaWrite, 1, {&w, 1},
                                                 peer_.addr[0] + kWriteOff, peer_.rkey[0])),
@@ -279,6 +280,10 @@ class ShmMultiProcessTest : public ::testing::Test {
     }
     // (The READ starts in the buffer's first, partial page: process_vm_readv.)
     EXPECT_EQ(DirectOps() - direct0, 4u);
+    // The published counters show them, though no packet was sent.
+    const EngineStats stats1 = p_.dev->stats();
+    EXPECT_EQ(stats1.shm_direct_ops - stats0.shm_direct_ops, 4u);
+    EXPECT_EQ(stats1.shm_direct_bytes - stats0.shm_direct_bytes, 2u * kLen + 16u);
     std::vector<uint8_t> expect(kLen);
     FillPattern(expect, 0, kLen, 2);
     EXPECT_EQ(FirstDiff(p_.buf[0].data() + kWriteOff, expect.data(), kLen), -1);
