@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "commands.h"
 #include "engine/stats_publisher.h"
 
 namespace {
@@ -53,7 +54,6 @@ volatile sig_atomic_t g_stop = 0;
 void Usage(FILE* out) {
   std::fprintf(out,
                "usage: softrnic stat [-p PID] [-w SECS [-c COUNT]] [-r | -j] [-d DIR] [--clean]\n"
-               "       softrnic help\n"
                "Shows the counters of every running softrnic device (see docs/hardening.md).\n");
 }
 
@@ -255,20 +255,11 @@ int Watch(const Options& o) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  if (argc < 2 || !std::strcmp(argv[1], "help") || !std::strcmp(argv[1], "-h") ||
-      !std::strcmp(argv[1], "--help")) {
-    Usage(argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
-  }
-  if (std::strcmp(argv[1], "stat") != 0 && std::strcmp(argv[1], "statistic") != 0) {
-    std::fprintf(stderr, "softrnic: unknown command '%s'\n", argv[1]);
-    Usage(stderr);
-    return 2;
-  }
+// argv[0] is "stat" (main in softrnic.cc dispatches here).
+int softrnic::tools::StatMain(int argc, char** argv) {
   Options o;
   o.dir = StatsPublisher::Directory();
-  for (int i = 2; i < argc; ++i) {
+  for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto need = [&](const char* what) -> const char* {
       if (i + 1 >= argc) {

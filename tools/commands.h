@@ -1,0 +1,11 @@
+// The `softrnic` tool's subcommands. Each takes the arguments after
+// `softrnic` (argv[0] is the subcommand's name) and returns the exit status.
+#pragma once
+
+namespace softrnic::tools {
+
+int StatMain(int argc, char** argv);   // softrnic_stat.cc
+int RunMain(int argc, char** argv);    // softrnic_run.cc
+int SetupMain(int argc, char** argv);  // softrnic_setup.cc
+
+}  // namespace softrnic::tools

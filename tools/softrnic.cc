@@ -1,0 +1,42 @@
+// `softrnic`: the command-line tool. Dispatches to its subcommands:
+//
+//   softrnic stat ...          live counters of every softrnic device (softrnic_stat.cc)
+//   softrnic run [--] CMD ...  CMD with softrnic's libraries and device view (softrnic_run.cc)
+//   softrnic setup [--remove]  the device view system-wide, as root (softrnic_setup.cc)
+#include <cstdio>
+#include <cstring>
+
+#include "commands.h"
+
+namespace {
+
+void Usage(FILE* out) {
+  std::fprintf(out,
+               "usage: softrnic stat [-p PID] [-w SECS [-c COUNT]] [-r | -j] [-d DIR] [--clean]\n"
+               "       softrnic run [--] CMD [ARGS...]\n"
+               "       softrnic setup [--remove]\n"
+               "       softrnic help\n"
+               "stat:  the counters of every running softrnic device (docs/hardening.md)\n"
+               "run:   CMD with softrnic's libraries and a private /dev/infiniband and\n"
+               "       /sys/class/infiniband for middleware (docs/user-guide.md)\n"
+               "setup: the same device files system-wide (root); --remove undoes it\n"
+               "`softrnic COMMAND --help` describes each.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace softrnic::tools;
+  if (argc < 2 || !std::strcmp(argv[1], "help") || !std::strcmp(argv[1], "-h") ||
+      !std::strcmp(argv[1], "--help")) {
+    Usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const char* cmd = argv[1];
+  if (!std::strcmp(cmd, "stat") || !std::strcmp(cmd, "statistic")) return StatMain(argc - 1, argv + 1);
+  if (!std::strcmp(cmd, "run")) return RunMain(argc - 1, argv + 1);
+  if (!std::strcmp(cmd, "setup")) return SetupMain(argc - 1, argv + 1);
+  std::fprintf(stderr, "softrnic: unknown command '%s'\n", cmd);
+  Usage(stderr);
+  return 2;
+}
