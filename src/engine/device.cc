@@ -608,15 +608,47 @@ int Device::PostRecv(Qp* qp, const RecvWr& wr) {
   return 0;
 }
 
-int Device::async_fd() const { return engine_->async_read_fd_; }
-
-int Device::GetAsyncEvent(AsyncEvent* out) {
-  if (int err = ReadEventByte(engine_->async_read_fd_)) return err;
+int Device::async_fd(int queue) const {
   std::lock_guard<SpinMutex> lock(engine_->mu_);
-  if (engine_->async_events_.empty()) return EIO;
-  *out = engine_->async_events_.front();
-  engine_->async_events_.pop_front();
+  auto it = engine_->async_queues_.find(queue);
+  return it == engine_->async_queues_.end() ? -1 : it->second->read_fd();
+}
+
+int Device::GetAsyncEvent(AsyncEvent* out, int queue) {
+  // The queue lives until its context is closed, which ibv_close_device(3)
+  // forbids while a call on the context is running: the fd stays valid
+  // across the blocking read.
+  const int fd = async_fd(queue);
+  if (fd < 0) return EINVAL;
+  if (int err = ReadEventByte(fd)) return err;
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  auto it = engine_->async_queues_.find(queue);
+  if (it == engine_->async_queues_.end() || !it->second->Pop(out)) return EIO;
   return 0;
+}
+
+int Device::OpenAsyncQueue() {
+  auto q = std::make_unique<AsyncQueue>();
+  if (!q->ok()) return -errno;
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  const int id = engine_->next_async_queue_++;
+  engine_->async_queues_.emplace(id, std::move(q));
+  return id;
+}
+
+void Device::CloseAsyncQueue(int queue) {
+  if (queue == kDeviceAsyncQueue) return;
+  std::unique_ptr<AsyncQueue> gone;  // its fds close after the lock is released
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  auto it = engine_->async_queues_.find(queue);
+  if (it == engine_->async_queues_.end()) return;
+  gone = std::move(it->second);
+  engine_->async_queues_.erase(it);
+}
+
+void Device::SetAsyncRouter(AsyncRouter router) {
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  engine_->async_router_ = router;
 }
 
 EngineStats Device::stats() const {

@@ -19,6 +19,7 @@
 #include <span>
 #include <string>
 
+#include "engine/async_queue.h"
 #include "engine/stats.h"
 #include "engine/types.h"
 #include "transport/transport.h"
@@ -69,12 +70,6 @@ struct DeviceAttr {
   Mtu max_mtu = Mtu::k4096;
   Mtu active_mtu = Mtu::k1024;
   uint32_t gid_tbl_len = 16;
-};
-
-struct AsyncEvent {
-  AsyncEventType type = AsyncEventType::kPortActive;
-  void* handle = nullptr;  // handle of the QP / CQ / SRQ named by `type`, or null
-  uint8_t port = 1;
 };
 
 struct SrqAttr {
@@ -161,9 +156,18 @@ class Device {
   int PostSend(Qp* qp, const SendWr& wr);
   int PostRecv(Qp* qp, const RecvWr& wr);
 
-  // Async events (ibv_get_async_event).
-  int async_fd() const;
-  int GetAsyncEvent(AsyncEvent* out);
+  // Async events (ibv_get_async_event; async_queue.h). Queue 0 is the
+  // device's own, opened with it; a verbs context opens one of its own.
+  // The router names the queue an event goes to (0 when none is set, or
+  // when it names no open queue).
+  static constexpr int kDeviceAsyncQueue = 0;
+  int async_fd(int queue = kDeviceAsyncQueue) const;
+  int GetAsyncEvent(AsyncEvent* out, int queue = kDeviceAsyncQueue);
+  // Returns the new queue's id (> 0), or -errno.
+  int OpenAsyncQueue();
+  void CloseAsyncQueue(int queue);
+  using AsyncRouter = int (*)(const AsyncEvent& event);
+  void SetAsyncRouter(AsyncRouter router);
 
   // Runs one pass of the engine on the caller's thread (receive, timers,
   // transmit) if no other thread is running one. Poll paths call this so a

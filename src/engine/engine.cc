@@ -48,12 +48,7 @@ Engine::Engine(std::unique_ptr<transport::Transport> transport, DeviceAttr attr)
   // QPNs its previous incarnation's peers may still send to.
   std::random_device rd;
   next_qpn_ = (rd() & 0xFFFF) << 4;
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) == 0) {
-    async_read_fd_ = fds[0];
-    async_write_fd_ = fds[1];
-    fcntl(async_write_fd_, F_SETFL, fcntl(async_write_fd_, F_GETFL) | O_NONBLOCK);
-  }
+  async_queues_.emplace(Device::kDeviceAsyncQueue, std::make_unique<AsyncQueue>());
   if (const char* spin = std::getenv("SOFTRNIC_SPIN_US")) spin_us_ = std::atoi(spin);
   InitAckDelay();
   split_tx_ = transport_->accepts_split_payload();
@@ -81,14 +76,14 @@ Engine::~Engine() {
     ReleaseRegion(mr->share);
     mr->share = SharedRange{};
   }
-  if (async_read_fd_ >= 0) close(async_read_fd_);
-  if (async_write_fd_ >= 0) close(async_write_fd_);
 }
 
 void Engine::PostAsyncEvent(AsyncEventType type, void* handle) {
-  async_events_.push_back(AsyncEvent{type, handle, 1});
-  const char byte = 1;
-  (void)!write(async_write_fd_, &byte, 1);
+  const AsyncEvent event{type, handle, 1};
+  auto it = async_queues_.end();
+  if (async_router_) it = async_queues_.find(async_router_(event));
+  if (it == async_queues_.end()) it = async_queues_.find(Device::kDeviceAsyncQueue);
+  it->second->Push(event);
 }
 
 void Engine::ReportCqOverflow(Cq* cq) {

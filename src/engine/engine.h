@@ -58,10 +58,11 @@ class Engine {
   MrTable mr_table_;
   uint32_t next_qpn_ = 0;
 
-  // Async events: a pipe byte per queued event.
-  int async_read_fd_ = -1;
-  int async_write_fd_ = -1;
-  std::deque<AsyncEvent> async_events_;
+  // Async events, one queue per verbs context (async_queue.h); queue 0 is
+  // the device's own and always exists.
+  std::unordered_map<int, std::unique_ptr<AsyncQueue>> async_queues_;
+  int next_async_queue_ = 1;
+  Device::AsyncRouter async_router_ = nullptr;
   void PostAsyncEvent(AsyncEventType type, void* handle);
   void ReportCqOverflow(Cq* cq);
 

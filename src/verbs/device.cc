@@ -168,6 +168,23 @@ SOFTRNIC_EXPORT int ibv_get_device_index(ibv_device* device) {
 
 // ---- contexts -------------------------------------------------------------
 
+// Async events go to the context that created the object they name
+// (engine/async_queue.h). The engine's handle of a CQ, QP or SRQ is the
+// ibv object itself (an ibv_cq_ex starts with the ibv_cq fields).
+static int RouteAsyncEvent(const eng::AsyncEvent& event) {
+  if (event.handle == nullptr) return eng::Device::kDeviceAsyncQueue;
+  ibv_context* ctx = nullptr;
+  switch (event.type) {
+    case eng::AsyncEventType::kCqErr: ctx = static_cast<ibv_cq*>(event.handle)->context; break;
+    case eng::AsyncEventType::kSrqErr:
+    case eng::AsyncEventType::kSrqLimitReached:
+      ctx = static_cast<ibv_srq*>(event.handle)->context;
+      break;
+    default: ctx = static_cast<ibv_qp*>(event.handle)->context; break;
+  }
+  return ctx ? ToContext(ctx)->async_queue : eng::Device::kDeviceAsyncQueue;
+}
+
 SOFTRNIC_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
   if (!IsOurDevice(device)) return FailNull<ibv_context>(ENODEV);
   return NoThrow<ibv_context*>(nullptr, [&]() -> ibv_context* {
@@ -176,11 +193,18 @@ SOFTRNIC_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
     auto* c = new (std::nothrow) Context{};
     if (!c) return FailNull<ibv_context>(ENOMEM);
     std::memset(&c->vctx, 0, sizeof(c->vctx));
+    const int queue = dev->OpenAsyncQueue();
+    if (queue < 0) {
+      delete c;
+      return FailNull<ibv_context>(-queue);
+    }
+    dev->SetAsyncRouter(RouteAsyncEvent);
     c->dev = std::move(dev);
+    c->async_queue = queue;
     ibv_context* ctx = &c->vctx.context;
     ctx->device = device;
     ctx->cmd_fd = -1;  // no kernel uverbs device behind us
-    ctx->async_fd = c->dev->async_fd();
+    ctx->async_fd = c->dev->async_fd(queue);
     ctx->num_comp_vectors = 1;
     pthread_mutex_init(&ctx->mutex, nullptr);
     // The sentinel tells verbs_get_ctx() that a verbs_context precedes us.
@@ -197,6 +221,7 @@ SOFTRNIC_EXPORT int ibv_close_device(ibv_context* ctx) {
   if (!ctx) return EINVAL;
   Context* c = ToContext(ctx);
   pthread_mutex_destroy(&ctx->mutex);
+  c->dev->CloseAsyncQueue(c->async_queue);
   delete c;  // drops our reference to the engine device
   return 0;
 }
@@ -311,7 +336,7 @@ SOFTRNIC_EXPORT int ibv_get_async_event(ibv_context* ctx, ibv_async_event* event
   }
   return NoThrow<int>(-1, [&] {
     eng::AsyncEvent ev;
-    int rc = DevOf(ctx)->GetAsyncEvent(&ev);
+    int rc = DevOf(ctx)->GetAsyncEvent(&ev, ToContext(ctx)->async_queue);
     if (rc) {
       errno = rc;
       return -1;

@@ -39,6 +39,7 @@ namespace eng = softrnic::engine;
 struct Context {
   verbs_context vctx;  // must stay first: ibv_context* -> Context* by offset
   std::shared_ptr<eng::Device> dev;
+  int async_queue = 0;  // this context's async event queue (engine/async_queue.h)
 };
 
 inline Context* ToContext(ibv_context* ctx) {

@@ -149,6 +149,13 @@ int main(void) {
   struct ibv_context *ctx = ibv_open_device(list[0]);
   REQUIRE(ctx, "open_device errno=%d", errno);
   CHECK(ibv_get_device_guid(list[0]) != 0, "guid is zero");
+  /* Each opened context has its own async_fd, as each opened uverbs file has
+   * (UCX watches every context's fd and refuses an fd number twice). */
+  struct ibv_context *ctx2 = ibv_open_device(list[0]);
+  REQUIRE(ctx2, "second open_device errno=%d", errno);
+  CHECK(ctx2->async_fd >= 0 && ctx2->async_fd != ctx->async_fd, "async_fd %d shared with %d",
+        ctx2->async_fd, ctx->async_fd);
+  CHECK(ibv_close_device(ctx2) == 0, "close second context");
 
   /* ---- device / port / gid queries ---- */
   struct ibv_device_attr dattr;

@@ -274,6 +274,56 @@ TEST_F(QpStateTest, OutOfRangeValuesAreEinval) {
   }
 }
 
+// Each verbs context has its own async queue and fd (engine/async_queue.h);
+// the router installed by the verbs layer picks the queue of an event.
+int g_async_route_to = 0;
+int RouteToChosenQueue(const AsyncEvent&) { return g_async_route_to; }
+
+std::vector<AsyncEvent> DrainQueue(Device& d, int queue) {
+  const int fd = d.async_fd(queue);
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  std::vector<AsyncEvent> out;
+  AsyncEvent ev;
+  while (d.GetAsyncEvent(&ev, queue) == 0) out.push_back(ev);
+  return out;
+}
+
+TEST_F(QpStateTest, AsyncEventsGoToTheRoutedQueueOnly) {
+  const int q1 = dev_->OpenAsyncQueue(), q2 = dev_->OpenAsyncQueue();
+  ASSERT_GT(q1, 0);
+  ASSERT_GT(q2, 0);
+  const int fd0 = dev_->async_fd(), fd1 = dev_->async_fd(q1), fd2 = dev_->async_fd(q2);
+  EXPECT_TRUE(fd0 >= 0 && fd1 >= 0 && fd2 >= 0 && fd0 != fd1 && fd1 != fd2 && fd0 != fd2);
+  DrainAsync(*dev_);
+  dev_->SetAsyncRouter(RouteToChosenQueue);
+  g_async_route_to = q2;
+  Qp* qp = QpIn(QpType::kRc, S::kRts);
+  QpAttr a = Good(qp);
+  a.qp_state = S::kSqd;
+  a.en_sqd_async_notify = true;
+  ASSERT_EQ(dev_->ModifyQp(qp, a, kQpState | kQpEnSqdAsyncNotify), 0);
+  auto ev = DrainQueue(*dev_, q2);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].type, AsyncEventType::kSqDrained);
+  EXPECT_TRUE(DrainQueue(*dev_, q1).empty());
+  EXPECT_TRUE(DrainAsync(*dev_).empty());
+  // A closed queue's events fall back to the device's own queue.
+  dev_->CloseAsyncQueue(q2);
+  EXPECT_EQ(dev_->async_fd(q2), -1);
+  AsyncEvent none;
+  EXPECT_EQ(dev_->GetAsyncEvent(&none, q2), EINVAL);
+  a = Good(qp);
+  a.qp_state = S::kRts;
+  ASSERT_EQ(dev_->ModifyQp(qp, a, kQpState), 0);
+  a.qp_state = S::kSqd;
+  a.en_sqd_async_notify = true;
+  ASSERT_EQ(dev_->ModifyQp(qp, a, kQpState | kQpEnSqdAsyncNotify), 0);
+  EXPECT_EQ(DrainAsync(*dev_).size(), 1u);
+  EXPECT_TRUE(DrainQueue(*dev_, q1).empty());
+  dev_->SetAsyncRouter(nullptr);
+  dev_->CloseAsyncQueue(q1);
+}
+
 TEST_F(QpStateTest, QueryReflectsAttributesAndSqdNotifies) {
   Qp* qp = QpIn(QpType::kRc, S::kRts);
   QpAttr q;
