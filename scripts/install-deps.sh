@@ -18,8 +18,13 @@ REQUIRED=(
   build-essential cmake g++ ninja-build pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
   libisal-dev zlib1g-dev
-  libibverbs-dev librdmacm-dev
+  libibverbs-dev librdmacm-dev ibverbs-providers
   ibverbs-utils perftest rdmacm-utils qperf
+  # Debian's RDMA consumers whose every ELF file must load against softrnic's
+  # libraries (tests/integration/abi); ibverbs-providers is also read at
+  # build time to generate the provider stand-ins (scripts/gen-provider-stubs.py).
+  python3-pyverbs libucx0 ucx-utils libfabric1 libfabric-bin
+  openmpi-bin libopenmpi3 libopenmpi-dev mpich libmpich12 libmpich-dev
   python3 python3-scapy tshark tcpdump
   iproute2 nftables iputils-ping procps psmisc coreutils
   clang libclang-rt-14-dev
@@ -28,8 +33,6 @@ REQUIRED=(
 # install these is reported but does not fail the script.
 OPTIONAL=(
   python3-matplotlib
-  ucx-utils
-  libfabric-bin
 )
 
 missing_from() {
