@@ -61,6 +61,7 @@ std::string FormatStats(const EngineStats& s, const transport::TransportCounters
   line("fault_reorders", t.injected_reorders);
   line("fault_corrupts", t.injected_corrupts);
   line("shm_tx_packets", t.shm_tx_packets);
+  line("shm_tx_bytes", t.shm_tx_bytes);
   line("shm_rx_packets", t.shm_rx_packets);
   line("shm_doorbells_sent", t.doorbells_sent);
   line("shm_rx_doorbells", t.rx_doorbells);

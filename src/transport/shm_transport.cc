@@ -90,6 +90,7 @@ const TransportCounters& ShmTransport::counters() const {
   merged_.tx_busy += counters_.tx_busy;
   merged_.rx_runts += counters_.rx_runts;
   merged_.shm_tx_packets = counters_.shm_tx_packets;
+  merged_.shm_tx_bytes = counters_.shm_tx_bytes;
   merged_.shm_rx_packets = counters_.shm_rx_packets;
   merged_.doorbells_sent = counters_.doorbells_sent;
   return merged_;
@@ -296,6 +297,7 @@ int ShmTransport::SendBurst(const TxPacket* packets, int n) {
       break;
     }
     ++counters_.shm_tx_packets;
+    counters_.shm_tx_bytes += p.length;
     if (!peer->dirty) {
       peer->dirty = true;
       dirty_.push_back(peer);

@@ -81,6 +81,7 @@ struct TransportCounters {
   // Shared-memory transport (shm_transport.h): packets through rings, and
   // doorbell datagrams (a sender waking a sleeping target; not errors).
   uint64_t shm_tx_packets = 0, shm_rx_packets = 0;
+  uint64_t shm_tx_bytes = 0;  // packet bytes written to peers' rings
   uint64_t doorbells_sent = 0, rx_doorbells = 0;
 };
 

@@ -151,6 +151,7 @@ TEST(ShmTransport, PacketsGoThroughTheRingAndTheDoorbellWakesASleeper) {
   tx.dst = b->locals()[0];
   ASSERT_EQ(a->SendBurst(&tx, 1), 1);
   EXPECT_EQ(a->counters().shm_tx_packets, 1u);
+  EXPECT_EQ(a->counters().shm_tx_bytes, 100u);
   EXPECT_EQ(a->counters().tx_packets, 0u);  // nothing on the wire
   RxPacket rx[8];
   ASSERT_EQ(b->RecvBurst(rx, 8), 1);

@@ -1,0 +1,115 @@
+#!/bin/bash
+# Debian's Open MPI (pml ucx, osc ucx) and MPICH (ch4:ucx), unmodified, run
+# a small MPI program of the tests' own (mpi_check.c: point-to-point with
+# verified data, Allreduce, passive-target MPI_Put/MPI_Get) with 2 and 4
+# ranks, UCX restricted to softrnic's transports.
+#
+#   test_mpi.sh host    all ranks on this host: softrnic's shared-memory path
+#   test_mpi.sh netns   ranks spread over two network namespaces ("hosts"),
+#                       started through a remote-shell agent that enters the
+#                       other namespace: RoCE v2 over UDP between them
+#
+# Proof the bytes went through softrnic: every rank prints softrnic's
+# counters at exit, and their sum must cover the bytes the program handed
+# MPI for other ranks. Open MPI is given only its "self" BTL and the UCX
+# PML/OSC, and UCX only softrnic's transports, so neither can fall back to
+# TCP or shared memory of its own.
+set -u
+source "$SOFTRNIC_INTEGRATION_LIB/common.sh"
+source "$(dirname "$0")/middleware_lib.sh"
+MODE=${1:?usage: test_mpi.sh host|netns}
+softrnic_require_root
+softrnic_require_cmd mpicc.openmpi mpirun.openmpi mpicc.mpich mpiexec.mpich
+
+SRC="$(dirname "$0")/mpi_check.c"
+mpicc.openmpi -O2 -Wall -Wextra -o "$SOFTRNIC_TMP/mpi_ompi" "$SRC" || die "mpicc.openmpi"
+mpicc.mpich -O2 -Wall -Wextra -o "$SOFTRNIC_TMP/mpi_mpich" "$SRC" || die "mpicc.mpich"
+
+# The launchers' own remote shell for "hosts" that are network namespaces:
+# `agent HOST CMD...` runs CMD in the namespace whose veth has address HOST.
+AGENT="$SOFTRNIC_TMP/netns-rsh"
+case $MODE in
+  host)
+    HOSTS_OMPI="" HOSTS_MPICH="" ;;
+  netns)
+    A=sr_mpi_a B=sr_mpi_b IPA=10.234.0.1 IPB=10.234.0.2
+    netns_pair_up $A $B $IPA $IPB || die "netns setup"
+    # Only one process per address can own port 4791 (docs/addressing.md):
+    # each rank of a "host" gets an address of its own (its local rank's),
+    # as each would have its own NIC or IP on a real cluster.
+    ip -n $A addr add 10.234.0.11/24 dev "$NETNS_IFACE" || die "second address in $A"
+    ip -n $B addr add 10.234.0.12/24 dev "$NETNS_IFACE" || die "second address in $B"
+    RANK_BIND="$SOFTRNIC_TMP/rank-bind"
+    cat >"$RANK_BIND" <<'BIND_EOF'
+#!/bin/bash
+# rank-bind CMD...: CMD with SOFTRNIC_BIND = the local rank's address of veth0.
+lr=${OMPI_COMM_WORLD_LOCAL_RANK:-${MPI_LOCALRANKID:-0}}
+addr=$(ip -4 -o addr show dev veth0 | awk '{print $4}' | cut -d/ -f1 | sed -n "$(( lr + 1 ))p")
+[[ -n "$addr" ]] || { echo "rank-bind: no address for local rank $lr" >&2; exit 1; }
+export SOFTRNIC_BIND=$addr
+exec "$@"
+BIND_EOF
+    chmod +x "$RANK_BIND"
+    cat >"$AGENT" <<AGENT_EOF
+#!/bin/bash
+# Open MPI: agent [options] HOST CMD; MPICH: agent HOST CMD
+while [[ "\$1" == -* ]]; do shift; done
+host=\$1; shift
+case \$host in $IPA) ns=$A ;; $IPB) ns=$B ;; *) echo "netns-rsh: unknown host \$host" >&2; exit 1 ;; esac
+exec ip netns exec \$ns "$SOFTRNIC_TOOL" run -- bash -c "\$*"
+AGENT_EOF
+    chmod +x "$AGENT"
+    export SOFTRNIC_TRANSPORT=udp ;;
+  *) die "unknown mode $MODE" ;;
+esac
+
+# check_run NAME RANKS LOG: the program passed, and softrnic carried at least
+# the bytes it reports handing to MPI for other ranks.
+check_run() {
+  local name=$1 ranks=$2 logf=$3
+  grep -q "mpi_check: PASS ranks=$ranks " "$logf" || { tail -40 "$logf"; die "$name: no PASS"; }
+  local moved; moved=$(sed -nE 's/.*mpi_check: PASS ranks=[0-9]+ bytes=([0-9]+).*/\1/p' "$logf")
+  local n; n=$(grep -c '^softrnic tx_packets ' "$logf")
+  (( n == ranks )) || { tail -40 "$logf"; die "$name: counters of $n processes, want $ranks"; }
+  local carried; carried=$(softrnic_bytes "$logf")
+  log "$name: $ranks ranks, program moved $moved bytes; softrnic: $(paths_used "$logf")"
+  case $MODE in
+    host) (( $(counter_sum shm_direct_bytes "$logf") + $(counter_sum shm_tx_bytes "$logf") > 0 )) ||
+            die "$name: nothing through softrnic's shared memory" ;;
+    netns) (( $(counter_sum udp_tx_bytes "$logf") >= moved )) ||
+            die "$name: UDP carried $(counter_sum udp_tx_bytes "$logf") bytes of $moved" ;;
+  esac
+  (( carried >= moved )) || die "$name: softrnic carried $carried bytes of $moved"
+}
+
+for ranks in 2 4; do
+  # ---- Open MPI
+  logf="$SOFTRNIC_TMP/ompi-$ranks.log"
+  ompi=(mpirun.openmpi --allow-run-as-root --oversubscribe -np $ranks
+        --mca pml ucx --mca osc ucx --mca btl self
+        -x UCX_TLS -x UCX_NET_DEVICES -x SOFTRNIC_STATS -x SOFTRNIC_TRANSPORT)
+  if [[ $MODE == netns ]]; then
+    ompi+=(--host "$IPA:$(( ranks / 2 )),$IPB:$(( ranks / 2 ))" --mca plm_rsh_agent "$AGENT"
+           --mca oob_tcp_if_include "$NETNS_IFACE" --mca plm_rsh_no_tree_spawn 1)
+    run_t 180 ip netns exec $A "$SOFTRNIC_TOOL" run -- "${ompi[@]}" "$RANK_BIND" "$SOFTRNIC_TMP/mpi_ompi" >"$logf" 2>&1 ||
+      { tail -40 "$logf"; die "Open MPI $ranks ranks (netns) failed"; }
+  else
+    run_t 180 "$SOFTRNIC_TOOL" run -- "${ompi[@]}" "$SOFTRNIC_TMP/mpi_ompi" >"$logf" 2>&1 ||
+      { tail -40 "$logf"; die "Open MPI $ranks ranks failed"; }
+  fi
+  check_run "Open MPI" $ranks "$logf"
+  # ---- MPICH (hydra)
+  logf="$SOFTRNIC_TMP/mpich-$ranks.log"
+  mpich=(mpiexec.mpich -n $ranks -genvlist UCX_TLS,UCX_NET_DEVICES,SOFTRNIC_STATS,SOFTRNIC_TRANSPORT)
+  if [[ $MODE == netns ]]; then
+    mpich+=(-hosts "$IPA:$(( ranks / 2 )),$IPB:$(( ranks / 2 ))" -launcher ssh -launcher-exec "$AGENT"
+            -iface "$NETNS_IFACE")
+    run_t 180 ip netns exec $A "$SOFTRNIC_TOOL" run -- "${mpich[@]}" "$RANK_BIND" "$SOFTRNIC_TMP/mpi_mpich" >"$logf" 2>&1 ||
+      { tail -40 "$logf"; die "MPICH $ranks ranks (netns) failed"; }
+  else
+    run_t 180 "$SOFTRNIC_TOOL" run -- "${mpich[@]}" "$SOFTRNIC_TMP/mpi_mpich" >"$logf" 2>&1 ||
+      { tail -40 "$logf"; die "MPICH $ranks ranks failed"; }
+  fi
+  check_run "MPICH" $ranks "$logf"
+done
+log "PASS: Open MPI and MPICH, 2 and 4 ranks, over softrnic ($MODE)"
