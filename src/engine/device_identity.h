@@ -16,7 +16,7 @@ namespace softrnic::engine {
 
 // The one device a process has, as ibv_get_device_list names it: `name`, and
 // `dev_name` (the uverbs character device it would have under /dev/infiniband
-// if it were a kernel device). Same strings as src/verbs/device.cc.
+// if it were a kernel device). src/verbs/device.cc names its device with them.
 inline constexpr const char* kDeviceName = "softrnic0";
 inline constexpr const char* kUverbsName = "uverbs0";
 
@@ -24,7 +24,7 @@ inline constexpr const char* kUverbsName = "uverbs0";
 // EUI-64 style 02:00:5e:00 + the last GID's IPv4 address, which in the
 // automatic scheme is the per-process loopback address (docs/addressing.md),
 // so it differs between processes and hosts. 02:00:5e:00:00:00:00:00 for an
-// empty table. This is the rule of Engine::Engine (engine.cc).
+// empty table. Engine::Engine (engine.cc) sets its node GUID with it.
 uint64_t NodeGuidFromGids(std::span<const transport::Gid> gids);
 
 // Port 1's fixed attributes, with the numbering of ibv_port_attr and of the

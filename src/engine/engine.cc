@@ -1,5 +1,7 @@
 #include "engine/engine.h"
 
+#include "engine/device_identity.h"
+
 #include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -34,14 +36,10 @@ Engine::Engine(std::unique_ptr<transport::Transport> transport, DeviceAttr attr)
     if (!known)
       std::fprintf(stderr, "softrnic: ignoring SOFTRNIC_MTU=%s (expected 256, 512, 1024, 2048 or 4096)\n", m);
   }
-  // Node GUID from the first GID's address, EUI-64 style, so it is stable for
-  // a given address and differs between hosts and processes.
-  uint64_t guid = 0x02005E0000000000ull;
-  if (!gids_.empty()) {
-    const auto& g = gids_.back().raw;
-    guid |= (uint64_t{g[12]} << 24) | (uint64_t{g[13]} << 16) | (uint64_t{g[14]} << 8) | g[15];
-  }
-  attr_.node_guid = __builtin_bswap64(guid);
+  // Node GUID from the last GID's address (the per-process loopback one in
+  // the automatic scheme), EUI-64 style: it differs between hosts and
+  // processes (device_identity.h, shared with `softrnic run`'s sysfs view).
+  attr_.node_guid = NodeGuidFromGids(gids_);
   attr_.sys_image_guid = attr_.node_guid;
   tx_storage_.resize(size_t{kTxBatch} * kTxBufferSize);
   // Start QPNs at a random point so a restarted process does not reuse the

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <string>
 
+#include "engine/device_identity.h"
 #include "verbs/internal.h"
 
 namespace softrnic::verbs {
@@ -24,10 +25,10 @@ ibv_device g_device = [] {
   ibv_device d{};
   d.node_type = IBV_NODE_CA;
   d.transport_type = IBV_TRANSPORT_IB;  // RoCE reports IB transport
-  std::snprintf(d.name, sizeof(d.name), "softrnic0");
-  std::snprintf(d.dev_name, sizeof(d.dev_name), "uverbs0");
-  std::snprintf(d.dev_path, sizeof(d.dev_path), "/sys/class/infiniband_verbs/uverbs0");
-  std::snprintf(d.ibdev_path, sizeof(d.ibdev_path), "/sys/class/infiniband/softrnic0");
+  std::snprintf(d.name, sizeof(d.name), "%s", eng::kDeviceName);
+  std::snprintf(d.dev_name, sizeof(d.dev_name), "%s", eng::kUverbsName);
+  std::snprintf(d.dev_path, sizeof(d.dev_path), "/sys/class/infiniband_verbs/%s", eng::kUverbsName);
+  std::snprintf(d.ibdev_path, sizeof(d.ibdev_path), "/sys/class/infiniband/%s", eng::kDeviceName);
   return d;
 }();
 
@@ -83,20 +84,19 @@ void FillDeviceAttr(const eng::DeviceAttr& a, ibv_device_attr* out) {
 void FillPortAttr(eng::Device* dev, ibv_port_attr* out) {
   const eng::DeviceAttr& a = dev->attr();
   std::memset(out, 0, sizeof(*out));
-  out->state = IBV_PORT_ACTIVE;
+  using Facts = eng::PortFacts;  // shared with `softrnic run`'s sysfs view
+  out->state = static_cast<ibv_port_state>(Facts::kState);
   out->max_mtu = static_cast<ibv_mtu>(a.max_mtu);
   out->active_mtu = static_cast<ibv_mtu>(a.active_mtu);
   out->gid_tbl_len = static_cast<int>(dev->gids().size());
-  // CM_SUP: connection management works (rdma_cm); IP_BASED_GIDS: RoCE GIDs
-  // are IP addresses, as on every RoCE port.
-  out->port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
+  out->port_cap_flags = Facts::kCapFlags;
   out->max_msg_sz = a.max_msg_sz;
   out->pkey_tbl_len = static_cast<uint16_t>(a.max_pkeys);
-  out->lid = 0;  // Ethernet link layer: no LIDs
+  out->lid = Facts::kLid;
   out->max_vl_num = 1;
-  out->active_width = 2;   // 4X
-  out->active_speed = 32;  // EDR (25 Gb/s per lane): nominal, software has no lanes
-  out->phys_state = 5;     // LinkUp
+  out->active_width = Facts::kActiveWidth;
+  out->active_speed = Facts::kActiveSpeed;
+  out->phys_state = Facts::kPhysState;
   out->link_layer = IBV_LINK_LAYER_ETHERNET;
 }
 
