@@ -1250,8 +1250,16 @@ int BindLocked(Id* id, const sockaddr* addr) {
   s.sin_port = htons(port);
   std::memcpy(&id->id.route.addr.src_sin, &s, sizeof s);
   id->bound = true;
-  id->id.verbs = g.ctx;
-  id->id.port_num = 1;
+  // The kernel's cma_any_addr() is "zero or loopback": rdma_bind_addr() to
+  // 0.0.0.0 or to any 127/8 address binds no device (librdmacm leaves
+  // id->verbs NULL), and a listener bound so takes requests for any local
+  // address on its port, through every device (cma_listen_on_all). libfabric's
+  // verbs provider relies on it: it binds "localhost" when given no address
+  // and, finding no device on the id, uses its interfaces' addresses instead
+  // (vrb_fill_addr). A specific address binds the device that has its GID.
+  bool any = ip == INADDR_ANY || (ip >> 24) == 127;
+  id->id.verbs = any ? nullptr : g.ctx;
+  id->id.port_num = any ? 0 : 1;
   if (ip != INADDR_ANY) {
     int gi = (ip >> 24) == 127 ? g.loop_idx : GidIndexForIp(ip);
     if (gi < 0) gi = g.loop_idx >= 0 ? g.loop_idx : 0;
