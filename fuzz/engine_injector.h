@@ -66,7 +66,8 @@ inline RecordingTransport* DetachTransport(engine::Device& device) {
   engine::Engine& e = device.engine();
   e.StopProgressThread();
   // DrainAsyncEvents reads the event pipe; it must never block.
-  fcntl(e.async_read_fd_, F_SETFL, fcntl(e.async_read_fd_, F_GETFL) | O_NONBLOCK);
+  const int async_fd = device.async_fd();
+  fcntl(async_fd, F_SETFL, fcntl(async_fd, F_GETFL) | O_NONBLOCK);
   std::lock_guard<engine::SpinMutex> lock(e.mu_);
   auto rec = std::make_unique<RecordingTransport>(e.transport_->locals());
   RecordingTransport* raw = rec.get();
@@ -113,11 +114,10 @@ inline void FireTimers(engine::Device& device, engine::Clock::duration ahead) {
 // Discards queued async events (the engine keeps them until the application
 // reads them; a fuzzer never does).
 inline void DrainAsyncEvents(engine::Device& device) {
-  engine::Engine& e = device.engine();
-  std::lock_guard<engine::SpinMutex> lock(e.mu_);
-  e.async_events_.clear();
-  char buf[256];
-  while (read(e.async_read_fd_, buf, sizeof(buf)) > 0) {
+  // No router is installed here, so every event is in the device's queue,
+  // whose fd DetachTransport made non-blocking.
+  engine::AsyncEvent event;
+  while (device.GetAsyncEvent(&event) == 0) {
   }
 }
 
