@@ -552,6 +552,8 @@ int Device::PostSend(Qp* qp, const SendWr& wr) {
     // soon as ibv_post_send returns (man ibv_post_send, IBV_SEND_INLINE).
     uint8_t* dst = &qp->sq_inline[(index % qp->sq.size()) * qp->caps.max_inline_data];
     for (const Sge& s : wr.sges) {
+      // An empty SGE may have a null address (UCX's am_short posts one).
+      if (s.length == 0) continue;
       std::memcpy(dst, reinterpret_cast<const void*>(s.addr), s.length);
       dst += s.length;
     }

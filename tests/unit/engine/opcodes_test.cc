@@ -280,6 +280,20 @@ TEST_F(OpcodeTest, InlineSendAndWriteBufferReusedAtOnce) {
   EXPECT_EQ(One(a_).status, WcStatus::kSuccess);
   EXPECT_EQ(FirstDiff(b_.buf.data() + 1000, expect, 60), -1);
 
+  // An empty SGE with a null address (UCX's am_short posts one) adds nothing.
+  for (int i = 0; i < 60; ++i) scratch[i] = static_cast<uint8_t>(i * 3 + 2);
+  std::memcpy(expect, scratch, 60);
+  Sge with_empty[2] = {{0, 0, 0}, {reinterpret_cast<uint64_t>(scratch), 60, 0}};
+  ASSERT_EQ(b_.dev->PostRecv(b_.qp, RecvWr{4, {&rs, 1}}), 0);
+  ASSERT_EQ(a_.dev->PostSend(a_.qp, MakeWr(WrOpcode::kSend, 4, {with_empty, 2}, 0, 0,
+                                           kSignaled | kInline)),
+            0);
+  EXPECT_EQ(One(a_).status, WcStatus::kSuccess);
+  rc = One(b_);
+  EXPECT_EQ(rc.status, WcStatus::kSuccess);
+  EXPECT_EQ(rc.byte_len, 60u);
+  EXPECT_EQ(FirstDiff(b_.buf.data(), expect, 60), -1);
+
   // Longer than max_inline_data is refused at post time.
   uint8_t big[65] = {};
   Sge bs = {reinterpret_cast<uint64_t>(big), 65, 0};
