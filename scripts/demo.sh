@@ -149,6 +149,23 @@ if command -v rping >/dev/null && [[ -e "$SOFTRNIC_LIB_DIR/librdmacm.so.1" ]]; t
   else record "rping -V -C 10 (same host)" "FAIL (client exit $rc, server exit $src)"; fi
 fi
 
+# Middleware (docs/middleware.md): Debian's UCX over softrnic, started with
+# `softrnic run` (library path + the /dev and /sys entries UCX checks).
+if command -v ucx_perftest >/dev/null && [[ -x "$SOFTRNIC_BUILD_DIR/bin/softrnic" ]]; then
+  banner "UCX over softrnic (Debian ucx-utils, UCX_TLS=rc_v,ud_v,self)"
+  sr=("$SOFTRNIC_BUILD_DIR/bin/softrnic" run --)
+  export UCX_TLS=rc_v,ud_v,self UCX_NET_DEVICES=softrnic0:1
+  say "softrnic run ucx_info -d | grep -A1 softrnic"
+  "${sr[@]}" ucx_info -d 2>/dev/null | grep -B1 "Device: softrnic0" || true
+  say "[server] softrnic run ucx_perftest -p 13371 &"
+  start_bg ucx_srv "$STEP_TIMEOUT" "${sr[@]}" ucx_perftest -p 13371
+  wait_for_port -p ucx_srv 13371 10 || true
+  step "UCX UCP tag_lat over softrnic (same host)" timeout -k 5 "$STEP_TIMEOUT" \
+    "${sr[@]}" ucx_perftest 127.0.0.1 -p 13371 -t tag_lat -n 10000
+  wait_bg ucx_srv 15 || true
+  unset UCX_TLS UCX_NET_DEVICES
+fi
+
 if [[ -n "${DEMO_CAPTURE:-}" ]] && (( have_ns )); then
   capture_stop
   say "tshark -r $DEMO_CAPTURE -c 10"
