@@ -8,14 +8,15 @@
 // goes to the queue of the context that created the object it names
 // (Engine::PostAsyncEvent asks the router the verbs layer installs).
 //
-// The fd is the read end of a pipe holding one byte per queued event, so it
-// polls readable exactly while events are queued.
+// The fd is an EventPipe's: one byte per queued event, so it polls readable
+// exactly while events are queued.
 //
 // Thread-safety: Push and Pop under the engine lock; read_fd() any time.
 #pragma once
 
 #include <deque>
 
+#include "engine/event_pipe.h"
 #include "engine/types.h"
 
 namespace softrnic::engine {
@@ -28,21 +29,15 @@ struct AsyncEvent {
 
 class AsyncQueue {
  public:
-  AsyncQueue();
-  ~AsyncQueue();
-  AsyncQueue(const AsyncQueue&) = delete;
-  AsyncQueue& operator=(const AsyncQueue&) = delete;
-
-  bool ok() const { return read_fd_ >= 0; }
-  int read_fd() const { return read_fd_; }
+  bool ok() const { return pipe_.ok(); }
+  int read_fd() const { return pipe_.read_fd(); }
   void Push(const AsyncEvent& event);
   // The caller has consumed one byte of read_fd(). False if nothing is
   // queued (a byte without an event: never expected).
   bool Pop(AsyncEvent* out);
 
  private:
-  int read_fd_ = -1;
-  int write_fd_ = -1;
+  EventPipe pipe_;
   std::deque<AsyncEvent> events_;
 };
 

@@ -214,11 +214,11 @@ int Device::DestroyCompletionChannel(CompletionChannel* channel) {
   return EraseOwned(engine_->channels_, channel) ? 0 : EINVAL;
 }
 
-int Device::CompletionChannelFd(const CompletionChannel* channel) const { return channel->read_fd; }
+int Device::CompletionChannelFd(const CompletionChannel* channel) const { return channel->pipe.read_fd(); }
 
 int Device::GetCqEvent(CompletionChannel* channel, void** cq_handle) {
   // Read outside the lock: a blocking reader must not stall the engine.
-  if (int err = ReadEventByte(channel->read_fd)) return err;
+  if (int err = ReadEventByte(channel->pipe.read_fd())) return err;
   std::lock_guard<SpinMutex> lock(engine_->mu_);
   if (channel->pending.empty()) return EIO;
   Cq* cq = channel->pending.front();

@@ -1,31 +1,12 @@
 #include "engine/queues.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 namespace softrnic::engine {
-
-CompletionChannel::CompletionChannel() {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) == 0) {
-    read_fd = fds[0];
-    write_fd = fds[1];
-    // The writer is the engine, which must never block on a full pipe.
-    fcntl(write_fd, F_SETFL, fcntl(write_fd, F_GETFL) | O_NONBLOCK);
-  }
-}
-
-CompletionChannel::~CompletionChannel() {
-  if (read_fd >= 0) close(read_fd);
-  if (write_fd >= 0) close(write_fd);
-}
 
 void CompletionChannel::Notify(Cq* cq) {
   pending.push_back(cq);
-  const char byte = 1;
   // A full pipe (64 KiB of unread events) cannot happen while each armed CQ
   // produces at most one event per ibv_req_notify_cq.
-  (void)!write(write_fd, &byte, 1);
+  pipe.Signal();
 }
 
 bool Cq::Push(const Completion& c, bool solicited) {

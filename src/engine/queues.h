@@ -9,6 +9,7 @@
 #include <deque>
 #include <vector>
 
+#include "engine/event_pipe.h"
 #include "engine/types.h"
 
 namespace softrnic::engine {
@@ -33,13 +34,10 @@ class Cq;
 // for; readers honour O_NONBLOCK on the read end because they read() it.
 class CompletionChannel {
  public:
-  CompletionChannel();
-  ~CompletionChannel();
-  bool ok() const { return read_fd >= 0; }
+  bool ok() const { return pipe.ok(); }
   void Notify(Cq* cq);
 
-  int read_fd = -1;
-  int write_fd = -1;
+  EventPipe pipe;
   std::deque<Cq*> pending;
   int users = 0;
 };

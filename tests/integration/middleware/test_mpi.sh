@@ -82,34 +82,32 @@ check_run() {
   (( carried >= moved )) || die "$name: softrnic carried $carried bytes of $moved"
 }
 
+# launch NAME LOG PROGRAM LAUNCHER...: an MPI job under `softrnic run`; in
+# netns mode started in namespace A, every rank through rank-bind.
+launch() {
+  local name=$1 logf=$2 prog=$3; shift 3
+  local pre=("$SOFTRNIC_TOOL" run --) wrap=()
+  if [[ $MODE == netns ]]; then pre=(ip netns exec $A "${pre[@]}"); wrap=("$RANK_BIND"); fi
+  run_t 180 "${pre[@]}" "$@" "${wrap[@]}" "$prog" >"$logf" 2>&1 ||
+    { tail -40 "$logf"; die "$name failed ($MODE)"; }
+}
+
 for ranks in 2 4; do
-  # ---- Open MPI
-  logf="$SOFTRNIC_TMP/ompi-$ranks.log"
+  # ---- Open MPI: only its "self" BTL, UCX for everything between ranks
   ompi=(mpirun.openmpi --allow-run-as-root --oversubscribe -np $ranks
         --mca pml ucx --mca osc ucx --mca btl self
         -x UCX_TLS -x UCX_NET_DEVICES -x SOFTRNIC_STATS -x SOFTRNIC_TRANSPORT)
-  if [[ $MODE == netns ]]; then
+  [[ $MODE == netns ]] &&
     ompi+=(--host "$IPA:$(( ranks / 2 )),$IPB:$(( ranks / 2 ))" --mca plm_rsh_agent "$AGENT"
            --mca oob_tcp_if_include "$NETNS_IFACE" --mca plm_rsh_no_tree_spawn 1)
-    run_t 180 ip netns exec $A "$SOFTRNIC_TOOL" run -- "${ompi[@]}" "$RANK_BIND" "$SOFTRNIC_TMP/mpi_ompi" >"$logf" 2>&1 ||
-      { tail -40 "$logf"; die "Open MPI $ranks ranks (netns) failed"; }
-  else
-    run_t 180 "$SOFTRNIC_TOOL" run -- "${ompi[@]}" "$SOFTRNIC_TMP/mpi_ompi" >"$logf" 2>&1 ||
-      { tail -40 "$logf"; die "Open MPI $ranks ranks failed"; }
-  fi
-  check_run "Open MPI" $ranks "$logf"
-  # ---- MPICH (hydra)
-  logf="$SOFTRNIC_TMP/mpich-$ranks.log"
+  launch "Open MPI $ranks ranks" "$SOFTRNIC_TMP/ompi-$ranks.log" "$SOFTRNIC_TMP/mpi_ompi" "${ompi[@]}"
+  check_run "Open MPI" $ranks "$SOFTRNIC_TMP/ompi-$ranks.log"
+  # ---- MPICH (hydra; Debian's MPICH has only the UCX device)
   mpich=(mpiexec.mpich -n $ranks -genvlist UCX_TLS,UCX_NET_DEVICES,SOFTRNIC_STATS,SOFTRNIC_TRANSPORT)
-  if [[ $MODE == netns ]]; then
+  [[ $MODE == netns ]] &&
     mpich+=(-hosts "$IPA:$(( ranks / 2 )),$IPB:$(( ranks / 2 ))" -launcher ssh -launcher-exec "$AGENT"
             -iface "$NETNS_IFACE")
-    run_t 180 ip netns exec $A "$SOFTRNIC_TOOL" run -- "${mpich[@]}" "$RANK_BIND" "$SOFTRNIC_TMP/mpi_mpich" >"$logf" 2>&1 ||
-      { tail -40 "$logf"; die "MPICH $ranks ranks (netns) failed"; }
-  else
-    run_t 180 "$SOFTRNIC_TOOL" run -- "${mpich[@]}" "$SOFTRNIC_TMP/mpi_mpich" >"$logf" 2>&1 ||
-      { tail -40 "$logf"; die "MPICH $ranks ranks failed"; }
-  fi
-  check_run "MPICH" $ranks "$logf"
+  launch "MPICH $ranks ranks" "$SOFTRNIC_TMP/mpich-$ranks.log" "$SOFTRNIC_TMP/mpi_mpich" "${mpich[@]}"
+  check_run "MPICH" $ranks "$SOFTRNIC_TMP/mpich-$ranks.log"
 done
 log "PASS: Open MPI and MPICH, 2 and 4 ranks, over softrnic ($MODE)"
