@@ -147,6 +147,10 @@ struct Id {
   // Connection parameters as this side applies them to its QP.
   uint8_t resp_res = 1, init_depth = 1, retry_cnt = 7, rnr_retry = 7;
   uint32_t remote_qkey = 0;
+  // rdma_set_option(RDMA_OPTION_ID_ACK_TIMEOUT / _TOS): the QP's Local ACK
+  // Timeout (RTS) and the traffic class of its path (RTR).
+  uint8_t ack_timeout = 14;
+  uint8_t tos = 0;
   // Retransmission.
   Timer timer = Timer::kNone;
   int retries_left = 0;
@@ -543,6 +547,7 @@ int InitQpAttr(Id* id, ibv_qp_attr* a, int* mask) {
       a->ah_attr.grh.dgid = id->dgid;
       a->ah_attr.grh.sgid_index = uint8_t(id->sgid_index);
       a->ah_attr.grh.hop_limit = 64;
+      a->ah_attr.grh.traffic_class = id->tos;
       a->ah_attr.port_num = 1;
       *mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
               IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
@@ -553,7 +558,7 @@ int InitQpAttr(Id* id, ibv_qp_attr* a, int* mask) {
         *mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
         return 0;
       }
-      a->timeout = 14;
+      a->timeout = id->ack_timeout;
       a->retry_cnt = id->retry_cnt;
       a->rnr_retry = id->rnr_retry;
       a->max_rd_atomic = id->init_depth;
@@ -634,6 +639,26 @@ void RejectUnknown(const CmMsg& req, int sgid, const ibv_gid& peer) {
   SendMsg(sgid, peer, r);
 }
 
+ibv_pd* DefaultPd(ibv_context* ctx) {
+  Cm& g = G();
+  auto it = g.default_pd.find(ctx);
+  if (it != g.default_pd.end()) return it->second;
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  if (pd) g.default_pd[ctx] = pd;
+  return pd;
+}
+
+// Binds the id to the process's device, as librdmacm's ucma_get_device
+// does: verbs context, port and the device's shared PD (rdma_cm_id.pd is
+// set as soon as the id has a device; applications and pyverbs read it
+// before they create a QP).
+void AttachDevice(Id* id) {
+  Cm& g = G();
+  id->id.verbs = g.ctx;
+  id->id.port_num = 1;
+  if (!id->id.pd) id->id.pd = DefaultPd(g.ctx);
+}
+
 void HandleReq(const CmMsg& m, int sgid, const ibv_gid& peer, uint32_t dst_ip) {
   Cm& g = G();
   bool sidr = m.attr == kAttrSidrReq;
@@ -669,8 +694,7 @@ void HandleReq(const CmMsg& m, int sgid, const ibv_gid& peer, uint32_t dst_ip) {
   }
   Id* c = NewIdLocked(chan, l->id.context, l->id.ps, l->id.qp_type);
   c->sync = l->sync;
-  c->id.verbs = g.ctx;
-  c->id.port_num = 1;
+  AttachDevice(c);
   c->bound = true;
   c->sgid_index = sgid;
   c->dgid = peer;
@@ -1258,8 +1282,7 @@ int BindLocked(Id* id, const sockaddr* addr) {
   // and, finding no device on the id, uses its interfaces' addresses instead
   // (vrb_fill_addr). A specific address binds the device that has its GID.
   bool any = ip == INADDR_ANY || (ip >> 24) == 127;
-  id->id.verbs = any ? nullptr : g.ctx;
-  id->id.port_num = any ? 0 : 1;
+  if (!any) AttachDevice(id);
   if (ip != INADDR_ANY) {
     int gi = (ip >> 24) == 127 ? g.loop_idx : GidIndexForIp(ip);
     if (gi < 0) gi = g.loop_idx >= 0 ? g.loop_idx : 0;
@@ -1269,14 +1292,6 @@ int BindLocked(Id* id, const sockaddr* addr) {
   return 0;
 }
 
-ibv_pd* DefaultPd(ibv_context* ctx) {
-  Cm& g = G();
-  auto it = g.default_pd.find(ctx);
-  if (it != g.default_pd.end()) return it->second;
-  ibv_pd* pd = ibv_alloc_pd(ctx);
-  if (pd) g.default_pd[ctx] = pd;
-  return pd;
-}
 
 void DestroyOwnCqs(Id* id) {
   if (id->own_recv_cq && id->id.recv_cq) {
@@ -1475,8 +1490,7 @@ CMA_EXPORT int rdma_resolve_addr(rdma_cm_id* cid, sockaddr* src, sockaddr* dst, 
     std::memcpy(&d, dst, sizeof d);
     std::memcpy(&id->id.route.addr.dst_sin, &d, sizeof d);
     uint32_t dip = ntohl(d.sin_addr.s_addr);
-    id->id.verbs = g.ctx;
-    id->id.port_num = 1;
+    AttachDevice(id);
     uint32_t sip = 0;
     int gi = -1, err = 0;
     if (dip == INADDR_ANY || dip == INADDR_BROADCAST) {
@@ -1916,9 +1930,19 @@ CMA_EXPORT int rdma_set_option(rdma_cm_id* cid, int level, int optname, void* op
   if (level == RDMA_OPTION_ID) {
     switch (optname) {
       case RDMA_OPTION_ID_TOS:
+      case RDMA_OPTION_ID_ACK_TIMEOUT: {
+        // Both take one byte (rdma_set_option(3)); they apply to the QP at its
+        // next rdma_init_qp_attr, as the kernel's rdma_cm does. The QP's
+        // timeout field has 5 bits (IBA 11.2.4.2, ibv_modify_qp(3)).
+        if (optlen != sizeof(uint8_t)) return Fail(EINVAL);
+        const uint8_t v = *static_cast<const uint8_t*>(optval);
+        if (optname == RDMA_OPTION_ID_ACK_TIMEOUT && v > 31) return Fail(EINVAL);
+        std::lock_guard<std::mutex> l(G().mu);
+        (optname == RDMA_OPTION_ID_TOS ? ToId(cid)->tos : ToId(cid)->ack_timeout) = v;
+        return 0;
+      }
       case RDMA_OPTION_ID_REUSEADDR:
-      case RDMA_OPTION_ID_AFONLY:
-      case RDMA_OPTION_ID_ACK_TIMEOUT: return 0;  // accepted; softrnic has one path
+      case RDMA_OPTION_ID_AFONLY: return 0;  // accepted; binding is IPv4-only here
       default: return Fail(ENOSYS);
     }
   }

@@ -101,6 +101,9 @@ static int client_resolve(struct rdma_event_channel* ch, struct rdma_cm_id** id,
   CHECK(rdma_resolve_addr(*id, NULL, (struct sockaddr*)&dst, 2000) == 0, "resolve_addr");
   if (expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, NULL)) return -1;
   CHECK((*id)->verbs != NULL, "no verbs context after ADDR_RESOLVED");
+  /* As librdmacm: an id with a device has the device's PD (pyverbs reads it
+   * before it creates a QP). */
+  CHECK((*id)->pd != NULL && (*id)->pd->context == (*id)->verbs, "no PD after ADDR_RESOLVED");
   CHECK(rdma_resolve_route(*id, 2000) == 0, "resolve_route");
   if (expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, NULL)) return -1;
   CHECK((*id)->route.num_paths == 1, "num_paths %d", (*id)->route.num_paths);
@@ -367,11 +370,44 @@ static int getaddrinfo_from_hints(void) {
   return 0;
 }
 
+/* rdma_set_option(RDMA_OPTION_ID_ACK_TIMEOUT / _TOS) take one byte; the
+ * timeout reaches the RTS attributes rdma_init_qp_attr gives (it was
+ * accepted and ignored before). The TOS goes into the RTR address vector,
+ * which needs a connection (rdma_init_qp_attr RTR), so only its argument
+ * checks are tested here. */
+static int set_option_reaches_qp_attr(void) {
+  struct rdma_event_channel* ch = rdma_create_event_channel();
+  CHECK(ch, "create_event_channel");
+  struct rdma_cm_id* id;
+  if (client_resolve(ch, &id, port_base + 70)) return -1;
+  uint8_t timeout = 19, tos = 0x48, too_big = 32;
+  uint32_t wide = 19;
+  CHECK(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &wide, sizeof wide) == -1 &&
+            errno == EINVAL, "4-byte ACK_TIMEOUT: errno %d", errno);
+  CHECK(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &too_big, 1) == -1 &&
+            errno == EINVAL, "ACK_TIMEOUT 32: errno %d", errno);
+  CHECK(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &timeout, 1) == 0,
+        "ACK_TIMEOUT: %s", strerror(errno));
+  CHECK(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, 1) == 0, "TOS: %s", strerror(errno));
+  struct ibv_qp_attr qa;
+  int mask = 0;
+  memset(&qa, 0, sizeof qa);
+  qa.qp_state = IBV_QPS_RTS;
+  CHECK(rdma_init_qp_attr(id, &qa, &mask) == 0 && (mask & IBV_QP_TIMEOUT) && qa.timeout == timeout,
+        "RTS timeout %u, want %u", qa.timeout, timeout);
+  CHECK(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &wide, sizeof wide) == -1 &&
+            errno == EINVAL, "4-byte TOS: errno %d", errno);
+  rdma_destroy_id(id);
+  rdma_destroy_event_channel(ch);
+  return 0;
+}
+
 int main(void) {
   port_base = 23000 + getpid() % 2000;
   /* Round 0 warms up the process-wide machinery (device, QP1, CM thread);
    * later rounds must not add a single fd or thread. */
-  if (getaddrinfo_from_hints() || round_trip(0) || sync_round()) return 1;
+  if (getaddrinfo_from_hints() || set_option_reaches_qp_attr() || round_trip(0) || sync_round())
+    return 1;
   int fds0 = count_dir("/proc/self/fd"), th0 = count_dir("/proc/self/task");
   for (int r = 1; r <= 3; r++)
     if (round_trip(r) || sync_round()) return 1;
