@@ -19,12 +19,10 @@ export UCX_NET_DEVICES=softrnic0:1
 # GPU memory types): keep them, but keep the log readable.
 export UCX_LOG_LEVEL=${UCX_LOG_LEVEL:-warn}
 
-# sr CMD...: CMD under `softrnic run`.
+# sr CMD...: CMD under `softrnic run`. In a network namespace the tests run
+# `ip netns exec NS softrnic run CMD`, in that order: ip netns exec remounts
+# /sys, which would hide the view.
 sr() { "$SOFTRNIC_TOOL" run -- "$@"; }
-
-# sr_ns NS CMD...: CMD inside network namespace NS under `softrnic run`
-# (ip netns exec first: it remounts /sys, which would hide the view).
-sr_ns() { local ns=$1; shift; ip netns exec "$ns" "$SOFTRNIC_TOOL" run -- "$@"; }
 
 # counter_sum NAME FILE...: the sum of softrnic counter NAME over every
 # "softrnic NAME value" line in FILEs (one per process that exited).
