@@ -5,11 +5,11 @@
 // rdma_cm id with an RC QP, data carried as SENDs into a ring of posted
 // receive buffers (the RNR retry count is 7, infinite, so a sender simply
 // waits while the receiver has no free buffer: flow control without credits).
-// A zero-length SEND or the DISCONNECTED event ends the stream. riomap
-// registers a buffer for remote writes and announces it to the peer with a
-// SEND with immediate data kCtlIomap (offset, address, rkey, length); riowrite
-// is an RDMA WRITE into the peer's announced mapping. Both ends must be this
-// library: the wire protocol is not rdma-core's rsockets protocol.
+// A zero-length SEND or the DISCONNECTED event ends the stream. riomap,
+// riounmap and riowrite are in rsocket_iomap.cc. What a peer may send, and
+// how every receive completion is judged, is in rsocket_wire.h: anything
+// else resets the connection (ECONNRESET). Both ends must be this library:
+// the wire protocol is not rdma-core's rsockets protocol.
 // Not implemented (EOPNOTSUPP): SOCK_DGRAM, out-of-band data. See
 // docs/rdmacm.md.
 #include <fcntl.h>
@@ -38,49 +38,15 @@
 #include <mutex>
 #include <vector>
 
-#define RS_EXPORT extern "C" __attribute__((visibility("default")))
+#include "rdmacm/rsocket_internal.h"
 
+namespace softrnic::rsocket {
 namespace {
-
-constexpr int kRecvSlots = 32;
-constexpr int kSendSlots = 16;
-constexpr size_t kSlot = 64 * 1024;
-
-enum class RsState { kNew, kBound, kListen, kConnected, kClosed };
-
-constexpr uint32_t kCtlIomap = 1;  // immediate data of an iomap announcement
-
-struct IoMap {
-  uint64_t offset = 0, addr = 0, len = 0;
-  uint32_t rkey = 0;
-  ibv_mr* mr = nullptr;  // local mappings only
-};
-struct IomapWire {  // the announcement's payload (host order: same library)
-  uint64_t offset, addr, len;
-  uint32_t rkey, pad;
-};
-
-struct RSocket {
-  int fd = -1;  // the number handed to the application (an eventfd)
-  RsState st = RsState::kNew;
-  bool nonblock = false;
-  rdma_event_channel* ch = nullptr;
-  rdma_cm_id* id = nullptr;
-  ibv_mr* mr = nullptr;
-  uint8_t* buf = nullptr;
-  std::deque<std::pair<int, uint32_t>> rx;  // (slot, length) received, not consumed
-  size_t rx_off = 0;                        // consumed bytes of rx.front()
-  std::vector<int> free_send;
-  bool eof = false;        // peer sent EOF or disconnected
-  bool disconnected = false;
-  bool wr_shut = false;
-  std::vector<IoMap> local_maps, peer_maps;
-  uint64_t next_map_off = 0;
-  std::mutex mu;
-};
 
 std::mutex g_mu;
 std::map<int, RSocket*> g_socks;
+
+}  // namespace
 
 RSocket* Find(int fd) {
   std::lock_guard<std::mutex> l(g_mu);
@@ -93,7 +59,7 @@ int Err(int e) {
   return -1;
 }
 
-uint8_t* SlotBuf(RSocket* s, int slot) { return s->buf + size_t(slot) * kSlot; }
+namespace {
 
 // Waits for the next CM event on the socket's channel (blocking).
 int WaitEvent(RSocket* s, rdma_cm_event_type want) {
@@ -121,7 +87,8 @@ int WaitEvent(RSocket* s, rdma_cm_event_type want) {
   }
 }
 
-// Non-blocking check of CM events on a connected socket.
+}  // namespace
+
 void CheckCm(RSocket* s) {
   rdma_cm_event* e;
   pollfd p{s->ch->fd, POLLIN, 0};
@@ -130,6 +97,8 @@ void CheckCm(RSocket* s) {
     rdma_ack_cm_event(e);
   }
 }
+
+namespace {
 
 int PostRecv(RSocket* s, int slot) {
   ibv_sge sge{reinterpret_cast<uintptr_t>(SlotBuf(s, slot)), uint32_t(kSlot), s->mr->lkey};
@@ -206,30 +175,57 @@ void FreeSock(RSocket* s) {
   delete s;
 }
 
-// Moves receive completions into s->rx; returns how many.
+// The peer broke the protocol: no more of its bytes are looked at, and the
+// connection is torn down (the peer sees DISCONNECTED).
+void ProtocolViolation(RSocket* s) {
+  if (s->reset) return;
+  s->reset = s->eof = true;
+  if (!s->disconnected) {
+    s->disconnected = true;
+    rdma_disconnect(s->id);
+  }
+}
+
+}  // namespace
+
 int ReapRecv(RSocket* s) {
   ibv_wc wc[16];
   int n, total = 0;
-  while ((n = ibv_poll_cq(s->id->recv_cq, 16, wc)) > 0) {
-    for (int i = 0; i < n; ++i) {
-      if (wc[i].status != IBV_WC_SUCCESS) {
-        s->eof = true;
-        continue;
+  while (!s->reset && (n = ibv_poll_cq(s->id->recv_cq, 16, wc)) > 0) {
+    for (int i = 0; i < n && !s->reset; ++i) {
+      const int slot = int(wc[i].wr_id);  // ours: the slot PostRecv gave
+      RsCompletion c;
+      c.success = wc[i].status == IBV_WC_SUCCESS;
+      c.recv = wc[i].opcode == IBV_WC_RECV;
+      c.rdma_with_imm = wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM;
+      c.with_imm = (wc[i].wc_flags & IBV_WC_WITH_IMM) != 0;
+      c.imm = ntohl(wc[i].imm_data);
+      c.byte_len = wc[i].byte_len;
+      const RsRecvEvent ev = ClassifyRecv(c, SlotBuf(s, slot), kSlot);
+      switch (ev.kind) {
+        case RsRecvKind::kFlushed:
+          s->eof = true;
+          break;
+        case RsRecvKind::kData:
+          s->rx.emplace_back(slot, ev.length);
+          ++total;
+          break;
+        case RsRecvKind::kEof:
+          s->rx.emplace_back(slot, 0);
+          ++total;
+          break;
+        case RsRecvKind::kIomap:
+        case RsRecvKind::kIounmap:
+          if (!ApplyPeerMapEvent(s->peer_maps, ev)) {
+            ProtocolViolation(s);
+            break;
+          }
+          PostRecv(s, slot);
+          break;
+        case RsRecvKind::kProtocolError:
+          ProtocolViolation(s);
+          break;
       }
-      if ((wc[i].wc_flags & IBV_WC_WITH_IMM) && ntohl(wc[i].imm_data) == kCtlIomap) {
-        IomapWire w;
-        std::memcpy(&w, SlotBuf(s, int(wc[i].wr_id)), sizeof w);
-        IoMap m;
-        m.offset = w.offset;
-        m.addr = w.addr;
-        m.len = w.len;
-        m.rkey = w.rkey;
-        s->peer_maps.push_back(m);
-        PostRecv(s, int(wc[i].wr_id));
-        continue;
-      }
-      s->rx.emplace_back(int(wc[i].wr_id), wc[i].byte_len);
-      ++total;
     }
   }
   return total;
@@ -247,6 +243,8 @@ void ReapSend(RSocket* s) {
     }
   }
 }
+
+namespace {
 
 bool Readable(RSocket* s) {
   if (s->st == RsState::kListen) {
@@ -267,7 +265,8 @@ bool Writable(RSocket* s) {
   return !s->free_send.empty() || s->disconnected;
 }
 
-// Sleeps until the socket's receive CQ or CM channel has news (ms: -1 forever).
+}  // namespace
+
 void WaitRecv(RSocket* s, int ms) {
   ibv_req_notify_cq(s->id->recv_cq, 0);
   if (ReapRecv(s)) return;
@@ -279,8 +278,11 @@ void WaitRecv(RSocket* s, int ms) {
   }
 }
 
+namespace {
+
 ssize_t DoSend(RSocket* s, const void* data, size_t len, int flags) {
   if (s->st != RsState::kConnected) return Err(ENOTCONN);
+  if (s->reset) return Err(ECONNRESET);
   if (s->wr_shut) return Err(EPIPE);
   bool nb = s->nonblock || (flags & MSG_DONTWAIT);
   size_t done = 0;
@@ -345,6 +347,8 @@ ssize_t DoRecv(RSocket* s, void* data, size_t len, int flags) {
     }
     if (got && !(flags & MSG_WAITALL)) return ssize_t(got);
     if (got == len) return ssize_t(got);
+    // Data received before a protocol violation is delivered, then the error.
+    if (s->reset && s->rx.empty()) return got ? ssize_t(got) : Err(ECONNRESET);
     if (s->eof) return ssize_t(got);
     CheckCm(s);
     if (s->eof && s->rx.empty() && !ReapRecv(s)) return ssize_t(got);
@@ -380,6 +384,9 @@ void Disconnect(RSocket* s) {
 }
 
 }  // namespace
+}  // namespace softrnic::rsocket
+
+using namespace softrnic::rsocket;
 
 RS_EXPORT int rsocket(int domain, int type, int protocol) {
   (void)protocol;
@@ -691,141 +698,4 @@ RS_EXPORT int rfcntl(int socket, int cmd, ...) {
   }
   va_end(ap);
   return r;
-}
-
-namespace {
-
-// Takes a free send slot, waiting for send completions unless non-blocking.
-int TakeSendSlot(RSocket* s, bool nb) {
-  for (;;) {
-    ReapSend(s);
-    if (!s->free_send.empty()) {
-      int slot = s->free_send.back();
-      s->free_send.pop_back();
-      return slot;
-    }
-    CheckCm(s);
-    if (s->disconnected) return -EPIPE;
-    if (nb) return -EAGAIN;
-    sched_yield();
-  }
-}
-
-const IoMap* PeerMap(RSocket* s, uint64_t off) {
-  for (auto& m : s->peer_maps)
-    if (off >= m.offset && off < m.offset + m.len) return &m;
-  return nullptr;
-}
-
-}  // namespace
-
-// riomap: buf becomes writable by the peer's riowrite at [offset, offset+len)
-// (offset -1: the next free offset). Only PROT_WRITE mappings exist.
-RS_EXPORT off_t riomap(int socket, void* buf, size_t len, int prot, int flags, off_t offset) {
-  (void)flags;
-  RSocket* s = Find(socket);
-  if (!s) return Err(EBADF);
-  if (s->st != RsState::kConnected) return Err(ENOTCONN);
-  if (!(prot & PROT_WRITE) || !buf || !len) return Err(EINVAL);
-  std::lock_guard<std::mutex> l(s->mu);
-  IoMap m;
-  m.offset = offset == off_t(-1) ? s->next_map_off : uint64_t(offset);
-  m.addr = reinterpret_cast<uintptr_t>(buf);
-  m.len = len;
-  m.mr = ibv_reg_mr(s->id->pd, buf, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-  if (!m.mr) return -1;
-  m.rkey = m.mr->rkey;
-  int slot = TakeSendSlot(s, false);
-  if (slot < 0) {
-    ibv_dereg_mr(m.mr);
-    return Err(-slot);
-  }
-  IomapWire w{m.offset, m.addr, m.len, m.rkey, 0};
-  std::memcpy(SlotBuf(s, slot), &w, sizeof w);
-  ibv_sge sge{reinterpret_cast<uintptr_t>(SlotBuf(s, slot)), uint32_t(sizeof w), s->mr->lkey};
-  ibv_send_wr wr{}, *bad;
-  wr.wr_id = uint64_t(slot);
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_SEND_WITH_IMM;
-  wr.imm_data = htonl(kCtlIomap);
-  wr.send_flags = IBV_SEND_SIGNALED;
-  if (int rc = ibv_post_send(s->id->qp, &wr, &bad)) {
-    s->free_send.push_back(slot);
-    ibv_dereg_mr(m.mr);
-    return Err(rc);
-  }
-  s->next_map_off = std::max(s->next_map_off, m.offset + len);
-  s->local_maps.push_back(m);
-  return off_t(m.offset);
-}
-
-RS_EXPORT int riounmap(int socket, void* buf, size_t len) {
-  (void)len;
-  RSocket* s = Find(socket);
-  if (!s) return Err(EBADF);
-  std::lock_guard<std::mutex> l(s->mu);
-  for (auto it = s->local_maps.begin(); it != s->local_maps.end(); ++it) {
-    if (it->addr == reinterpret_cast<uintptr_t>(buf)) {
-      ibv_dereg_mr(it->mr);
-      s->local_maps.erase(it);
-      return 0;
-    }
-  }
-  return Err(EINVAL);
-}
-
-// riowrite: RDMA WRITE of up to 64 KiB into the peer's mapping at `offset`;
-// returns the bytes written (the caller loops, as with rsend). Waits for the
-// peer's riomap announcement if it has not arrived yet.
-RS_EXPORT size_t riowrite(int socket, const void* buf, size_t count, off_t offset, int flags) {
-  RSocket* s = Find(socket);
-  if (!s) {
-    errno = EBADF;
-    return size_t(-1);
-  }
-  std::lock_guard<std::mutex> l(s->mu);
-  if (s->st != RsState::kConnected) {
-    errno = ENOTCONN;
-    return size_t(-1);
-  }
-  bool nb = s->nonblock || (flags & MSG_DONTWAIT);
-  const IoMap* m;
-  for (;;) {
-    ReapRecv(s);
-    m = PeerMap(s, uint64_t(offset));
-    if (m) break;
-    CheckCm(s);
-    if (s->disconnected) {
-      errno = EPIPE;
-      return size_t(-1);
-    }
-    if (nb) {
-      errno = EAGAIN;
-      return size_t(-1);
-    }
-    WaitRecv(s, 10);
-  }
-  size_t n = std::min({count, kSlot, size_t(m->offset + m->len - uint64_t(offset))});
-  int slot = TakeSendSlot(s, nb);
-  if (slot < 0) {
-    errno = -slot;
-    return size_t(-1);
-  }
-  if (n > 0) std::memcpy(SlotBuf(s, slot), buf, n);
-  ibv_sge sge{reinterpret_cast<uintptr_t>(SlotBuf(s, slot)), uint32_t(n), s->mr->lkey};
-  ibv_send_wr wr{}, *bad;
-  wr.wr_id = uint64_t(slot);
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.rdma.remote_addr = m->addr + (uint64_t(offset) - m->offset);
-  wr.wr.rdma.rkey = m->rkey;
-  if (int rc = ibv_post_send(s->id->qp, &wr, &bad)) {
-    s->free_send.push_back(slot);
-    errno = rc;
-    return size_t(-1);
-  }
-  return n;
 }
