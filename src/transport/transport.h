@@ -74,6 +74,10 @@ struct TransportCounters {
   // Packets whose ICRC matched only with another IPv4 ID than their index in
   // the received datagram (a GSO run cut or regrouped on the way).
   uint64_t rx_icrc_id_retries = 0;
+  // CRCs computed while trying other IPv4 IDs (matched or not): what ID
+  // retries cost. Only datagrams that can be GSO segments from a source
+  // with recent valid traffic are retried (udp_receive.h, review M7).
+  uint64_t rx_icrc_id_retry_crcs = 0;
   uint64_t injected_drops = 0, injected_dups = 0, injected_reorders = 0, injected_corrupts = 0;
   // Sends refused because the socket buffer was full (EAGAIN/ENOBUFS); SendBurst
   // returned fewer than offered and the caller retries the rest.

@@ -50,9 +50,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <memory>
 
 #include "transport/fault_injector.h"
+#include "transport/udp_receive.h"
 #include "wire/icrc.h"
 #include "wire/opcode.h"
 
@@ -306,13 +308,9 @@ class UdpTransport final : public Transport {
   // Sends the staged segmented messages; false on a full socket buffer
   // (then *consumed = the first packet not handed to the kernel).
   bool FlushSegmented(int* consumed);
-  // ICRC check of one packet of a (possibly coalesced) datagram: GSO numbers
-  // the IPv4 IDs of a run 0, 1, 2, ... (inet_gso_segment), a fixed-ID GRO
-  // flow keeps the first ID; try the segment's index, then 0.
-  bool CheckSegmentIcrc(wire::IpUdpFields& ip, const uint8_t* data, uint32_t len,
-                        uint32_t segment);
   // Turns received datagram `slot` into packets from segment `next_segment_`
-  // on; returns false when `packets` filled up before the datagram ended.
+  // on (DatagramSplitter, udp_receive.h: the same function the fuzzer
+  // calls); returns false when `packets` filled up before the datagram ended.
   bool SplitDatagram(int slot, uint16_t sock, RxPacket* packets, int n, int* produced);
 
   // Which socket sends packet p: its endpoint's first socket (the reply
@@ -330,6 +328,8 @@ class UdpTransport final : public Transport {
   int reply_epoll_fd_ = -1;  // the reply sockets
   TransportCounters counters_;
   FaultInjector faults_;
+  DatagramSplitter splitter_{&counters_};
+  uint64_t rx_now_ns_ = 0;  // CLOCK_MONOTONIC_COARSE at the RecvBurst call
 
   // Transmit batch (one socket at a time).
   TxMsg tx_msgs_[kMaxTxBatch];
@@ -904,84 +904,21 @@ bool UdpTransport::FlushSegmented(int* consumed) {
   return ok;
 }
 
-bool UdpTransport::CheckSegmentIcrc(wire::IpUdpFields& ip, const uint8_t* data, uint32_t len,
-                                    uint32_t segment) {
-  ip.ipv4_id = static_cast<uint16_t>(segment);
-  if (wire::CheckIcrc(ip, data, len)) return true;
-  // A run segmented before it reached us (by a NIC, a veth without GSO, a
-  // router) arrives as single datagrams whose IPv4 IDs are their index in
-  // the run, which the datagram no longer shows; a fixed-ID GRO flow keeps
-  // ID 0. Try those IDs: only packets that fail the first check pay for it
-  // (at most kMaxSegments CRCs of one packet, ~3 us for 4 KiB).
-  for (uint32_t id = 0; id < kMaxSegments; ++id) {
-    if (id == segment) continue;
-    ip.ipv4_id = static_cast<uint16_t>(id);
-    if (wire::CheckIcrc(ip, data, len)) {
-      ++counters_.rx_icrc_id_retries;
-      return true;
-    }
-  }
-  return false;
-}
-
 bool UdpTransport::SplitDatagram(int slot, uint16_t sock, RxPacket* packets, int n,
                                  int* produced) {
   const msghdr& h = rx_hdrs_[slot].msg_hdr;
-  const uint32_t len = rx_hdrs_[slot].msg_len;
-  uint8_t* data = static_cast<uint8_t*>(rx_iov_[slot].iov_base);
-  if (len == sizeof(kShmDoorbell) && std::memcmp(data, kShmDoorbell, len) == 0) {
-    ++counters_.rx_doorbells;  // a shared-memory peer woke us: not a packet
-    return true;
-  }
-  if (len < kMinPacket || (h.msg_flags & MSG_TRUNC) || h.msg_namelen < sizeof(sockaddr_in) ||
-      rx_src_[slot].sin_family != AF_INET) {
-    ++counters_.rx_runts;
-    return true;
-  }
-  uint32_t segment_size = len;
-  uint8_t traffic_class = 0;
-  for (const cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr;
-       c = CMSG_NXTHDR(const_cast<msghdr*>(&h), const_cast<cmsghdr*>(c))) {
-    if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS && c->cmsg_len >= CMSG_LEN(1)) {
-      traffic_class = *CMSG_DATA(c);
-    } else if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO &&
-               c->cmsg_len >= CMSG_LEN(sizeof(int))) {
-      int size = 0;
-      std::memcpy(&size, CMSG_DATA(c), sizeof(size));
-      if (size > 0 && static_cast<uint32_t>(size) < len) segment_size = static_cast<uint32_t>(size);
-    }
-  }
   const LocalSocket& s = sockets_[sock];
-  wire::IpUdpFields ip;
-  std::memcpy(ip.src_ip, &rx_src_[slot].sin_addr.s_addr, 4);
-  std::memcpy(ip.dst_ip, &s.addr.sin_addr.s_addr, 4);
-  ip.src_port = ntohs(rx_src_[slot].sin_port);
-  ip.dst_port = ntohs(s.addr.sin_port);
-  const uint32_t segments = (len + segment_size - 1) / segment_size;
-  for (; next_segment_ < segments; ++next_segment_) {
-    if (*produced >= n) return false;
-    const uint32_t offset = next_segment_ * segment_size;
-    const uint32_t seg_len = std::min(segment_size, len - offset);
-    uint8_t* seg = data + offset;
-    if (seg_len < kMinPacket) {
-      ++counters_.rx_runts;
-      continue;
-    }
-    if (!CheckSegmentIcrc(ip, seg, seg_len, next_segment_)) {
-      ++counters_.rx_icrc_errors;
-      continue;
-    }
-    RxPacket& out = packets[(*produced)++];
-    out.data = seg;
-    out.length = seg_len;
-    out.local_index = s.local;
-    out.src = Endpoint{Gid::FromIpv4(rx_src_[slot].sin_addr.s_addr), ntohs(rx_src_[slot].sin_port)};
-    out.traffic_class = traffic_class;
-    ++counters_.rx_packets;
-    counters_.rx_bytes += seg_len;
-  }
-  next_segment_ = 0;
-  return true;
+  ReceivedDatagram d;
+  d.data = static_cast<uint8_t*>(rx_iov_[slot].iov_base);
+  d.length = rx_hdrs_[slot].msg_len;
+  d.truncated = (h.msg_flags & MSG_TRUNC) != 0;
+  d.source_is_ipv4 = h.msg_namelen >= sizeof(sockaddr_in) && rx_src_[slot].sin_family == AF_INET;
+  d.src_ip = rx_src_[slot].sin_addr.s_addr;
+  d.src_port = ntohs(rx_src_[slot].sin_port);
+  d.dst_ip = s.addr.sin_addr.s_addr;
+  d.dst_port = ntohs(s.addr.sin_port);
+  ReadReceiveControl(h, d.length, &d.gro_segment_size, &d.traffic_class);
+  return splitter_.Split(d, s.local, rx_now_ns_, &next_segment_, packets, n, produced);
 }
 
 int UdpTransport::RecvBurst(RxPacket* packets, int n) {
@@ -990,6 +927,10 @@ int UdpTransport::RecvBurst(RxPacket* packets, int n) {
   if (held_) FlushHeldAlone();
   if (n <= 0) return 0;
   int produced = 0;
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+  rx_now_ns_ =
+      static_cast<uint64_t>(now.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(now.tv_nsec);
   // First what is left of datagrams received earlier; their slots must not
   // be reused before every packet in them has been returned.
   while (next_slot_ < slots_filled_) {
