@@ -1,7 +1,8 @@
 // Writes the seed corpora of the fuzzers: a few valid packets of each
 // opcode, built with the wire layer's own header types and opcode table.
 //
-//   gen_corpus OUT_DIR      writes OUT_DIR/packet_parser/* and OUT_DIR/responder/*
+//   gen_corpus OUT_DIR      writes OUT_DIR/<fuzzer>/* for packet_parser,
+//                           responder, udp_receive, shm_ring, stats_file
 //
 // packet_parser seeds are bare packets (BTH .. ICRC, ICRC computed for
 // 10.0.0.1 -> 10.0.0.2). responder seeds are record streams in the format
@@ -10,12 +11,15 @@
 // changing the record format (cmake --build <dir> --target fuzz_corpus).
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "transport/shm_segment.h"
+#include "transport/transport.h"
 #include "wire/headers.h"
 #include "wire/icrc.h"
 #include "wire/opcode.h"
@@ -353,6 +357,217 @@ void ResponderSeeds() {
   Write(d, "unknown_qp", Stream().Add(kKeepQpn, 0, 0, Build(op::kRcSendOnly, 8)).bytes);
 }
 
+// --- udp_receive: datagram records (udp_receive_fuzzer.cc).
+constexpr uint8_t kUdpTrunc = 1, kUdpNotIpv4 = 2, kUdpRawControl = 4, kUdpFixIcrc = 8;
+
+struct Datagrams {
+  Bytes bytes;
+  Datagrams& Add(uint8_t flags, uint8_t source, uint8_t capacity, uint8_t time_step,
+                 uint16_t gro, uint8_t id_base, const Bytes& datagram, const Bytes& control = {}) {
+    const uint8_t head[11] = {flags,
+                              source,
+                              capacity,
+                              time_step,
+                              static_cast<uint8_t>(gro),
+                              static_cast<uint8_t>(gro >> 8),
+                              0x02 /* tos: ECT(0) */,
+                              id_base,
+                              static_cast<uint8_t>(datagram.size()),
+                              static_cast<uint8_t>(datagram.size() >> 8),
+                              static_cast<uint8_t>(control.size())};
+    bytes.insert(bytes.end(), head, head + sizeof(head));
+    bytes.insert(bytes.end(), control.begin(), control.end());
+    bytes.insert(bytes.end(), datagram.begin(), datagram.end());
+    return *this;
+  }
+};
+
+// A run of `count` equal packets (the last `last_len` long) back to back, as
+// GRO hands a coalesced datagram to the receiver.
+Bytes Run(uint32_t count, uint32_t payload, uint32_t last_payload) {
+  Bytes out;
+  for (uint32_t k = 0; k < count; ++k) {
+    Fields f;
+    f.psn = k;
+    const Bytes p = Build(k + 1 == count ? op::kRcSendLast : op::kRcSendMiddle,
+                          k + 1 == count ? last_payload : payload, f);
+    out.insert(out.end(), p.begin(), p.end());
+  }
+  return out;
+}
+
+void UdpReceiveSeeds() {
+  const std::string d = "udp_receive";
+  const Bytes one = Build(op::kRcSendOnly, 200);
+  Write(d, "single_valid", Datagrams().Add(kUdpFixIcrc, 0, 32, 0, 0, 0, one).bytes);
+  {
+    Datagrams run;  // a GSO run cut on the way: IDs 0, 1, 2 as single datagrams
+    for (uint8_t k = 0; k < 3; ++k)
+      run.Add(kUdpFixIcrc, 0, 32, 0, 0, k, Build(op::kRcSendMiddle, 1024));
+    Write(d, "run_cut_on_the_way", run.bytes);
+  }
+  const uint32_t seg = static_cast<uint32_t>(Build(op::kRcSendMiddle, 1024).size());
+  Write(d, "gro_coalesced",
+        Datagrams().Add(kUdpFixIcrc, 0, 32, 0, static_cast<uint16_t>(seg), 0, Run(4, 1024, 100)).bytes);
+  Write(d, "gro_resumed_capacity_1",
+        Datagrams().Add(kUdpFixIcrc, 0, 1, 0, static_cast<uint16_t>(seg), 0, Run(5, 1024, 1024)).bytes);
+  {
+    // A coalesced datagram whose run did not start at ID 0 (GRO merged the
+    // tail of a run): every segment needs the ID retry.
+    Write(d, "gro_run_tail", Datagrams()
+                                 .Add(kUdpFixIcrc, 0, 32, 0, 0, 0, one)
+                                 .Add(kUdpFixIcrc, 0, 32, 0, static_cast<uint16_t>(seg), 5,
+                                      Run(3, 1024, 1024))
+                                 .bytes);
+  }
+  {
+    Bytes junk(8000, 0x5A);
+    junk[0] = op::kRcSendOnly;
+    Write(d, "junk_oversized_stranger", Datagrams().Add(0, 1, 32, 0, 0, 0, junk).bytes);
+    Write(d, "junk_after_valid", Datagrams()
+                                     .Add(kUdpFixIcrc, 0, 32, 0, 0, 0, one)
+                                     .Add(0, 0, 32, 0, 0, 0, Bytes(one.size(), 0x33))
+                                     .bytes);
+  }
+  Write(d, "aged_source", Datagrams()
+                              .Add(kUdpFixIcrc, 2, 32, 0, 0, 0, one)
+                              .Add(kUdpFixIcrc, 2, 32, 30, 0, 3, one)
+                              .bytes);
+  Write(d, "doorbell",
+        Datagrams().Add(0, 0, 32, 0, 0, 0, Bytes(softrnic::transport::kShmDoorbell, softrnic::transport::kShmDoorbell + 8)).bytes);
+  Write(d, "runt_truncated_not_ipv4", Datagrams()
+                                          .Add(0, 0, 32, 0, 0, 0, Bytes(10, 1))
+                                          .Add(kUdpTrunc | kUdpFixIcrc, 0, 32, 0, 0, 0, one)
+                                          .Add(kUdpNotIpv4 | kUdpFixIcrc, 0, 32, 0, 0, 0, one)
+                                          .bytes);
+  {
+    // Raw control bytes: an IP_TOS and a UDP_GRO cmsg laid out by hand
+    // (cmsg_len 17 / 20 on x86-64: 16-byte header + data).
+    Bytes control(48, 0);
+    auto put = [&](size_t at, uint64_t len, int32_t level, int32_t type) {
+      std::memcpy(&control[at], &len, 8);
+      std::memcpy(&control[at + 8], &level, 4);
+      std::memcpy(&control[at + 12], &type, 4);
+    };
+    put(0, 17, 0 /* IPPROTO_IP */, 1 /* IP_TOS */);
+    control[16] = 0x03;
+    put(24, 20, 17 /* SOL_UDP */, 104 /* UDP_GRO */);
+    const int32_t gro = static_cast<int32_t>(seg);
+    std::memcpy(&control[40], &gro, 4);
+    Write(d, "raw_control_gro",
+          Datagrams().Add(kUdpRawControl | kUdpFixIcrc, 0, 32, 0, 0, 0, Run(3, 1024, 16), control).bytes);
+    Bytes lying = control;
+    const uint64_t huge = 4000;
+    std::memcpy(&lying[24], &huge, 8);
+    Write(d, "raw_control_lying_length",
+          Datagrams().Add(kUdpRawControl | kUdpFixIcrc, 0, 32, 0, 0, 0, Run(3, 1024, 16), lying).bytes);
+  }
+}
+
+// --- shm_ring: operation streams (shm_ring_fuzzer.cc).
+struct ShmOps {
+  Bytes bytes;
+  ShmOps& TailDelta(int16_t delta) {
+    bytes.push_back(0);
+    bytes.push_back(static_cast<uint8_t>(delta));
+    bytes.push_back(static_cast<uint8_t>(static_cast<uint16_t>(delta) >> 8));
+    return *this;
+  }
+  ShmOps& TailRaw(uint64_t tail) {
+    bytes.push_back(1);
+    Append64(tail);
+    return *this;
+  }
+  ShmOps& Slot(uint8_t index, uint32_t length, uint16_t local_index) {
+    bytes.push_back(2);
+    bytes.push_back(index);
+    softrnic::transport::ShmSlotHeader h{};
+    h.length = length;
+    h.local_index = local_index;
+    h.src_port = 4791;
+    h.src_ip = 0x0200000A;
+    const auto* p = reinterpret_cast<const uint8_t*>(&h);
+    bytes.insert(bytes.end(), p, p + sizeof(h));
+    return *this;
+  }
+  ShmOps& Drain(uint8_t max) {
+    bytes.push_back(3);
+    bytes.push_back(max);
+    return *this;
+  }
+  ShmOps& NewConsumer(uint64_t head) {
+    bytes.push_back(4);
+    Append64(head);
+    return *this;
+  }
+  ShmOps& Attach(uint8_t fix_mask, uint32_t n_locals) {
+    bytes.push_back(5);
+    bytes.push_back(fix_mask);
+    softrnic::transport::ShmSegmentHeader h{};
+    h.n_locals = n_locals;
+    h.local_port[0] = 4791;
+    const auto* p = reinterpret_cast<const uint8_t*>(&h);
+    bytes.insert(bytes.end(), p, p + std::min<size_t>(sizeof(h), 512));
+    return *this;
+  }
+  void Append64(uint64_t v) {
+    for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  }
+};
+
+void ShmRingSeeds() {
+  const std::string d = "shm_ring";
+  Write(d, "three_packets",
+        ShmOps().Slot(0, 64, 0).Slot(1, 200, 1).Slot(2, 4224, 0).TailDelta(3).Drain(10).bytes);
+  Write(d, "bad_slots", ShmOps()
+                            .Slot(0, 0, 0)
+                            .Slot(1, 5000, 0)
+                            .Slot(2, 10, 0)
+                            .Slot(3, 64, 7)
+                            .Slot(4, 0xFFFFFFFF, 0)
+                            .TailDelta(5)
+                            .Drain(5)
+                            .bytes);
+  Write(d, "tail_too_far", ShmOps().TailDelta(257).Drain(10).TailDelta(1).Drain(1).bytes);
+  Write(d, "tail_behind_head", ShmOps().TailDelta(-1).Drain(10).bytes);
+  Write(d, "tail_raw_huge", ShmOps().TailRaw(~uint64_t{0}).Drain(10).bytes);
+  Write(d, "head_near_wrap", ShmOps()
+                                 .NewConsumer(~uint64_t{0} - 1)
+                                 .Slot(0, 64, 0)
+                                 .Slot(1, 64, 0)
+                                 .Slot(2, 64, 0)
+                                 .TailDelta(3)
+                                 .Drain(2)
+                                 .Drain(2)
+                                 .bytes);
+  Write(d, "full_ring", ShmOps().Slot(0, 64, 0).Slot(255, 64, 0).TailDelta(256).Drain(255).Drain(255).bytes);
+  Write(d, "attach_valid", ShmOps().Attach(0x7F, 1).bytes);
+  Write(d, "attach_too_many_locals", ShmOps().Attach(0x3F, 200).bytes);
+  Write(d, "attach_wrong_pid", ShmOps().Attach(0x7F & ~4, 1).bytes);
+  Write(d, "attach_garbage", ShmOps().Attach(0, 3).bytes);
+}
+
+// --- stats_file: file contents (stats_file_fuzzer.cc).
+void StatsFileSeeds() {
+  const std::string d = "stats_file";
+  auto text = [](const std::string& s) { return Bytes(s.begin(), s.end()); };
+  const std::string good =
+      "softrnic-stats 1\npid 4242\ncomm ib_write_bw\ndevice softrnic0\n"
+      "gid 0 ::ffff:10.0.0.1\ngid 1 ::ffff:127.1.16.146\ntime_ns 1700000000123456\nseq 17\n"
+      "rx_packets 1234\ntx_packets 1200\nudp_rx_icrc_errors 0\nudp_rx_icrc_id_retries 3\n";
+  Write(d, "publisher_format", text(good));
+  Write(d, "no_header", text("pid 1\nrx_packets 5\n"));
+  Write(d, "pid_zero", text("softrnic-stats 1\npid 0\nrx_packets 5\n"));
+  Write(d, "overflowing_numbers",
+        text("softrnic-stats 1\npid 99999999999999999999\ntime_ns 18446744073709551616\n"
+             "seq -1\nrx_packets 0x10\ntx_packets 12abc\n"));
+  static const char kBinary[] =
+      "softrnic-stats 1\npid 7\ncomm \x1b[31mred\x1b[0m\ndevice a\tb\r\n"
+      "gid\ngid 0\n \n x 1\nkey  2\n\0\xff\xfe 3\n";
+  Write(d, "escapes_and_binary", Bytes(kBinary, kBinary + sizeof(kBinary) - 1));
+  Write(d, "no_trailing_newline", text("softrnic-stats 1\npid 12\nrx_packets 9"));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -364,8 +579,13 @@ int main(int argc, char** argv) {
   mkdir(g_out.c_str(), 0755);
   mkdir((g_out + "/packet_parser").c_str(), 0755);
   mkdir((g_out + "/responder").c_str(), 0755);
+  for (const char* dir : {"udp_receive", "shm_ring", "stats_file"})
+    mkdir((g_out + "/" + dir).c_str(), 0755);
   ParserSeeds();
   ResponderSeeds();
+  UdpReceiveSeeds();
+  ShmRingSeeds();
+  StatsFileSeeds();
   std::printf("seed corpora written to %s\n", g_out.c_str());
   return 0;
 }

@@ -2,13 +2,18 @@
 # Builds softrnic's libFuzzer targets with clang and runs each for N seconds
 # on its seed corpus (docs/hardening.md).
 #
-#   fuzz/run_fuzzers.sh [SECONDS=30] [FUZZER...]     FUZZER: packet_parser, responder
+#   fuzz/run_fuzzers.sh [SECONDS=30] [FUZZER...]
+#
+#   FUZZER: packet_parser, responder, udp_receive, shm_ring, stats_file, cm,
+#   rsocket (default: every one that is built; cm and rsocket exist once
+#   their sources are in fuzz/).
 #
 # Environment:
 #   FUZZ_BUILD_DIR   clang build directory            (<source>/build-fuzz)
 #   FUZZ_WORK_DIR    grown corpora, logs              ($FUZZ_BUILD_DIR/fuzz-work)
 #   FUZZ_JOBS        parallel build jobs              (2)
 #   FUZZ_ARGS        extra libFuzzer flags, e.g. "-jobs=2 -workers=2"
+#   FUZZ_TARGET      build target                     (fuzzers: all of them)
 #   CC, CXX          compilers                        (clang-14, clang++-14)
 #
 # The corpus a run grows stays in FUZZ_WORK_DIR; the committed seeds in
@@ -20,7 +25,6 @@ set -euo pipefail
 secs=${1:-30}
 [[ $# -gt 0 ]] && shift
 fuzzers=("$@")
-[[ ${#fuzzers[@]} -eq 0 ]] && fuzzers=(packet_parser responder)
 
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${FUZZ_BUILD_DIR:-$src/build-fuzz}
@@ -43,9 +47,17 @@ if [[ ! -f "$build/CMakeCache.txt" ]]; then
     -DSOFTRNIC_BUILD_FUZZERS=ON -DSOFTRNIC_BUILD_TESTS=OFF >"$build/configure.log" 2>&1 ||
     { cat "$build/configure.log" >&2; log "FAIL: configure"; exit 1; }
 fi
-log "building fuzzers (-j$jobs)"
-cmake --build "$build" -j"$jobs" --target fuzzers >"$build/fuzz-build.log" 2>&1 ||
+target=${FUZZ_TARGET:-fuzzers}
+log "building $target (-j$jobs)"
+build_start=$SECONDS
+cmake --build "$build" -j"$jobs" --target "$target" >"$build/fuzz-build.log" 2>&1 ||
   { tail -40 "$build/fuzz-build.log" >&2; log "FAIL: build"; exit 1; }
+log "built in $((SECONDS - build_start))s"
+if [[ ${#fuzzers[@]} -eq 0 ]]; then
+  for f in packet_parser responder udp_receive shm_ring stats_file cm rsocket; do
+    [[ -x "$build/fuzz/${f}_fuzzer" ]] && fuzzers+=("$f")
+  done
+fi
 
 mkdir -p "$work" "$src/fuzz/crashes"
 status=0
@@ -55,6 +67,8 @@ for f in "${fuzzers[@]}"; do
   [[ -x "$bin" ]] || { log "FAIL: no fuzzer $bin"; exit 1; }
   corpus="$work/$f"
   mkdir -p "$corpus"
+  seeds=()
+  [[ -d "$src/fuzz/corpus/$f" ]] && seeds=("$src/fuzz/corpus/$f")
   flog="$work/$f.log"
   log "running $f for ${secs}s"
   rc=0
@@ -63,7 +77,7 @@ for f in "${fuzzers[@]}"; do
   timeout -k 10 $(( secs + 120 )) "$bin" \
     -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
     -print_final_stats=1 -artifact_prefix="$src/fuzz/crashes/$f-" \
-    ${FUZZ_ARGS:-} "$corpus" "$src/fuzz/corpus/$f" >"$flog" 2>&1 || rc=$?
+    ${FUZZ_ARGS:-} "$corpus" "${seeds[@]}" >"$flog" 2>&1 || rc=$?
   execs=$(sed -nE 's/^stat::number_of_executed_units: *([0-9]+).*/\1/p' "$flog" | tail -1)
   rate=$(sed -nE 's/^stat::average_exec_per_sec: *([0-9]+).*/\1/p' "$flog" | tail -1)
   cov=$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$flog" | tail -1)

@@ -22,8 +22,14 @@ void ReadReceiveControl(const msghdr& h, uint32_t datagram_length, uint32_t* gro
                         uint8_t* traffic_class) {
   *gro_segment_size = 0;
   *traffic_class = 0;
+  // The kernel writes well-formed control messages, but a cmsg_len that ran
+  // past msg_controllen would make CMSG_DATA read beyond the buffer:
+  // anything not wholly inside it is ignored.
+  const auto* control_end = static_cast<const uint8_t*>(h.msg_control) + h.msg_controllen;
   for (const cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr;
        c = CMSG_NXTHDR(const_cast<msghdr*>(&h), const_cast<cmsghdr*>(c))) {
+    const auto* start = reinterpret_cast<const uint8_t*>(c);
+    if (c->cmsg_len > static_cast<size_t>(control_end - start)) break;
     if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS && c->cmsg_len >= CMSG_LEN(1)) {
       *traffic_class = *CMSG_DATA(c);
     } else if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO &&
