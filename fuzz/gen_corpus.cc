@@ -33,6 +33,7 @@ struct Fields {
   uint32_t dest_qp = 0x123;
   uint32_t psn = 0;
   bool ack_req = false;
+  bool sr = false;  // softrnic's selective-retransmission bit (docs/loss.md)
   bool solicited = false;
   uint64_t va = 0x10;
   uint32_t rkey = 0x1234;
@@ -58,6 +59,7 @@ Bytes Build(uint8_t opcode, uint32_t payload_len, const Fields& f = {}) {
   bth.set_psn(f.psn);
   bth.set_ack_req(f.ack_req);
   bth.set_solicited(f.solicited);
+  bth.set_sr(f.sr);
   bth.set_pad_count(pad);
   std::memcpy(p.data(), bth.b.data(), sizeof(bth));
   if (info.reth_offset) {
@@ -345,6 +347,86 @@ void ResponderSeeds() {
     Fields badq;
     badq.qkey = 0x22222222;
     Write(d, "ud_bad_qkey", Stream().Add(kQpUd, 0, 0, Build(op::kUdSendOnly, 16, badq)).bytes);
+  }
+  // --- Selective retransmission (docs/loss.md; security review: no sr or
+  // SACK seeds). Responder: requests with the sr bit ahead of the expected
+  // PSN go to the reorder store, the missing one replays them, one past the
+  // store is dropped.
+  {
+    Fields sr;
+    sr.sr = true;
+    // The store opens only after an in-order request with the bit passed.
+    Write(d, "sr_reorder_store",
+          Stream()
+              .Req(kQpRc, 0, Build(op::kRcSendOnly, 16, sr))
+              .Req(kQpRc, 0, Build(op::kRcSendOnly, 16, sr), 2)
+              .Req(kQpRc, 0, Build(op::kRcSendOnly, 16, sr), 1)
+              .Req(kQpRc, kRw, Build(op::kRcWriteOnly, 32, [] {
+                     Fields f = WithDma(32);
+                     f.sr = true;
+                     return f;
+                   }()),
+                   3)
+              .Req(kQpRc, 0, Build(op::kRcSendOnly, 16, sr))
+              .bytes);
+    Write(d, "sr_store_overflow_and_duplicate",
+          Stream()
+              .Req(kQpRc, kRw, Build(op::kRcWriteOnly, 0, [] {
+                     Fields f = WithDma(0);
+                     f.sr = true;
+                     return f;
+                   }()))
+              .Req(kQpRc, 0, Build(op::kRcSendOnly, 16, sr), 100)
+              .Req(kQpRc, 0, Build(op::kRcSendOnly, 16, sr), 1)
+              .Req(kQpRc, 0, Build(op::kRcSendOnly, 16, sr), 1)  // kept twice: first copy wins
+              .Req(kQpRc, 0, Build(op::kRcSendOnly, 16, sr), -1)
+              .Req(kQpRc, 0, Build(op::kRcSendOnly, 16, sr))
+              .bytes);
+    Write(d, "sr_without_bit_then_with",
+          Stream()
+              .Req(kQpRc, 0, Build(op::kRcSendOnly, 16), 2)
+              .Req(kQpRc, 0, Build(op::kRcSendOnly, 16, sr), 2)
+              .Add(kQpRc | kPatchPsn | kCanonical | kStranger, 1, 0, Build(op::kRcSendOnly, 16, sr))
+              .bytes);
+    // Completer: a response with the sr bit makes the QP selective
+    // (peer_sr), and the retransmission timer resends what is outstanding
+    // with scoreboard entries; then SACKs: ACK opcode, sr bit, NAK-sequence
+    // syndrome, the bitmap of kept PSNs after the AETH. One in range, one
+    // naming PSNs never sent, one from a stranger; and a SACK as the very
+    // first response.
+    Fields sack = Syn(MakeSyndrome(AckKind::kNak, 0));
+    sack.sr = true;
+    const uint32_t at = GetOpcodeInfo(op::kRcAck).header_length;
+    // Build fills payloads with a pattern; a bitmap starts empty.
+    auto bitmap = [&](uint32_t bytes) {
+      Bytes b = Build(op::kRcAck, bytes, sack);
+      std::fill(b.begin() + at, b.begin() + at + bytes, 0);
+      return b;
+    };
+    Bytes bitmap_ok = bitmap(4);
+    bitmap_ok[at] = 0x05;  // PSNs cumulative+1 and +3 kept
+    Bytes bitmap_far = bitmap(64);
+    bitmap_far[at + 63] = 0x80;  // 512 PSNs ahead: never sent
+    Fields ack_sr;
+    ack_sr.sr = true;
+    Write(d, "sack_after_sr_response",
+          Stream()
+              .Req(kQpRc, 0, Build(op::kRcAck, 0, ack_sr))
+              .Req(kQpRc, 0, bitmap_ok)
+              .Timers()
+              .Req(kQpRc, 0, bitmap_ok, 1)
+              .Req(kQpRc, 0, bitmap_far, 1)
+              .Add(kQpRc | kPatchPsn | kCanonical | kStranger, 2, 0, bitmap_ok)
+              .Req(kQpRc, 0, Build(op::kRcAck, 0, ack_sr), 7)
+              .bytes);
+    Write(d, "sack_as_first_response", Stream().Req(kQpRc, 0, bitmap_ok, 1).Timers().bytes);
+    Write(d, "sack_then_timeout",
+          Stream()
+              .Req(kQpRc, 0, Build(op::kRcAck, 0, ack_sr))
+              .Req(kQpRc, 0, bitmap_ok, 1)
+              .Timers()
+              .Req(kQpRc, 0, Build(op::kRcAck, 0, ack_sr), 7)
+              .bytes);
   }
   // --- Dispatch-level rejections.
   Write(d, "cnp", Stream().Add(kQpRc, 0, 0, Build(op::kCnp, 0)).bytes);

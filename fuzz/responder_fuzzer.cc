@@ -35,7 +35,14 @@
 //    where the engine may legitimately write it locally: receive buffers
 //    only inside the posted SGEs, READ / atomic result buffers only inside
 //    the requesting WQE's SGEs;
-//  - receive completions never report more bytes than the WQE could hold.
+//  - receive completions never report more bytes than the WQE could hold;
+//  - a send-side completion with SUCCESS on the RC QP implies the peer
+//    acknowledged it: some response the fuzzer injected from the peer's
+//    GID to that QP (ACK/atomic ACK/READ response: its PSN; NAK, RNR NAK,
+//    SACK: its PSN - 1) reaches the WQE's last PSN. A SACK's bitmap, a
+//    stranger's packet or a packet for another QP never completes anything
+//    (security review: "a completion with SUCCESS implies the responder
+//    executed it").
 #include <sanitizer/asan_interface.h>
 #include <arpa/inet.h>
 
@@ -114,6 +121,9 @@ struct Fixture {
   uint32_t max_recv_bytes = 0;
   uint64_t recv_cursor = 0;
   bool verbose = false;
+  // Highest PSN of QP 0's send queue the peer acknowledged this input, as
+  // PsnDiff from kRcSqPsn (-1: nothing).
+  int32_t rc_acked_through = -1;
 };
 
 Fixture* g;
@@ -389,6 +399,44 @@ void PostRequests() {
   }
 }
 
+// The acknowledgement invariant (header comment). Called with the engine
+// lock held; QP 0's WQEs keep their PSNs in the send queue after completion
+// (nothing is posted during an input).
+void CheckSendCompletion(const engine::Completion& c) {
+  engine::Qp* rc = g->qp[0];
+  if (c.status != engine::WcStatus::kSuccess || c.qp_num != rc->qpn) return;
+  if (c.opcode == engine::WcOpcode::kRecv || c.opcode == engine::WcOpcode::kRecvRdmaWithImm) return;
+  for (uint64_t k = 0; k < rc->sq.size(); ++k) {
+    const engine::SendWqe& w = rc->sq[k];
+    if (w.wr_id != c.wr_id || !w.started || w.npackets == 0) continue;
+    const uint32_t last = wire::PsnAdd(w.first_psn, w.npackets - 1);
+    const int32_t last_rel = wire::PsnDiff(last, kRcSqPsn);
+    if (last_rel > g->rc_acked_through)
+      Fail("wr_id " + std::to_string(c.wr_id) + " completed with SUCCESS through PSN offset " +
+           std::to_string(last_rel) + " but the peer acknowledged only through " +
+           std::to_string(g->rc_acked_through));
+    return;
+  }
+}
+
+// What a response packet the fuzzer is about to inject acknowledges (see
+// the invariant); only packets to QP 0 from the peer count.
+void NoteAcknowledgement(const uint8_t* pkt, uint32_t len, bool from_stranger) {
+  if (from_stranger || len < sizeof(wire::Bth)) return;
+  wire::Bth bth;
+  std::memcpy(bth.b.data(), pkt, sizeof(bth));
+  if (bth.dest_qp() != g->qp[0]->qpn) return;
+  const uint8_t opcode = bth.opcode();
+  const wire::OpcodeInfo& info = wire::GetOpcodeInfo(opcode);
+  if (!info.valid() || !info.has(wire::kIsResponse)) return;
+  uint32_t through = bth.psn();
+  if (info.aeth_offset && info.aeth_offset + sizeof(wire::Aeth) <= len) {
+    const wire::AckKind kind = wire::SyndromeKind(pkt[info.aeth_offset]);
+    if (kind != wire::AckKind::kAck) through = wire::PsnAdd(through, wire::kPsnMask);  // psn - 1
+  }
+  g->rc_acked_through = std::max(g->rc_acked_through, wire::PsnDiff(through, kRcSqPsn));
+}
+
 void DrainCq(bool check) {
   engine::Engine& e = g->dev->engine();
   std::lock_guard<engine::SpinMutex> lock(e.mu_);
@@ -399,6 +447,7 @@ void DrainCq(bool check) {
       std::fprintf(stderr, "  cqe qp 0x%x wr_id 0x%llx status %d opcode %d byte_len %u\n", c[i].qp_num,
                    static_cast<unsigned long long>(c[i].wr_id), static_cast<int>(c[i].status),
                    static_cast<int>(c[i].opcode), c[i].byte_len);
+    for (int i = 0; i < n && check; ++i) CheckSendCompletion(c[i]);
     for (int i = 0; i < n && check; ++i) {
       if (c[i].status == engine::WcStatus::kSuccess && c[i].opcode == engine::WcOpcode::kRecv &&
           c[i].byte_len > g->max_recv_bytes)
@@ -439,6 +488,7 @@ void ResetForInput() {
   for (int k = 0; k < 3; ++k) PostRecv(3, 40, 1100);
   PostRequests();
   g->tx->Clear();
+  g->rc_acked_through = -1;
 }
 
 void CheckInvariants() {
@@ -527,6 +577,7 @@ void PlayRecord(uint8_t ctl, uint8_t aux, uint8_t sel, uint8_t* pkt, uint32_t le
       }
     }
   }
+  NoteAcknowledgement(pkt, len, ctl & 0x40);
   fuzz::Inject(*g->dev, pkt, len, (ctl & 0x40) ? g->stranger : g->peer);
   if (ctl & 0x80) fuzz::FireTimers(*g->dev, std::chrono::hours(1));
 }
@@ -563,7 +614,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // RESPONDER_FUZZER_VERBOSE=1: what each input did (for checking seeds).
     std::fprintf(stderr, "--- %d records, %zu packets sent; QP states:", records, g->tx->sent().size());
     for (engine::Qp* qp : g->qp) std::fprintf(stderr, " %s", engine::QpStateName(qp->attr.qp_state));
-    std::fprintf(stderr, "\n");
+    const engine::Qp* rc = g->qp[0];
+    std::fprintf(stderr, "\n  RC requester (PSN offsets from the start): comp %d sent %d max sent %d, peer sr %d\n",
+                 wire::PsnDiff(rc->comp_psn, kRcSqPsn), wire::PsnDiff(rc->sq_psn, kRcSqPsn),
+                 wire::PsnDiff(rc->sq_psn_max, kRcSqPsn), rc->peer_sr);
     const engine::EngineStats s = g->dev->stats();
     std::string text = engine::FormatStats(s, g->dev->transport_counters());
     // Only the non-zero counters.
