@@ -56,6 +56,7 @@ std::string FormatStats(const EngineStats& s, const transport::TransportCounters
   line("udp_rx_icrc_errors", t.rx_icrc_errors);
   line("udp_rx_runts", t.rx_runts);
   line("udp_rx_icrc_id_retries", t.rx_icrc_id_retries);
+  line("udp_rx_icrc_id_retry_crcs", t.rx_icrc_id_retry_crcs);
   line("fault_drops", t.injected_drops);
   line("fault_dups", t.injected_dups);
   line("fault_reorders", t.injected_reorders);
