@@ -185,7 +185,6 @@ class Engine {
   // Executes an RC WRITE/READ/atomic directly on a same-host peer's memory
   // and completes it; false if it must go through the packet path.
   bool TryDirect(Qp* qp, SendWqe& w, uint64_t index);
-  bool DirectVm(Qp* qp, SendWqe& w, uint64_t index, transport::ShmPeer* peer, uint64_t target);
   // Re-exports a QP after a change peers check (state, access, path).
   void PublishQp(Qp* qp) {
     if (!shm_direct_) return;

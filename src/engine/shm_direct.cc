@@ -4,7 +4,6 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -47,13 +46,36 @@ ShmDirect::~ShmDirect() {
 
 // --- Target side ---
 
+// A slot can be handed out only with nobody inside it: an `inflight` left
+// raised by a peer stopped or killed inside an access (or by a same-user
+// peer pinning it) would make the next owner's RevokeMr wait for nothing.
+// Such slots wait in quarantine until their count is back at zero.
+bool ShmDirect::TakeFreeMrSlot(uint32_t* out) {
+  std::erase_if(quarantined_mr_, [&](uint32_t i) {
+    if (own_->mr_slot(i)->inflight.load(std::memory_order_seq_cst) != 0) return false;
+    free_mr_.push_back(i);
+    return true;
+  });
+  while (!free_mr_.empty()) {
+    const uint32_t i = free_mr_.back();
+    free_mr_.pop_back();
+    if (own_->mr_slot(i)->inflight.load(std::memory_order_seq_cst) == 0) {
+      *out = i;
+      return true;
+    }
+    quarantined_mr_.push_back(i);
+  }
+  return false;
+}
+
 void ShmDirect::PublishMr(Mr* mr, uint32_t pd_id) {
-  // Exported even without shared pages: peers then use process_vm_writev/
-  // readv for WRITE and READ (not atomics), which needs no mapping either.
-  if (free_mr_.empty()) return;
+  // Only regions with shared pages are exported: a peer reaches nothing
+  // else directly (the partial first and last pages, memory that is not
+  // private anonymous, overlapping registrations go through the ring).
+  if (mr->share.length == 0) return;
   if (!(mr->access & (kRemoteWrite | kRemoteRead | kRemoteAtomic))) return;
-  const uint32_t i = free_mr_.back();
-  free_mr_.pop_back();
+  uint32_t i;
+  if (!TakeFreeMrSlot(&i)) return;
   ShmMrSlot* s = own_->mr_slot(i);
   const auto r = std::memory_order_relaxed;
   s->iova.store(mr->iova, r);
@@ -76,8 +98,11 @@ void ShmDirect::RevokeMr(Mr* mr) {
   ShmMrSlot* s = own_->mr_slot(static_cast<uint32_t>(mr->shm_slot));
   s->state.store(s->state.load(std::memory_order_relaxed) & ~uint64_t{1},
                  std::memory_order_seq_cst);
-  // Wait (bounded) for peers already inside an access to leave. See the
-  // protocol in shm_direct.h for what happens when the wait times out.
+  // Wait (bounded) for peers already inside an access to leave, so that an
+  // access racing with the deregistration completes before it returns.
+  // Safety does not depend on this wait (shm_direct.h): a peer still inside
+  // after the deadline reaches only the memfd, which the last deregistration
+  // of the pages detaches from this process's memory.
   const auto deadline = Clock::now() + kRevokeWait;
   int spins = 0;
   bool drained = true;
@@ -91,9 +116,9 @@ void ShmDirect::RevokeMr(Mr* mr) {
     }
   }
   s->key_pd.store(0, std::memory_order_relaxed);
-  // A slot whose counter never drained is not reused (a stale increment
-  // would corrupt the next owner's count).
-  if (drained) free_mr_.push_back(static_cast<uint32_t>(mr->shm_slot));
+  // A slot whose counter did not drain is quarantined until it does (a
+  // stale increment would make its next owner wait; TakeFreeMrSlot).
+  (drained ? free_mr_ : quarantined_mr_).push_back(static_cast<uint32_t>(mr->shm_slot));
   mr->shm_slot = -1;
 }
 
@@ -225,62 +250,6 @@ uint8_t* ShmDirect::MapPeerMemory(const std::shared_ptr<transport::ShmPeer>& pee
 
 // --- The requester hook ---
 
-// WRITE / READ through process_vm_writev / process_vm_readv: one system call,
-// no mapping needed, works while the target is stopped; no atomics. Called
-// with the MR slot's in-flight count held (TryDirect).
-bool Engine::DirectVm(Qp* qp, SendWqe& w, uint64_t index, transport::ShmPeer* peer,
-                      uint64_t target) {
-  const bool write = w.opcode == WrOpcode::kRdmaWrite;
-  iovec local[kMaxSge];
-  int n = 0;
-  bool local_ok = true;
-  if (w.is_inline) {
-    local[n++] = iovec{const_cast<uint8_t*>(qp->WqeInline(index)), w.length};
-  } else {
-    const Sge* sges = qp->WqeSges(index);
-    for (uint32_t i = 0; i < w.num_sge && i < kMaxSge; ++i) {
-      if (sges[i].length == 0) continue;
-      uint8_t* p = nullptr;
-      // IBA 10.6.3.1: READ results need Local Write on the local region.
-      if (mr_table_.ResolveLocal(sges[i].lkey, qp->pd, sges[i].addr, sges[i].length, !write, &p) !=
-          KeyCheck::kOk) {
-        local_ok = false;
-        break;
-      }
-      local[n++] = iovec{p, sges[i].length};
-    }
-  }
-  WcStatus status = WcStatus::kSuccess;
-  if (!local_ok) {
-    status = WcStatus::kLocProtErr;
-  } else {
-    iovec remote{reinterpret_cast<void*>(target), w.length};
-    const ssize_t done =
-        write ? process_vm_writev(static_cast<pid_t>(peer->pid), local, static_cast<unsigned>(n),
-                                  &remote, 1, 0)
-              : process_vm_readv(static_cast<pid_t>(peer->pid), local, static_cast<unsigned>(n),
-                                 &remote, 1, 0);
-    if (done != static_cast<ssize_t>(w.length)) {
-      // Not allowed (ptrace policy), or the memory went away: the ring path
-      // serves this one, and the peer is not tried again when refused.
-      if (done < 0 && (errno == EPERM || errno == ENOSYS)) peer->vm_ok = false;
-      return false;
-    }
-  }
-  ++shm_direct_->direct_vm_ops;
-  ++stats_.shm_direct_ops;
-  stats_.shm_direct_bytes += w.length;
-  ++qp->sq_next;
-  w.done = true;
-  w.status = status;
-  if (status != WcStatus::kSuccess) {
-    RequesterError(qp, status);
-  } else {
-    RetireCompletedWqes(qp);
-  }
-  return true;
-}
-
 bool Engine::TryDirect(Qp* qp, SendWqe& w, uint64_t index) {
   using transport::ShmPeer;
   if (shm_ == nullptr || !shm_direct_ || qp->type != QpType::kRc) return false;
@@ -360,20 +329,17 @@ bool Engine::TryDirect(Qp* qp, SendWqe& w, uint64_t index) {
     return false;
   const uint64_t target = addr + (va - iova);  // in the owner's address space
   if (target < addr) return false;
+  // Only the shared pages, through the memfd: never the owner's address
+  // space itself (process_vm_writev/readv would write wherever `target`
+  // points when it runs, even after the owner deregistered the region and
+  // reused the memory; shm_direct.h). The partial first/last pages and
+  // memory that is not shared go through the ring.
   if (share_len == 0 || target < share_start || target - share_start > share_len ||
-      len > share_len - (target - share_start)) {
-    // Not (entirely) in the shared pages: partial first/last pages, or
-    // memory that is not private anonymous.
-    if (right == kRemoteAtomic || !peer->vm_ok) return false;  // the ring serves it
-    return DirectVm(qp, w, index, peer.get(), target);
-  }
+      len > share_len - (target - share_start))
+    return false;
   uint8_t* p = shm_direct_->MapPeerMemory(peer, m->fd.load(r), m->fd_ino.load(r),
                                           m->fd_offset.load(r) + (target - share_start), len);
-  if (p == nullptr) {
-    // The mapping was refused: process_vm_* still reaches the memory.
-    if (right == kRemoteAtomic || !peer->vm_ok) return false;
-    return DirectVm(qp, w, index, peer.get(), target);
-  }
+  if (p == nullptr) return false;  // the mapping was refused: the ring serves it
 
   WcStatus status = WcStatus::kSuccess;
   switch (w.opcode) {

@@ -19,10 +19,23 @@
 //   requester: inflight += 1; s = state; if valid: check, access; inflight -= 1
 //   owner:     state = invalid; wait until inflight == 0 (bounded, kRevokeWait)
 // Either the requester sees the invalid state, or the owner sees its
-// increment and waits until the access is over. If the wait times out (a
-// peer stopped or killed in the middle of an access), the owner still turns
-// the pages back into private memory when the last registration goes, so the
-// straggler's stores land in an orphaned memfd, never in live memory.
+// increment and waits until the access is over. The wait is bounded (a
+// peer stopped, throttled or killed inside an access would block dereg
+// forever), so it cannot be what makes revocation safe. What does: a
+// requester reaches the owner's memory only through the owner's memfd,
+// mapped in the requester, never through the owner's address space
+// (no process_vm_writev/readv, which write wherever the address points
+// when they run), and only MRs with shared pages are exported. When the
+// last registration of those pages goes, the owner turns them back into
+// private memory before DeregMr returns (shm_memory.h; a range is shared
+// only by registrations of exactly the same pages), so an access that
+// passed its checks before the deregistration and runs after it, however
+// late, lands in the orphaned memfd and never in memory the application
+// has freed or reused. A slot whose count did not drain is quarantined
+// until it does. Not covered: pages that could not be copied back (out of
+// memory: they stay shared), a device destroyed with MRs still registered
+// (their pages stay shared, as the application may already be reusing
+// them), and a same-user peer, which can open /proc/<pid>/mem anyway.
 //
 // RC ordering: a WQE goes direct only when every earlier WQE of its QP has
 // completed (nothing in flight through the ring), so it can neither pass nor
@@ -73,12 +86,12 @@ class ShmDirect {
   // The slot index of `rkey` in the peer's MR table, or -1.
   int FindMrSlot(const transport::ShmPeer* peer, uint32_t rkey);
 
-  uint64_t direct_ops = 0;     // through the mapped memfd
-  uint64_t direct_vm_ops = 0;  // through process_vm_writev/readv
+  uint64_t direct_ops = 0;  // through the mapped memfd
 
  private:
   const transport::ShmSegment* own_;
   std::vector<uint32_t> free_mr_;
+  std::vector<uint32_t> quarantined_mr_;  // revoked with inflight != 0
   std::vector<uint32_t> free_qp_;
   uint64_t generation_ = 0;
 
@@ -98,6 +111,7 @@ class ShmDirect {
   };
   std::vector<RkeyHint> rkey_hints_;  // small, most-recent first
   void DropMappingsOf(const transport::ShmPeer* peer);
+  bool TakeFreeMrSlot(uint32_t* out);
 };
 
 }  // namespace softrnic::engine

@@ -225,18 +225,24 @@ SharedRange ShareRegion(const void* addr, size_t length) {
       if (RetireEntry(t, i)) --i;
       continue;
     }
-    if (start >= e.start && end <= e_end) {
-      // Inside an existing shared range: reuse its memfd.
+    if (start == e.start && end == e_end) {
+      // The same pages as an existing shared range: reuse its memfd.
       ++e.refs;
       out.start = start;
       out.length = end - start;
       out.fd = e.fd;
       out.ino = e.ino;
-      out.fd_offset = start - e.start;
+      out.fd_offset = 0;
       out.memfd_size = e.length;
       return out;
     }
-    return out;  // partial overlap: not shared (the ring path serves it)
+    // Any other overlap (nested or partial) is not shared; the ring path
+    // serves it. A range shared by registrations covering different pages
+    // would outlive the larger one: its pages would stay on the memfd after
+    // it is deregistered, and a peer's access still in flight (one that
+    // passed its checks before the deregistration) would land in memory no
+    // registration covers any more (docs/shm.md, "Deregistration").
+    return out;
   }
   if (!PrivateAnonymous(start, end)) return out;
   const uint64_t len = end - start;

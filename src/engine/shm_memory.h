@@ -9,12 +9,15 @@
 // pages are left alone: other threads may be writing heap neighbours there
 // at this very moment, and a copy would lose those writes. The table is
 // process-wide (several devices may register the same buffer) and
-// refcounted; a registration inside an existing shared range reuses it, one
-// that only partly overlaps one is not shared (it falls back to the ring).
+// refcounted; a registration of exactly the same pages reuses a shared
+// range, one that overlaps it in any other way (nested or partial) is not
+// shared (it falls back to the ring), so that every page of a shared range
+// is covered by every registration using it.
 //
 // When the last registration of a range goes away, the range is turned back
 // into private memory (copy + mremap), so a peer that still maps the old
-// memfd no longer reaches this process's memory at all. A forked child does
+// memfd, or is still inside an access it began before the deregistration,
+// no longer reaches this process's memory at all (shm_direct.h). A forked child does
 // the same for every range (pthread_atfork), so it gets a private copy, just
 // as plain anonymous memory would give it.
 //

@@ -173,7 +173,7 @@ inline transport::TransportCounters TransportCountersOf(Device& d) {
 inline uint64_t DirectOpsOf(Device& d) {
   std::lock_guard lock(d.engine().mu_);
   const auto& s = d.engine().shm_direct_;
-  return s ? s->direct_ops + s->direct_vm_ops : 0;
+  return s ? s->direct_ops : 0;
 }
 
 // Waits until pred() holds or the limit passes; returns pred().

@@ -80,12 +80,15 @@ TEST(ShmMemory, RemapPreservesContentsAndNeighbours) {
   base[kPage + 11] = 0xDD;
   EXPECT_EQ(peer[r.fd_offset + 11], 0xDD);
 
-  // A second registration inside the first reuses it.
-  const SharedRange r2 = ShareRegion(base + kPage, 2 * kPage);
+  // A second registration of the same pages reuses the range; one nested
+  // inside it is not shared (the range would outlive the larger one's
+  // deregistration: shm_memory.h).
+  const SharedRange r2 = ShareRegion(base + kPage, 3 * kPage);
   EXPECT_EQ(r2.ino, r.ino);
   EXPECT_EQ(r2.fd_offset, 0u);
   UnshareRegion(r2);
   EXPECT_EQ(SharedRangeCount(), before + 1);
+  EXPECT_EQ(ShareRegion(base + kPage, 2 * kPage).length, 0u);
 
   // Last deregistration: private again, contents kept, the peer's mapping no
   // longer reaches this memory.
