@@ -5,7 +5,10 @@
 // RTU, REJ, DREQ, DREP, SIDR_REQ, SIDR_REP; mad.h) carried as UD SENDs on the
 // device's QP1 (Q_Key 0x80010000), with rdma_cm's IP header in the REQ private
 // data. A CM thread per process receives MADs from QP1 and drives retries and
-// timeouts. See docs/rdmacm.md for the design and its limits.
+// timeouts. See docs/rdmacm.md for the design and its limits. This file is
+// the API and the QP1 plumbing; the CM protocol (MAD handlers, who may change
+// a connection) is cm_protocol.cc, the event channels cm_channel.cc, what
+// they share cm_internal.h.
 //
 // Locking: one mutex (Cm::mu) guards every id and the CM's tables; each event
 // channel has its own mutex for its queue. Nothing blocks while holding Cm::mu.
@@ -33,19 +36,17 @@
 #include <deque>
 #include <map>
 #include <mutex>
-#include <random>
 #include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "common/secure_random.h"
+#include "rdmacm/cm_internal.h"
 #include "rdmacm/mad.h"
 
 namespace softrnic::rdmacm {
-namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // ---------------------------------------------------------------- tunables
 // Retransmission of REQ / REP / DREQ / SIDR_REQ: every kRetryMs, kRetries
@@ -71,134 +72,6 @@ bool Debug() {
   static bool v = getenv("SOFTRNIC_CM_DEBUG") != nullptr;
   return v;
 }
-#define CM_DBG(...)                          \
-  do {                                       \
-    if (Debug()) {                           \
-      fprintf(stderr, "softrnic-cm: " __VA_ARGS__); \
-      fputc('\n', stderr);                   \
-    }                                        \
-  } while (0)
-
-constexpr int kSendSlots = 256;
-constexpr int kRecvSlots = 128;
-constexpr int kSlotSize = 512;
-constexpr size_t kGrh = 40;
-constexpr uint64_t kRecvTag = 1ull << 32;
-constexpr int kMaxRdAtomic = 16;
-// A same-host connect to a port with no registered listener polls the
-// registry every kLookupMs for kLookups times (a listener that is just being
-// set up, as perftest's server does after its handshake) before REJECTED.
-constexpr int kLookupMs = 50;
-constexpr int kLookups = 20;
-
-// ---------------------------------------------------------------- channels / events
-struct Id;
-
-struct Event {
-  rdma_cm_event ev;  // first
-  uint8_t pdata[256];
-};
-
-// The channel's fd is an eventfd in semaphore mode: one count per queued
-// event, so it is pollable, a blocking read waits for an event (O_NONBLOCK:
-// EAGAIN), and closing it never wakes a thread blocked in rdma_get_cm_event
-// with a spurious EOF (rping's CM thread stays blocked until exit, as with
-// the kernel's rdma_cm fd).
-struct Channel {
-  rdma_event_channel ch;  // first
-  std::mutex mu;
-  std::deque<Event*> q;
-  std::atomic<bool> destroyed{false};  // see FreeChannel
-};
-
-inline Channel* ToChannel(rdma_event_channel* c) { return reinterpret_cast<Channel*>(c); }
-
-enum class St {
-  kIdle,
-  kAddrResolved,
-  kRouteResolved,
-  kListen,
-  kReqSent,      // active: REQ / SIDR_REQ sent, waiting for REP
-  kRepRcvd,      // active: REP received, no QP: CONNECT_RESPONSE delivered
-  kReqRcvd,      // passive: CONNECT_REQUEST delivered, waiting for accept
-  kRepSent,      // passive: REP sent, waiting for RTU
-  kConnected,
-  kDreqSent,
-  kDisconnected,
-  kRejected,
-  kError,
-};
-
-enum class Timer { kNone, kReq, kRep, kDreq, kSidr };
-
-struct Id {
-  rdma_cm_id id;  // first
-  Channel* chan = nullptr;
-  bool sync = false;  // created without a channel: calls wait for their event
-  St st = St::kIdle;
-  bool bound = false;
-  bool local_dst = false;  // destination is on this host (registry lookup)
-  bool registered = false;  // listener in the host registry
-  int sgid_index = 0;
-  ibv_gid dgid{};
-  uint32_t local_comm_id = 0, remote_comm_id = 0;
-  uint32_t local_psn = 0;
-  uint32_t remote_qpn = 0, remote_psn = 0;
-  // Connection parameters as this side applies them to its QP.
-  uint8_t resp_res = 1, init_depth = 1, retry_cnt = 7, rnr_retry = 7;
-  uint32_t remote_qkey = 0;
-  // rdma_set_option(RDMA_OPTION_ID_ACK_TIMEOUT / _TOS): the QP's Local ACK
-  // Timeout (RTS) and the traffic class of its path (RTR).
-  uint8_t ack_timeout = 14;
-  uint8_t tos = 0;
-  // Retransmission.
-  Timer timer = Timer::kNone;
-  int retries_left = 0;
-  Clock::time_point deadline;
-  uint8_t last_mad[kMadSize];
-  bool have_last = false;
-  // Same-host destination whose listener is not registered (yet): the REQ
-  // waits in last_mad while the registry is polled (lookups_left times).
-  bool pending_lookup = false;
-  int lookups_left = 0;
-  // REJ "invalid service ID" answers are retried this many more times
-  // (every kLookupMs) before REJECTED: see HandleRej.
-  int invalid_sid_retries = 0;
-  // Library-created CQs / channels (rdma_create_qp without CQs).
-  bool own_send_cq = false, own_recv_cq = false;
-  // rdma_create_ep on a passive id: QP attributes for rdma_get_request.
-  bool has_ep_attr = false;
-  ibv_qp_init_attr ep_attr{};
-  ibv_pd* ep_pd = nullptr;
-};
-
-inline Id* ToId(rdma_cm_id* id) { return reinterpret_cast<Id*>(id); }
-
-// ---------------------------------------------------------------- the CM
-struct Cm {
-  std::mutex mu;
-  bool started = false;
-  bool exited = false;  // the exit hook has run
-  int init_error = 0;
-  ibv_context* ctx = nullptr;
-  ibv_pd* pd = nullptr;
-  ibv_comp_channel* cc = nullptr;
-  ibv_cq* cq = nullptr;
-  ibv_qp* qp = nullptr;
-  ibv_mr* mr = nullptr;
-  uint8_t* bufs = nullptr;
-  int send_slot = 0;
-  uint64_t sends_posted = 0, sends_done = 0;  // QP1 SENDs (exit hook waits)
-  std::thread th;
-  std::vector<uint32_t> gid_ip;  // host-order IPv4 per GID index (0: none)
-  int loop_idx = -1;
-  std::map<std::pair<int, std::string>, ibv_ah*> ahs;
-  std::unordered_map<uint32_t, Id*> by_comm;
-  std::set<Id*> ids;
-  std::map<ibv_context*, ibv_pd*> default_pd;
-  std::string netns;
-  std::mt19937 rng{std::random_device{}()};
-};
 
 // Never destroyed: the CM thread may outlive static destructors. A forked
 // child starts over with a fresh CM (its own device, QP1 and thread, as the
@@ -364,148 +237,25 @@ void RegRemove(int ps, uint16_t port) {
   if (RegRead(ps, port, &pid, &ip) && pid == getpid()) unlink(RegPath(ps, port).c_str());
 }
 
-// ---------------------------------------------------------------- events
-Event* NewEvent(Id* id, rdma_cm_event_type t, int status) {
-  auto* e = new Event;
-  std::memset(e, 0, sizeof(*e));
-  e->ev.id = &id->id;
-  e->ev.event = t;
-  e->ev.status = status;
-  return e;
-}
-
-void Push(Channel* c, Event* e) {
-  {
-    std::lock_guard<std::mutex> l(c->mu);
-    c->q.push_back(e);
-  }
-  uint64_t one = 1;
-  ssize_t r;
-  do {
-    r = write(c->ch.fd, &one, sizeof one);
-  } while (r < 0 && errno == EINTR);
-}
-
-void Deliver(Id* id, Event* e) {
-  CM_DBG("event %s status %d id %p", rdma_event_str(e->ev.event), e->ev.status, (void*)id);
-  Push(id->chan, e);
-}
-
-void Simple(Id* id, rdma_cm_event_type t, int status) { Deliver(id, NewEvent(id, t, status)); }
-
-void SetConnPdata(Event* e, const uint8_t* p, size_t n) {
-  std::memcpy(e->pdata, p, n);
-  e->ev.param.conn.private_data = e->pdata;
-  e->ev.param.conn.private_data_len = uint8_t(n);
-}
-
-Channel* NewChannel() {
-  int fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
-  if (fd < 0) return nullptr;
-  auto* c = new Channel;
-  c->ch.fd = fd;
-  return c;
-}
-
-void FreeChannel(Channel* c) {
-  // Not deleted: programs (rping) destroy the channel and exit while their
-  // CM thread may still be about to call rdma_get_cm_event on it; with the
-  // kernel's librdmacm that thread is normally blocked in read() on the
-  // channel fd, which close() does not wake, until the process exits. So a
-  // destroyed channel makes rdma_get_cm_event block (destroyed flag) rather
-  // than fail (rping exits 255 on that error) or touch freed memory. The
-  // small struct stays reachable here (no leak report).
-  c->destroyed.store(true);
-  {
-    std::lock_guard<std::mutex> l(c->mu);
-    for (Event* e : c->q) delete e;
-    c->q.clear();
-  }
-  close(c->ch.fd);
-  static std::mutex graveyard_mu;
-  static auto* graveyard = new std::vector<Channel*>;
-  std::lock_guard<std::mutex> l(graveyard_mu);
-  graveyard->push_back(c);
-}
-
-// ---------------------------------------------------------------- MAD I/O
-ibv_ah* GetAh(int sgid_index, const ibv_gid& dgid) {
+// ---------------------------------------------------------------- devices
+ibv_pd* DefaultPd(ibv_context* ctx) {
   Cm& g = G();
-  auto key = std::make_pair(sgid_index, std::string(reinterpret_cast<const char*>(dgid.raw), 16));
-  auto it = g.ahs.find(key);
-  if (it != g.ahs.end()) return it->second;
-  ibv_ah_attr a{};
-  a.is_global = 1;
-  a.grh.dgid = dgid;
-  a.grh.sgid_index = uint8_t(sgid_index);
-  a.grh.hop_limit = 64;
-  a.port_num = 1;
-  ibv_ah* ah = ibv_create_ah(g.pd, &a);
-  if (ah) g.ahs[key] = ah;
-  return ah;
+  auto it = g.default_pd.find(ctx);
+  if (it != g.default_pd.end()) return it->second;
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  if (pd) g.default_pd[ctx] = pd;
+  return pd;
 }
 
-void PollGsiCq();
-
-int SendRaw(int sgid_index, const ibv_gid& dgid, const uint8_t* mad) {
+// Binds the id to the process's device, as librdmacm's ucma_get_device
+// does: verbs context, port and the device's shared PD (rdma_cm_id.pd is
+// set as soon as the id has a device; applications and pyverbs read it
+// before they create a QP).
+void AttachDevice(Id* id) {
   Cm& g = G();
-  ibv_ah* ah = GetAh(sgid_index, dgid);
-  if (!ah) return errno ? errno : EINVAL;
-  int slot = g.send_slot++ % kSendSlots;
-  uint8_t* b = g.bufs + size_t(slot) * kSlotSize;
-  std::memcpy(b, mad, kMadSize);
-  ibv_sge sge{reinterpret_cast<uintptr_t>(b), uint32_t(kMadSize), g.mr->lkey};
-  ibv_send_wr wr{}, *bad = nullptr;
-  wr.wr_id = uint64_t(slot);
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_SEND;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.ud.ah = ah;
-  wr.wr.ud.remote_qpn = 1;
-  wr.wr.ud.remote_qkey = kGsiQkey;
-  int rc = ibv_post_send(g.qp, &wr, &bad);
-  if (rc == ENOMEM) {
-    PollGsiCq();
-    rc = ibv_post_send(g.qp, &wr, &bad);
-  }
-  if (!rc) ++g.sends_posted;
-  return rc;
-}
-
-int SendMsg(int sgid_index, const ibv_gid& dgid, const CmMsg& m, Id* remember = nullptr) {
-  uint8_t buf[kMadSize];
-  EncodeCm(m, buf);
-  CM_DBG("send %s to %s (comm %08x -> %08x)", CmAttrName(m.attr), IpStr(IpFromGid(dgid.raw)).c_str(),
-         m.local_comm_id, m.remote_comm_id);
-  if (remember) {
-    std::memcpy(remember->last_mad, buf, kMadSize);
-    remember->have_last = true;
-  }
-  return SendRaw(sgid_index, dgid, buf);
-}
-
-void ArmTimer(Id* id, Timer t) {
-  id->timer = t;
-  id->retries_left = Retries();
-  id->deadline = Clock::now() + std::chrono::milliseconds(RetryMs());
-}
-void StopTimer(Id* id) { id->timer = Timer::kNone; }
-
-uint32_t NewCommId(Id* id) {
-  Cm& g = G();
-  uint32_t c;
-  do {
-    c = g.rng();
-  } while (c == 0 || g.by_comm.count(c));
-  g.by_comm[c] = id;
-  id->local_comm_id = c;
-  return c;
-}
-
-Id* FindComm(uint32_t c) {
-  auto it = G().by_comm.find(c);
-  return it == G().by_comm.end() ? nullptr : it->second;
+  id->id.verbs = g.ctx;
+  id->id.port_num = 1;
+  if (!id->id.pd) id->id.pd = DefaultPd(g.ctx);
 }
 
 // ---------------------------------------------------------------- QP transitions
@@ -603,337 +353,6 @@ void SendOrDefer(Id* id, const CmMsg& m, Timer t, bool defer) {
 }
 
 uint8_t ClampRd(uint8_t v) { return v > kMaxRdAtomic ? kMaxRdAtomic : v; }
-
-// ---------------------------------------------------------------- receive side
-void FillCmaHdr(uint8_t* p, uint32_t src_ip, uint16_t sport, uint32_t dst_ip) {
-  p[0] = 0;     // cma_version
-  p[1] = 0x40;  // IPv4
-  uint16_t np = htons(sport);
-  std::memcpy(p + 2, &np, 2);
-  uint32_t s = htonl(src_ip), d = htonl(dst_ip);
-  std::memcpy(p + 16, &s, 4);
-  std::memcpy(p + 32, &d, 4);
-}
-
-Id* FindListener(int ps, uint16_t port) {
-  for (Id* i : G().ids)
-    if (i->st == St::kListen && i->id.ps == ps && SinPort(i->id.route.addr.src_sin) == port) return i;
-  return nullptr;
-}
-
-Id* FindChildByPeer(uint32_t remote_comm, const ibv_gid& peer) {
-  for (Id* i : G().ids)
-    if (i->remote_comm_id == remote_comm && std::memcmp(i->dgid.raw, peer.raw, 16) == 0) return i;
-  return nullptr;
-}
-
-Id* NewIdLocked(Channel* c, void* ctx, rdma_port_space ps, ibv_qp_type qpt);
-
-void RejectUnknown(const CmMsg& req, int sgid, const ibv_gid& peer) {
-  CmMsg r;
-  r.attr = kAttrRej;
-  r.tid = req.tid;
-  r.remote_comm_id = req.local_comm_id;
-  r.msg_rejected = 0;
-  r.reason = kRejInvalidServiceId;
-  SendMsg(sgid, peer, r);
-}
-
-ibv_pd* DefaultPd(ibv_context* ctx) {
-  Cm& g = G();
-  auto it = g.default_pd.find(ctx);
-  if (it != g.default_pd.end()) return it->second;
-  ibv_pd* pd = ibv_alloc_pd(ctx);
-  if (pd) g.default_pd[ctx] = pd;
-  return pd;
-}
-
-// Binds the id to the process's device, as librdmacm's ucma_get_device
-// does: verbs context, port and the device's shared PD (rdma_cm_id.pd is
-// set as soon as the id has a device; applications and pyverbs read it
-// before they create a QP).
-void AttachDevice(Id* id) {
-  Cm& g = G();
-  id->id.verbs = g.ctx;
-  id->id.port_num = 1;
-  if (!id->id.pd) id->id.pd = DefaultPd(g.ctx);
-}
-
-void HandleReq(const CmMsg& m, int sgid, const ibv_gid& peer, uint32_t dst_ip) {
-  Cm& g = G();
-  bool sidr = m.attr == kAttrSidrReq;
-  if (Id* dup = FindChildByPeer(m.local_comm_id, peer)) {
-    if (dup->have_last && (dup->st == St::kRepSent || dup->st == St::kConnected ||
-                           dup->st == St::kRejected))
-      SendRaw(dup->sgid_index, dup->dgid, dup->last_mad);
-    return;
-  }
-  int ps = int((m.service_id >> 16) & 0xffff);
-  uint16_t port = uint16_t(m.service_id & 0xffff);
-  Id* l = FindListener(ps, port);
-  if (!l) {
-    CM_DBG("no listener for ps %x port %u", ps, port);
-    if (sidr) {
-      CmMsg r;
-      r.attr = kAttrSidrRep;
-      r.tid = m.tid;
-      r.local_comm_id = m.local_comm_id;
-      r.sidr_status = kSidrUnsupported;
-      r.service_id = m.service_id;
-      SendMsg(sgid, peer, r);
-    } else {
-      RejectUnknown(m, sgid, peer);
-    }
-    return;
-  }
-  const uint8_t* hdr = m.pdata;
-  Channel* chan = l->chan;
-  if (l->sync) {
-    chan = NewChannel();
-    if (!chan) return;
-  }
-  Id* c = NewIdLocked(chan, l->id.context, l->id.ps, l->id.qp_type);
-  c->sync = l->sync;
-  AttachDevice(c);
-  c->bound = true;
-  c->sgid_index = sgid;
-  c->dgid = peer;
-  c->remote_comm_id = m.local_comm_id;
-  c->remote_qpn = m.qpn;
-  c->remote_psn = m.starting_psn;
-  c->retry_cnt = m.retry_count;
-  c->rnr_retry = m.rnr_retry_count;
-  c->local_psn = g.rng() & 0xffffff;
-  NewCommId(c);
-  // Addresses from rdma_cm's IP header (peer's view), else from the packet.
-  uint32_t hsrc, hdst;
-  std::memcpy(&hsrc, hdr + 16, 4);
-  std::memcpy(&hdst, hdr + 32, 4);
-  uint16_t hport;
-  std::memcpy(&hport, hdr + 2, 2);
-  sockaddr_in& s = c->id.route.addr.src_sin;
-  s.sin_family = AF_INET;
-  s.sin_port = htons(port);
-  s.sin_addr.s_addr = hdst ? hdst : htonl(dst_ip);
-  sockaddr_in& d = c->id.route.addr.dst_sin;
-  d.sin_family = AF_INET;
-  d.sin_port = hport;
-  d.sin_addr.s_addr = hsrc ? hsrc : htonl(IpFromGid(peer.raw));
-  c->id.route.addr.addr.ibaddr.sgid.global.interface_id = 0;
-  if (sgid >= 0 && size_t(sgid) < g.gid_ip.size()) SetGidFromIp(&c->id.route.addr.addr.ibaddr.sgid, g.gid_ip[sgid]);
-  c->id.route.addr.addr.ibaddr.dgid = peer;
-  c->id.route.addr.addr.ibaddr.pkey = htons(0xffff);
-  c->st = St::kReqRcvd;
-
-  Event* e = NewEvent(c, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
-  e->ev.listen_id = &l->id;
-  if (sidr) {
-    size_t n = kSidrReqPdata - kCmaHdr;
-    std::memcpy(e->pdata, m.pdata + kCmaHdr, n);
-    e->ev.param.ud.private_data = e->pdata;
-    e->ev.param.ud.private_data_len = uint8_t(n);
-    ibv_ah_attr& ah = e->ev.param.ud.ah_attr;
-    ah.is_global = 1;
-    ah.grh.dgid = peer;
-    ah.grh.sgid_index = uint8_t(sgid);
-    ah.grh.hop_limit = 64;
-    ah.port_num = 1;
-  } else {
-    SetConnPdata(e, m.pdata + kCmaHdr, kReqPdata - kCmaHdr);
-    rdma_conn_param& p = e->ev.param.conn;
-    p.responder_resources = m.initiator_depth;
-    p.initiator_depth = m.responder_resources;
-    p.flow_control = m.flow_control;
-    p.retry_count = m.retry_count;
-    p.rnr_retry_count = m.rnr_retry_count;
-    p.srq = m.srq;
-    p.qp_num = m.qpn;
-  }
-  // The CONNECT_REQUEST goes to the listener's channel (for a synchronous
-  // listener, rdma_get_request picks it up there).
-  CM_DBG("event CONNECT_REQUEST id %p", (void*)c);
-  Push(l->chan, e);
-}
-
-void SendRtu(Id* id) {
-  CmMsg r;
-  r.attr = kAttrRtu;
-  r.local_comm_id = id->local_comm_id;
-  r.remote_comm_id = id->remote_comm_id;
-  SendMsg(id->sgid_index, id->dgid, r);
-}
-
-void SendDrep(int sgid, const ibv_gid& peer, uint32_t local, uint32_t remote) {
-  CmMsg r;
-  r.attr = kAttrDrep;
-  r.local_comm_id = local;
-  r.remote_comm_id = remote;
-  SendMsg(sgid, peer, r);
-}
-
-void HandleRep(const CmMsg& m) {
-  Id* id = FindComm(m.remote_comm_id);
-  if (!id) return;
-  if (id->st == St::kConnected && id->remote_comm_id == m.local_comm_id) {
-    SendRtu(id);  // our RTU was lost
-    return;
-  }
-  if (id->st != St::kReqSent) return;
-  StopTimer(id);
-  id->remote_comm_id = m.local_comm_id;
-  id->remote_qpn = m.qpn;
-  id->remote_psn = m.starting_psn;
-  id->rnr_retry = m.rnr_retry_count;
-  // Our initiator depth cannot exceed what the peer will serve.
-  id->init_depth = std::min(id->init_depth, m.responder_resources);
-  Event* e;
-  if (id->id.qp) {
-    if (QpToRts(id) != 0) {
-      CmMsg r;
-      r.attr = kAttrRej;
-      r.local_comm_id = id->local_comm_id;
-      r.remote_comm_id = id->remote_comm_id;
-      r.msg_rejected = 1;
-      r.reason = kRejConsumer;
-      SendMsg(id->sgid_index, id->dgid, r);
-      id->st = St::kError;
-      Simple(id, RDMA_CM_EVENT_CONNECT_ERROR, -EINVAL);
-      return;
-    }
-    SendRtu(id);
-    id->st = St::kConnected;
-    e = NewEvent(id, RDMA_CM_EVENT_ESTABLISHED, 0);
-  } else {
-    id->st = St::kRepRcvd;
-    e = NewEvent(id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0);
-  }
-  SetConnPdata(e, m.pdata, kRepPdata);
-  rdma_conn_param& p = e->ev.param.conn;
-  p.responder_resources = m.initiator_depth;
-  p.initiator_depth = m.responder_resources;
-  p.flow_control = m.flow_control;
-  p.rnr_retry_count = m.rnr_retry_count;
-  p.srq = m.srq;
-  p.qp_num = m.qpn;
-  Deliver(id, e);
-}
-
-void HandleRtu(const CmMsg& m) {
-  Id* id = FindComm(m.remote_comm_id);
-  if (!id || id->st != St::kRepSent) return;
-  StopTimer(id);
-  id->st = St::kConnected;
-  Simple(id, RDMA_CM_EVENT_ESTABLISHED, 0);
-}
-
-void HandleRej(const CmMsg& m) {
-  Id* id = FindComm(m.remote_comm_id);
-  if (!id) return;
-  if (id->st != St::kReqSent && id->st != St::kRepSent && id->st != St::kRepRcvd) return;
-  if (id->st == St::kReqSent && m.reason == kRejInvalidServiceId && id->invalid_sid_retries > 0 &&
-      id->have_last) {
-    // The listener may be just being set up (perftest closes its first
-    // listener and opens the next one right after its handshake): try again
-    // shortly, for about a second, before reporting REJECTED.
-    --id->invalid_sid_retries;
-    id->timer = Timer::kReq;
-    id->retries_left = std::max(id->retries_left, 1);
-    id->deadline = Clock::now() + std::chrono::milliseconds(kLookupMs);
-    return;
-  }
-  StopTimer(id);
-  // The QP is the application's: it moves it (rdma_disconnect) or destroys it,
-  // possibly right now on its own thread, so the CM thread leaves it alone
-  // (as rdma-core's librdmacm does).
-  id->st = St::kRejected;
-  Event* e = NewEvent(id, RDMA_CM_EVENT_REJECTED, m.reason);
-  SetConnPdata(e, m.pdata, kRejPdata);
-  Deliver(id, e);
-}
-
-void HandleDreq(const CmMsg& m, int sgid, const ibv_gid& peer) {
-  Id* id = FindComm(m.remote_comm_id);
-  if (!id) {
-    SendDrep(sgid, peer, m.remote_comm_id, m.local_comm_id);
-    return;
-  }
-  SendDrep(id->sgid_index, id->dgid, id->local_comm_id, id->remote_comm_id);
-  if (id->st == St::kConnected || id->st == St::kRepSent || id->st == St::kDreqSent ||
-      id->st == St::kRepRcvd) {
-    StopTimer(id);
-    // The QP is the application's: it moves it (rdma_disconnect) or destroys it,
-    // possibly right now on its own thread, so the CM thread leaves it alone
-    // (as rdma-core's librdmacm does).
-    id->st = St::kDisconnected;
-    Simple(id, RDMA_CM_EVENT_DISCONNECTED, 0);
-  }
-}
-
-void HandleDrep(const CmMsg& m) {
-  Id* id = FindComm(m.remote_comm_id);
-  if (!id || id->st != St::kDreqSent) return;
-  StopTimer(id);
-  id->st = St::kDisconnected;
-  Simple(id, RDMA_CM_EVENT_DISCONNECTED, 0);
-}
-
-void HandleSidrRep(const CmMsg& m) {
-  Id* id = FindComm(m.local_comm_id);
-  if (!id || id->st != St::kReqSent || id->id.qp_type != IBV_QPT_UD) return;
-  StopTimer(id);
-  Event* e;
-  if (m.sidr_status == kSidrOk) {
-    id->st = St::kConnected;
-    id->remote_qpn = m.qpn;
-    id->remote_qkey = m.qkey;
-    e = NewEvent(id, RDMA_CM_EVENT_ESTABLISHED, 0);
-    rdma_ud_param& u = e->ev.param.ud;
-    u.qp_num = m.qpn;
-    u.qkey = m.qkey;
-    u.ah_attr.is_global = 1;
-    u.ah_attr.grh.dgid = id->dgid;
-    u.ah_attr.grh.sgid_index = uint8_t(id->sgid_index);
-    u.ah_attr.grh.hop_limit = 64;
-    u.ah_attr.port_num = 1;
-  } else {
-    id->st = St::kRejected;
-    e = NewEvent(id, RDMA_CM_EVENT_UNREACHABLE, m.sidr_status == kSidrReject ? -ECONNREFUSED : -EPROTONOSUPPORT);
-    if (m.sidr_status == kSidrReject) e->ev.event = RDMA_CM_EVENT_REJECTED, e->ev.status = kRejConsumer;
-  }
-  std::memcpy(e->pdata, m.pdata, kSidrRepPdata);
-  e->ev.param.ud.private_data = e->pdata;
-  e->ev.param.ud.private_data_len = uint8_t(kSidrRepPdata);
-  Deliver(id, e);
-}
-
-void HandleMad(const uint8_t* buf, size_t len) {
-  if (len < kGrh + kMadSize) return;
-  // IPv4 source: the IPv4 header sits in GRH bytes 20..39.
-  uint32_t src_ip, dst_ip;
-  std::memcpy(&src_ip, buf + 32, 4);
-  std::memcpy(&dst_ip, buf + 36, 4);
-  src_ip = ntohl(src_ip);
-  dst_ip = ntohl(dst_ip);
-  CmMsg m;
-  if (!DecodeCm(buf + kGrh, len - kGrh, &m)) return;
-  ibv_gid peer;
-  SetGidFromIp(&peer, src_ip);
-  int sgid = GidIndexForIp(dst_ip);
-  if (sgid < 0) sgid = G().loop_idx >= 0 ? G().loop_idx : 0;
-  CM_DBG("recv %s from %s (comm %08x -> %08x)", CmAttrName(m.attr), IpStr(src_ip).c_str(),
-         m.local_comm_id, m.remote_comm_id);
-  switch (m.attr) {
-    case kAttrReq:
-    case kAttrSidrReq: HandleReq(m, sgid, peer, dst_ip); break;
-    case kAttrRep: HandleRep(m); break;
-    case kAttrRtu: HandleRtu(m); break;
-    case kAttrRej: HandleRej(m); break;
-    case kAttrDreq: HandleDreq(m, sgid, peer); break;
-    case kAttrDrep: HandleDrep(m); break;
-    case kAttrSidrRep: HandleSidrRep(m); break;
-    default: break;  // MRA: our timers are generous enough
-  }
-}
 
 void RunTimers() {
   auto now = Clock::now();
@@ -1035,6 +454,7 @@ void CmThread() {
     std::lock_guard<std::mutex> l(g.mu);
     PollGsiCq();
     RunTimers();
+    ReclaimUnclaimedRequests();
   }
 }
 
@@ -1111,10 +531,6 @@ int StartLocked() {
   static bool atfork = (pthread_atfork(nullptr, nullptr, AtForkChild), true);
   (void)atfork;
   g.netns = NetnsId();
-  // Seed here, not at load: processes forked from one parent must not share
-  // communication IDs and PSNs.
-  g.rng.seed(std::random_device{}() ^ uint32_t(getpid()) ^
-             uint32_t(Clock::now().time_since_epoch().count()));
   int n = 0;
   ibv_device** list = ibv_get_device_list(&n);
   if (!list || n < 1) {
@@ -1246,7 +662,7 @@ int Complete(Id* id) {
 uint16_t EphemeralPort(int ps) {
   Cm& g = G();
   for (;;) {
-    uint16_t p = uint16_t(32768 + g.rng() % 28000);
+    uint16_t p = uint16_t(32768 + SecureRandomBelow(28000));
     bool used = false;
     for (Id* i : g.ids)
       if (i->bound && i->id.ps == ps && SinPort(i->id.route.addr.src_sin) == p) used = true;
@@ -1323,7 +739,6 @@ int CreateOwnCq(Id* id, int size, ibv_comp_channel** ch, ibv_cq** cq) {
   return 0;
 }
 
-}  // namespace
 }  // namespace softrnic::rdmacm
 
 using namespace softrnic::rdmacm;
@@ -1345,23 +760,7 @@ CMA_EXPORT void rdma_destroy_event_channel(rdma_event_channel* channel) {
 
 CMA_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
   if (!channel || !event) return Fail(EINVAL);
-  Channel* c = ToChannel(channel);
-  uint64_t v;
-  for (;;) {
-    while (c->destroyed.load()) pause();  // see FreeChannel
-    ssize_t r = read(c->ch.fd, &v, sizeof v);
-    if (c->destroyed.load()) continue;
-    if (r == sizeof v) break;
-    // EAGAIN for an O_NONBLOCK channel; EINTR is returned, as librdmacm's
-    // read of the kernel fd does (programs end wait loops with signals).
-    if (r < 0) return -1;
-    return Fail(ENODATA);
-  }
-  std::lock_guard<std::mutex> l(c->mu);
-  if (c->q.empty()) return Fail(EAGAIN);
-  Event* e = c->q.front();
-  c->q.pop_front();
-  *event = &e->ev;
+  if (PopEvent(ToChannel(channel), event) != 0) return -1;
   return 0;
 }
 
@@ -1458,8 +857,12 @@ CMA_EXPORT int rdma_destroy_id(rdma_cm_id* cid) {
       SendMsg(id->sgid_index, id->dgid, m);
     }
     if (id->registered) RegRemove(id->id.ps, SinPort(id->id.route.addr.src_sin));
-    if (id->local_comm_id) g.by_comm.erase(id->local_comm_id);
+    if (id->st == St::kListen) ReleaseListener(id);
+    ForgetId(id);
     g.ids.erase(id);
+    // Its unread events go with it (M6): none may reach the application
+    // naming freed memory.
+    if (!id->sync) PurgeEvents(id->chan, id);
   }
   if (id->id.event) rdma_ack_cm_event(id->id.event);
   free(id->id.route.path_rec);
@@ -1681,7 +1084,6 @@ CMA_EXPORT int rdma_connect(rdma_cm_id* cid, rdma_conn_param* param) {
   Id* id = ToId(cid);
   {
     std::lock_guard<std::mutex> l(G().mu);
-    Cm& g = G();
     if (id->st != St::kRouteResolved) return Fail(EINVAL);
     bool ud = id->id.qp_type == IBV_QPT_UD;
     size_t max_user = (ud ? kSidrReqPdata : kReqPdata) - kCmaHdr;
@@ -1717,8 +1119,8 @@ CMA_EXPORT int rdma_connect(rdma_cm_id* cid, rdma_conn_param* param) {
         SendOrDefer(id, m, Timer::kSidr, defer);
       } else {
         m.attr = kAttrReq;
-        m.tid = (uint64_t(getpid()) << 32) | id->local_comm_id;
-        id->local_psn = g.rng() & 0xffffff;
+        m.tid = softrnic::SecureRandom64();  // names nothing about this process (IBA 13.4.6.4)
+        id->local_psn = NewPsn();
         m.starting_psn = id->local_psn;
         m.qpn = id->id.qp ? id->id.qp->qp_num : (param ? param->qp_num : 0);
         m.qkey = 0;
@@ -1755,7 +1157,6 @@ CMA_EXPORT int rdma_establish(rdma_cm_id* cid) {
 }
 
 CMA_EXPORT int rdma_listen(rdma_cm_id* cid, int backlog) {
-  (void)backlog;
   if (!cid) return Fail(EINVAL);
   Id* id = ToId(cid);
   std::lock_guard<std::mutex> l(G().mu);
@@ -1769,6 +1170,7 @@ CMA_EXPORT int rdma_listen(rdma_cm_id* cid, int backlog) {
   if (int rc = RegAdd(id->id.ps, port)) return Fail(rc);
   id->registered = true;
   id->st = St::kListen;
+  AddListener(id, backlog);
   return 0;
 }
 

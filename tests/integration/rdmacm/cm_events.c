@@ -15,7 +15,8 @@
  *   - rdma_init_qp_attr for INIT/RTR/RTS;
  *   - synchronous ids (rdma_create_ep / rdma_get_request / rdma_connect);
  *   - no fd or thread leak after destroying everything, over several rounds;
- *   - a forked child that exits while connected: DISCONNECTED in the parent.
+ *   - a forked child that exits while connected: DISCONNECTED in the parent;
+ *   - rdma_destroy_id purges the id's unread events (M6).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -402,11 +403,61 @@ static int set_option_reaches_qp_attr(void) {
   return 0;
 }
 
+/* Security review M6: rdma_destroy_id takes the id's unread events with it,
+ * as the kernel's ucma does. Two ids share a channel, each has an event
+ * queued; destroying one leaves exactly the other's (the application never
+ * gets an event naming freed memory, and the fd's readiness counts only
+ * what is left). A listener destroyed with a CONNECT_REQUEST still queued
+ * leaves nothing behind either. */
+static int destroy_purges_events(void) {
+  struct rdma_event_channel* ch = rdma_create_event_channel();
+  CHECK(ch, "create_event_channel");
+  CHECK(fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK) == 0, "O_NONBLOCK");
+  struct rdma_cm_id *gone, *kept;
+  struct sockaddr_in dst = addr_of("127.0.0.1", port_base + 80);
+  CHECK(rdma_create_id(ch, &gone, NULL, RDMA_PS_TCP) == 0 && rdma_create_id(ch, &kept, NULL, RDMA_PS_TCP) == 0,
+        "create_id");
+  CHECK(rdma_resolve_addr(gone, NULL, (struct sockaddr*)&dst, 2000) == 0, "resolve_addr");
+  CHECK(rdma_resolve_addr(kept, NULL, (struct sockaddr*)&dst, 2000) == 0, "resolve_addr");
+  struct pollfd p = {.fd = ch->fd, .events = POLLIN};
+  CHECK(poll(&p, 1, 5000) == 1, "no ADDR_RESOLVED");
+  usleep(100000);
+  CHECK(rdma_destroy_id(gone) == 0, "destroy_id");
+  struct rdma_cm_event* e;
+  CHECK(rdma_get_cm_event(ch, &e) == 0, "the kept id's event is gone: %s", strerror(errno));
+  CHECK(e->id == kept, "got %s for a destroyed id", rdma_event_str(e->event));
+  rdma_ack_cm_event(e);
+  CHECK(rdma_get_cm_event(ch, &e) == -1 && errno == EAGAIN, "an event for a destroyed id was still queued");
+  CHECK(poll(&p, 1, 0) == 0, "channel fd readable with no event queued");
+  rdma_destroy_id(kept);
+
+  /* A listener with an unclaimed CONNECT_REQUEST. */
+  struct rdma_event_channel* cch = rdma_create_event_channel();
+  CHECK(cch, "create_event_channel");
+  struct rdma_cm_id *listener, *client;
+  struct sockaddr_in any = addr_of("0.0.0.0", port_base + 81);
+  CHECK(rdma_create_id(ch, &listener, NULL, RDMA_PS_TCP) == 0, "create_id");
+  CHECK(rdma_bind_addr(listener, (struct sockaddr*)&any) == 0 && rdma_listen(listener, 4) == 0, "listen");
+  if (client_resolve(cch, &client, port_base + 81)) return -1;
+  if (make_qp(client)) return -1;
+  CHECK(rdma_connect(client, NULL) == 0, "connect");
+  CHECK(poll(&p, 1, 5000) == 1, "no CONNECT_REQUEST");
+  CHECK(rdma_destroy_id(listener) == 0, "destroy listener");
+  CHECK(rdma_get_cm_event(ch, &e) == -1 && errno == EAGAIN, "the destroyed listener's %s is still queued",
+        rdma_event_str(e->event));
+  rdma_destroy_qp(client);
+  rdma_destroy_id(client);
+  rdma_destroy_event_channel(cch);
+  rdma_destroy_event_channel(ch);
+  return 0;
+}
+
 int main(void) {
   port_base = 23000 + getpid() % 2000;
   /* Round 0 warms up the process-wide machinery (device, QP1, CM thread);
    * later rounds must not add a single fd or thread. */
-  if (getaddrinfo_from_hints() || set_option_reaches_qp_attr() || round_trip(0) || sync_round())
+  if (getaddrinfo_from_hints() || set_option_reaches_qp_attr() || destroy_purges_events() || round_trip(0) ||
+      sync_round())
     return 1;
   int fds0 = count_dir("/proc/self/fd"), th0 = count_dir("/proc/self/task");
   for (int r = 1; r <= 3; r++)

@@ -1,0 +1,242 @@
+// What the parts of softrnic's librdmacm share: the id, event and channel
+// structures, the process's CM (QP1, tables, lock) and the helpers the API
+// (cma.cc), the CM protocol (cm_protocol.cc) and the event channels
+// (cm_channel.cc) call on each other. Private to the library.
+//
+// Locking: one mutex (Cm::mu) guards every id and the CM's tables; each event
+// channel has its own mutex for its queue, always taken after Cm::mu.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <netinet/in.h>
+#include <rdma/rdma_cma.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "rdmacm/mad.h"
+
+namespace softrnic::rdmacm {
+
+using Clock = std::chrono::steady_clock;
+
+// Retransmission interval and count of REQ / REP / DREQ / SIDR_REQ
+// (SOFTRNIC_CM_TIMEOUT_MS, SOFTRNIC_CM_RETRIES), and SOFTRNIC_CM_DEBUG.
+int RetryMs();
+int Retries();
+bool Debug();
+#define CM_DBG(...)                                  \
+  do {                                               \
+    if (::softrnic::rdmacm::Debug()) {               \
+      fprintf(stderr, "softrnic-cm: " __VA_ARGS__);  \
+      fputc('\n', stderr);                           \
+    }                                                \
+  } while (0)
+
+constexpr int kSendSlots = 256;
+constexpr int kRecvSlots = 128;
+constexpr int kSlotSize = 512;
+constexpr size_t kGrh = 40;
+constexpr uint64_t kRecvTag = 1ull << 32;
+constexpr int kMaxRdAtomic = 16;
+// A same-host connect to a port with no registered listener polls the
+// registry every kLookupMs for kLookups times (a listener that is just being
+// set up, as perftest's server does after its handshake) before REJECTED.
+constexpr int kLookupMs = 50;
+constexpr int kLookups = 20;
+
+// ---------------------------------------------------------------- channels / events
+struct Id;
+
+struct Event {
+  rdma_cm_event ev;  // first
+  uint8_t pdata[256];
+};
+
+// The channel's fd is an eventfd in semaphore mode holding exactly one count
+// per queued event (both change together under `mu`), so it is pollable, a
+// blocking rdma_get_cm_event waits in poll() for an event (O_NONBLOCK:
+// EAGAIN), an event purged from the queue (its id destroyed) takes its count
+// with it, and closing the fd never wakes a thread blocked in
+// rdma_get_cm_event with a spurious EOF (rping's CM thread stays blocked
+// until exit, as with the kernel's rdma_cm fd).
+struct Channel {
+  rdma_event_channel ch;  // first
+  std::mutex mu;
+  std::deque<Event*> q;
+  std::atomic<bool> destroyed{false};  // see FreeChannel
+};
+
+inline Channel* ToChannel(rdma_event_channel* c) { return reinterpret_cast<Channel*>(c); }
+
+enum class St {
+  kIdle,
+  kAddrResolved,
+  kRouteResolved,
+  kListen,
+  kReqSent,      // active: REQ / SIDR_REQ sent, waiting for REP
+  kRepRcvd,      // active: REP received, no QP: CONNECT_RESPONSE delivered
+  kReqRcvd,      // passive: CONNECT_REQUEST delivered, waiting for accept
+  kRepSent,      // passive: REP sent, waiting for RTU
+  kConnected,
+  kDreqSent,
+  kDisconnected,
+  kRejected,
+  kError,
+};
+
+enum class Timer { kNone, kReq, kRep, kDreq, kSidr };
+
+struct Id {
+  rdma_cm_id id;  // first
+  Channel* chan = nullptr;
+  bool sync = false;  // created without a channel: calls wait for their event
+  St st = St::kIdle;
+  bool bound = false;
+  bool local_dst = false;  // destination is on this host (registry lookup)
+  bool registered = false;  // listener in the host registry
+  int sgid_index = 0;
+  ibv_gid dgid{};  // the peer: every MAD of this connection comes from it
+  uint32_t local_comm_id = 0, remote_comm_id = 0;
+  uint32_t local_psn = 0;
+  uint32_t remote_qpn = 0, remote_psn = 0;
+  // Connection parameters as this side applies them to its QP.
+  uint8_t resp_res = 1, init_depth = 1, retry_cnt = 7, rnr_retry = 7;
+  uint32_t remote_qkey = 0;
+  // rdma_set_option(RDMA_OPTION_ID_ACK_TIMEOUT / _TOS): the QP's Local ACK
+  // Timeout (RTS) and the traffic class of its path (RTR).
+  uint8_t ack_timeout = 14;
+  uint8_t tos = 0;
+  // Retransmission.
+  Timer timer = Timer::kNone;
+  int retries_left = 0;
+  Clock::time_point deadline;
+  uint8_t last_mad[kMadSize];
+  bool have_last = false;
+  // Same-host destination whose listener is not registered (yet): the REQ
+  // waits in last_mad while the registry is polled (lookups_left times).
+  bool pending_lookup = false;
+  int lookups_left = 0;
+  // REJ "invalid service ID" answers are retried this many more times
+  // (every kLookupMs) before REJECTED: see HandleRej.
+  int invalid_sid_retries = 0;
+  // Library-created CQs / channels (rdma_create_qp without CQs).
+  bool own_send_cq = false, own_recv_cq = false;
+  // rdma_create_ep on a passive id: QP attributes for rdma_get_request.
+  bool has_ep_attr = false;
+  ibv_qp_init_attr ep_attr{};
+  ibv_pd* ep_pd = nullptr;
+  // Listener: rdma_listen's backlog, and how many of its connect requests
+  // the application has not taken yet (their CONNECT_REQUEST is queued).
+  int backlog = 0;
+  int unclaimed_requests = 0;
+  // Passive id made by a REQ whose CONNECT_REQUEST the application has not
+  // taken yet: its listener (whose backlog it holds), the channel its event
+  // waits in, and when it came (unclaimed ones are reclaimed after a while).
+  Id* unclaimed_of = nullptr;
+  Channel* request_chan = nullptr;
+  Clock::time_point requested_at;
+};
+
+inline Id* ToId(rdma_cm_id* id) { return reinterpret_cast<Id*>(id); }
+
+// Key of a passive id by its peer: (peer IPv4, the peer's comm ID).
+inline uint64_t PeerKey(uint32_t peer_ip, uint32_t remote_comm_id) {
+  return uint64_t(peer_ip) << 32 | remote_comm_id;
+}
+// Key of a listener: (port space, port).
+inline uint32_t ListenKey(int ps, uint16_t port) { return uint32_t(ps) << 16 | port; }
+
+// ---------------------------------------------------------------- the CM
+struct Cm {
+  std::mutex mu;
+  bool started = false;
+  bool exited = false;  // the exit hook has run
+  int init_error = 0;
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_comp_channel* cc = nullptr;
+  ibv_cq* cq = nullptr;
+  ibv_qp* qp = nullptr;
+  ibv_mr* mr = nullptr;
+  uint8_t* bufs = nullptr;
+  uint64_t sends_posted = 0, sends_done = 0;  // QP1 SENDs (exit hook waits)
+  std::thread th;
+  std::vector<uint32_t> gid_ip;  // host-order IPv4 per GID index (0: none)
+  int loop_idx = -1;
+  std::map<std::pair<int, std::string>, ibv_ah*> ahs;
+  std::unordered_map<uint32_t, Id*> by_comm;         // our comm ID -> id
+  std::unordered_map<uint64_t, Id*> by_peer;         // PeerKey -> passive id
+  std::unordered_map<uint32_t, Id*> listeners;       // ListenKey -> listener
+  std::set<Id*> ids;
+  std::map<ibv_context*, ibv_pd*> default_pd;
+  std::string netns;
+  // MADs dropped because they did not match a connection (wrong peer address
+  // or comm ID: forged or stale), REQs dropped for a full backlog, requests
+  // reclaimed unclaimed, replies to unknown peers suppressed by the limit.
+  uint64_t ignored_mads = 0, backlog_drops = 0, reclaimed_requests = 0, replies_suppressed = 0;
+  // Replies to MADs of no connection (REJ, DREP, SIDR_REP): a token bucket.
+  double reply_tokens = 0;
+  Clock::time_point reply_refill{};
+};
+
+Cm& G();
+
+// ---------------------------------------------------------------- helpers (cma.cc)
+void SetGidFromIp(ibv_gid* g, uint32_t ip_host);
+uint32_t IpFromGid(const uint8_t* raw);
+std::string IpStr(uint32_t ip_host);
+int GidIndexForIp(uint32_t ip);
+uint16_t SinPort(const sockaddr_in& s);
+Id* NewIdLocked(Channel* c, void* ctx, rdma_port_space ps, ibv_qp_type qpt);
+void AttachDevice(Id* id);
+int QpToRts(Id* id);
+uint8_t ClampRd(uint8_t v);
+void PollGsiCq();
+
+// ---------------------------------------------------------------- events (cm_channel.cc)
+Event* NewEvent(Id* id, rdma_cm_event_type t, int status);
+void Push(Channel* c, Event* e);
+void Deliver(Id* id, Event* e);
+void Simple(Id* id, rdma_cm_event_type t, int status);
+void SetConnPdata(Event* e, const uint8_t* p, size_t n);
+Channel* NewChannel();
+void FreeChannel(Channel* c);
+// Removes the queued, unread events of `id` from `c`, as the kernel's ucma
+// does when an id is destroyed: no event may name a freed id. (A listener's
+// unclaimed CONNECT_REQUESTs name their own ids: ReleaseListener.)
+void PurgeEvents(Channel* c, const Id* id);
+// rdma_get_cm_event's dequeue: the next event (blocking unless the fd is
+// O_NONBLOCK), with the listener backlog released for a CONNECT_REQUEST.
+int PopEvent(Channel* c, rdma_cm_event** out);
+
+// ---------------------------------------------------------------- protocol (cm_protocol.cc)
+int SendRaw(int sgid_index, const ibv_gid& dgid, const uint8_t* mad);
+int SendMsg(int sgid_index, const ibv_gid& dgid, const CmMsg& m, Id* remember = nullptr);
+void ArmTimer(Id* id, Timer t);
+void StopTimer(Id* id);
+uint32_t NewCommId(Id* id);
+uint32_t NewPsn();
+void FillCmaHdr(uint8_t* p, uint32_t src_ip, uint16_t sport, uint32_t dst_ip);
+void SendRtu(Id* id);
+void HandleMad(const uint8_t* buf, size_t len);
+// Listener bookkeeping: rdma_listen / rdma_destroy_id.
+void AddListener(Id* l, int backlog);
+void ReleaseListener(Id* l);
+// Forgets an id in the CM's lookup tables (rdma_destroy_id).
+void ForgetId(Id* id);
+// Destroys passive ids whose CONNECT_REQUEST nobody took within the
+// reclaim time (the CM thread, every pass).
+void ReclaimUnclaimedRequests();
+
+}  // namespace softrnic::rdmacm

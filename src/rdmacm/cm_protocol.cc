@@ -1,0 +1,569 @@
+// The CM protocol of softrnic's librdmacm: CM MADs in and out of QP1 and the
+// connection state they drive (IBA 12.6 and 12.9: REQ, REP, RTU, REJ, DREQ,
+// DREP; 12.11 SIDR), for the ids of cma.cc.
+//
+// Who may change a connection (security review H2): a MAD is for one of our
+// ids only if it names our communication ID, comes from the connection's
+// peer address (the GID the REQ went to or came from), and, once the peer's
+// ID is known, names that too (IBA 12.6.x: every message after the REQ
+// carries both IDs; the kernel's cm_acquire_id(local, remote)). Anything
+// else is counted (Cm::ignored_mads, a SOFTRNIC_CM_DEBUG line) and dropped.
+// RoCE has no authentication: an attacker who can spoof the peer's address
+// and learns both IDs can still end a connection; the IDs come from the
+// kernel's CSPRNG (common/secure_random.h) so they are not learnt by
+// prediction.
+//
+// Resources a remote host can make us spend (M3, L7): a listener's
+// unclaimed requests are bounded by rdma_listen's backlog and reclaimed when
+// nobody takes them; answers to MADs of no connection (REJ, DREP, SIDR_REP
+// to any source address, which may be spoofed) are rate-limited.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "common/secure_random.h"
+#include "rdmacm/cm_internal.h"
+
+namespace softrnic::rdmacm {
+namespace {
+
+// rdma_listen's backlog when the application gives none (<= 0) or more:
+// the kernel's default net.rdma_ucm.max_backlog.
+constexpr int kMaxBacklog = 1024;
+// Answers to MADs that match no connection (a REQ for a port nobody
+// listens on, a DREQ for an unknown ID): at most this many per second,
+// in bursts of as many. A spoofed source turns each into traffic to a
+// victim of the attacker's choosing at 1:1 size; a real peer only needs the
+// occasional one (and retransmits its REQ/DREQ anyway).
+constexpr double kRepliesPerSecond = 100;
+
+// A passive id whose CONNECT_REQUEST nobody took: reclaimed after twice the
+// time a client retransmits its REQ before giving up (REQ + retries):
+// the client is gone by then, or was never there (a forged REQ).
+Clock::duration UnclaimedLifetime() {
+  return 2 * std::chrono::milliseconds(RetryMs()) * (Retries() + 1);
+}
+
+bool ReplyAllowed(const char* why) {
+  Cm& g = G();
+  const auto now = Clock::now();
+  const double elapsed = std::chrono::duration<double>(now - g.reply_refill).count();
+  g.reply_refill = now;
+  g.reply_tokens = std::min(kRepliesPerSecond, g.reply_tokens + elapsed * kRepliesPerSecond);
+  if (g.reply_tokens >= 1) {
+    g.reply_tokens -= 1;
+    return true;
+  }
+  ++g.replies_suppressed;
+  CM_DBG("no answer (%s): over %g replies/s (%llu suppressed)", why, kRepliesPerSecond,
+         (unsigned long long)g.replies_suppressed);
+  return false;
+}
+
+ibv_ah* GetAh(int sgid_index, const ibv_gid& dgid) {
+  Cm& g = G();
+  auto key = std::make_pair(sgid_index, std::string(reinterpret_cast<const char*>(dgid.raw), 16));
+  auto it = g.ahs.find(key);
+  if (it != g.ahs.end()) return it->second;
+  ibv_ah_attr a{};
+  a.is_global = 1;
+  a.grh.dgid = dgid;
+  a.grh.sgid_index = uint8_t(sgid_index);
+  a.grh.hop_limit = 64;
+  a.port_num = 1;
+  ibv_ah* ah = ibv_create_ah(g.pd, &a);
+  if (ah) g.ahs[key] = ah;
+  return ah;
+}
+
+Id* FindComm(uint32_t c) {
+  auto it = G().by_comm.find(c);
+  return it == G().by_comm.end() ? nullptr : it->second;
+}
+
+bool SamePeer(const Id* id, const ibv_gid& peer) { return std::memcmp(id->dgid.raw, peer.raw, 16) == 0; }
+
+void Ignore(const CmMsg& m, const ibv_gid& peer, const char* why) {
+  Cm& g = G();
+  ++g.ignored_mads;
+  CM_DBG("ignored %s from %s (comm %08x -> %08x): %s (%llu ignored)", CmAttrName(m.attr),
+         IpStr(IpFromGid(peer.raw)).c_str(), m.local_comm_id, m.remote_comm_id, why,
+         (unsigned long long)g.ignored_mads);
+}
+
+// The id a REP, RTU, REJ, DREQ or DREP is for (`ours`: the MAD's remote comm
+// ID, `theirs`: its local comm ID), or nullptr (counted) when it names none
+// of ours, comes from another address than the connection's peer, or names
+// another peer ID than the one the connection has. `theirs` is not checked
+// while the peer's ID is still unknown (REP or REJ answering our REQ).
+Id* FindConnection(const CmMsg& m, uint32_t ours, uint32_t theirs, const ibv_gid& peer) {
+  Id* id = FindComm(ours);
+  if (!id) {
+    Ignore(m, peer, "unknown comm ID");
+    return nullptr;
+  }
+  if (!SamePeer(id, peer)) {
+    Ignore(m, peer, "not from the connection's peer");
+    return nullptr;
+  }
+  if (id->remote_comm_id != 0 && theirs != id->remote_comm_id) {
+    Ignore(m, peer, "wrong peer comm ID");
+    return nullptr;
+  }
+  return id;
+}
+
+Id* FindListener(int ps, uint16_t port) {
+  auto it = G().listeners.find(ListenKey(ps, port));
+  return it == G().listeners.end() ? nullptr : it->second;
+}
+
+Id* FindChildByPeer(uint32_t remote_comm, const ibv_gid& peer) {
+  auto it = G().by_peer.find(PeerKey(IpFromGid(peer.raw), remote_comm));
+  return it == G().by_peer.end() ? nullptr : it->second;
+}
+
+void RejectUnknown(const CmMsg& req, int sgid, const ibv_gid& peer) {
+  CmMsg r;
+  r.attr = kAttrRej;
+  r.tid = req.tid;
+  r.remote_comm_id = req.local_comm_id;
+  r.msg_rejected = 0;
+  r.reason = kRejInvalidServiceId;
+  SendMsg(sgid, peer, r);
+}
+
+void SendDrep(int sgid, const ibv_gid& peer, uint32_t local, uint32_t remote) {
+  CmMsg r;
+  r.attr = kAttrDrep;
+  r.local_comm_id = local;
+  r.remote_comm_id = remote;
+  SendMsg(sgid, peer, r);
+}
+
+// Frees a passive id nobody claimed (its listener goes away, or its request
+// aged out): its CONNECT_REQUEST leaves the listener's channel with it.
+void DestroyUnclaimed(Id* c) {
+  Cm& g = G();
+  PurgeEvents(c->request_chan, c);
+  if (c->unclaimed_of) --c->unclaimed_of->unclaimed_requests;
+  ForgetId(c);
+  g.ids.erase(c);
+  if (c->sync) FreeChannel(c->chan);
+  delete c;
+}
+
+}  // namespace
+
+// Copies the MAD into the send slot of the next post, which is free: the
+// QP's send queue has kSendSlots entries and completes in order, so with
+// fewer than kSendSlots SENDs outstanding the oldest slot's SEND is done.
+// Nothing is copied (and the MAD is dropped, ENOMEM: the CM retransmits what
+// matters) while all slots are still queued, so a send can never overwrite
+// the buffer of one still waiting to go out (security review L7).
+int SendRaw(int sgid_index, const ibv_gid& dgid, const uint8_t* mad) {
+  Cm& g = G();
+  ibv_ah* ah = GetAh(sgid_index, dgid);
+  if (!ah) return errno ? errno : EINVAL;
+  if (g.sends_posted - g.sends_done >= uint64_t(kSendSlots)) PollGsiCq();
+  if (g.sends_posted - g.sends_done >= uint64_t(kSendSlots)) {
+    CM_DBG("QP1 send queue full: %s dropped", CmAttrName(uint16_t(mad[16] << 8 | mad[17])));
+    return ENOMEM;
+  }
+  const int slot = int(g.sends_posted % kSendSlots);
+  uint8_t* b = g.bufs + size_t(slot) * kSlotSize;
+  std::memcpy(b, mad, kMadSize);
+  ibv_sge sge{reinterpret_cast<uintptr_t>(b), uint32_t(kMadSize), g.mr->lkey};
+  ibv_send_wr wr{}, *bad = nullptr;
+  wr.wr_id = uint64_t(slot);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.ud.ah = ah;
+  wr.wr.ud.remote_qpn = 1;
+  wr.wr.ud.remote_qkey = kGsiQkey;
+  int rc = ibv_post_send(g.qp, &wr, &bad);
+  if (!rc) ++g.sends_posted;
+  return rc;
+}
+
+int SendMsg(int sgid_index, const ibv_gid& dgid, const CmMsg& m, Id* remember) {
+  uint8_t buf[kMadSize];
+  EncodeCm(m, buf);
+  CM_DBG("send %s to %s (comm %08x -> %08x)", CmAttrName(m.attr), IpStr(IpFromGid(dgid.raw)).c_str(),
+         m.local_comm_id, m.remote_comm_id);
+  if (remember) {
+    std::memcpy(remember->last_mad, buf, kMadSize);
+    remember->have_last = true;
+  }
+  return SendRaw(sgid_index, dgid, buf);
+}
+
+void ArmTimer(Id* id, Timer t) {
+  id->timer = t;
+  id->retries_left = Retries();
+  id->deadline = Clock::now() + std::chrono::milliseconds(RetryMs());
+}
+void StopTimer(Id* id) { id->timer = Timer::kNone; }
+
+uint32_t NewCommId(Id* id) {
+  Cm& g = G();
+  uint32_t c;
+  do {
+    c = SecureRandom32();
+  } while (c == 0 || g.by_comm.count(c));
+  g.by_comm[c] = id;
+  id->local_comm_id = c;
+  return c;
+}
+
+uint32_t NewPsn() { return SecureRandom32() & 0xffffff; }
+
+void FillCmaHdr(uint8_t* p, uint32_t src_ip, uint16_t sport, uint32_t dst_ip) {
+  p[0] = 0;     // cma_version
+  p[1] = 0x40;  // IPv4
+  uint16_t np = htons(sport);
+  std::memcpy(p + 2, &np, 2);
+  uint32_t s = htonl(src_ip), d = htonl(dst_ip);
+  std::memcpy(p + 16, &s, 4);
+  std::memcpy(p + 32, &d, 4);
+}
+
+void SendRtu(Id* id) {
+  CmMsg r;
+  r.attr = kAttrRtu;
+  r.local_comm_id = id->local_comm_id;
+  r.remote_comm_id = id->remote_comm_id;
+  SendMsg(id->sgid_index, id->dgid, r);
+}
+
+void AddListener(Id* l, int backlog) {
+  l->backlog = backlog > 0 && backlog < kMaxBacklog ? backlog : kMaxBacklog;
+  G().listeners[ListenKey(l->id.ps, SinPort(l->id.route.addr.src_sin))] = l;
+}
+
+void ReleaseListener(Id* l) {
+  Cm& g = G();
+  std::vector<Id*> unclaimed;
+  for (Id* i : g.ids)
+    if (i->unclaimed_of == l) unclaimed.push_back(i);
+  for (Id* c : unclaimed) DestroyUnclaimed(c);
+}
+
+void ForgetId(Id* id) {
+  Cm& g = G();
+  auto erase_if_mine = [id](auto& map, auto key) {
+    auto it = map.find(key);
+    if (it != map.end() && it->second == id) map.erase(it);
+  };
+  if (id->local_comm_id) erase_if_mine(g.by_comm, id->local_comm_id);
+  if (id->remote_comm_id) erase_if_mine(g.by_peer, PeerKey(IpFromGid(id->dgid.raw), id->remote_comm_id));
+  if (id->st == St::kListen) erase_if_mine(g.listeners, ListenKey(id->id.ps, SinPort(id->id.route.addr.src_sin)));
+}
+
+void ReclaimUnclaimedRequests() {
+  Cm& g = G();
+  const auto cutoff = Clock::now() - UnclaimedLifetime();
+  std::vector<Id*> old;
+  for (Id* i : g.ids)
+    if (i->unclaimed_of && i->requested_at < cutoff) old.push_back(i);
+  for (Id* c : old) {
+    ++g.reclaimed_requests;
+    CM_DBG("request from %s never taken: reclaimed (%llu reclaimed)", IpStr(IpFromGid(c->dgid.raw)).c_str(),
+           (unsigned long long)g.reclaimed_requests);
+    DestroyUnclaimed(c);
+  }
+}
+
+namespace {
+
+void HandleReq(const CmMsg& m, int sgid, const ibv_gid& peer, uint32_t dst_ip) {
+  Cm& g = G();
+  bool sidr = m.attr == kAttrSidrReq;
+  if (Id* dup = FindChildByPeer(m.local_comm_id, peer)) {  // a retransmitted REQ
+    if (dup->have_last && (dup->st == St::kRepSent || dup->st == St::kConnected ||
+                           dup->st == St::kRejected))
+      SendRaw(dup->sgid_index, dup->dgid, dup->last_mad);
+    return;
+  }
+  int ps = int((m.service_id >> 16) & 0xffff);
+  uint16_t port = uint16_t(m.service_id & 0xffff);
+  Id* l = FindListener(ps, port);
+  if (!l) {
+    CM_DBG("no listener for ps %x port %u", ps, port);
+    if (!ReplyAllowed("no listener")) return;
+    if (sidr) {
+      CmMsg r;
+      r.attr = kAttrSidrRep;
+      r.tid = m.tid;
+      r.local_comm_id = m.local_comm_id;
+      r.sidr_status = kSidrUnsupported;
+      r.service_id = m.service_id;
+      SendMsg(sgid, peer, r);
+    } else {
+      RejectUnknown(m, sgid, peer);
+    }
+    return;
+  }
+  // rdma_listen's backlog bounds the requests the application has not taken
+  // yet (the kernel's ucma: a CONNECT_REQUEST beyond it is dropped). Dropped
+  // without a REJ: a real client retransmits its REQ and gets in once the
+  // application takes a request, a forged one costs nothing and is not
+  // reflected.
+  if (l->unclaimed_requests >= l->backlog) {
+    ++g.backlog_drops;
+    CM_DBG("REQ from %s dropped: backlog of %d full (%llu dropped)", IpStr(IpFromGid(peer.raw)).c_str(),
+           l->backlog, (unsigned long long)g.backlog_drops);
+    return;
+  }
+  const uint8_t* hdr = m.pdata;
+  Channel* chan = l->chan;
+  if (l->sync) {
+    chan = NewChannel();
+    if (!chan) return;
+  }
+  Id* c = NewIdLocked(chan, l->id.context, l->id.ps, l->id.qp_type);
+  c->sync = l->sync;
+  AttachDevice(c);
+  c->bound = true;
+  c->sgid_index = sgid;
+  c->dgid = peer;
+  c->remote_comm_id = m.local_comm_id;
+  c->remote_qpn = m.qpn;
+  c->remote_psn = m.starting_psn;
+  c->retry_cnt = m.retry_count;
+  c->rnr_retry = m.rnr_retry_count;
+  c->local_psn = NewPsn();
+  NewCommId(c);
+  g.by_peer[PeerKey(IpFromGid(peer.raw), c->remote_comm_id)] = c;
+  c->unclaimed_of = l;
+  c->request_chan = l->chan;
+  c->requested_at = Clock::now();
+  ++l->unclaimed_requests;
+  // Addresses from rdma_cm's IP header (peer's view), else from the packet.
+  uint32_t hsrc, hdst;
+  std::memcpy(&hsrc, hdr + 16, 4);
+  std::memcpy(&hdst, hdr + 32, 4);
+  uint16_t hport;
+  std::memcpy(&hport, hdr + 2, 2);
+  sockaddr_in& s = c->id.route.addr.src_sin;
+  s.sin_family = AF_INET;
+  s.sin_port = htons(port);
+  s.sin_addr.s_addr = hdst ? hdst : htonl(dst_ip);
+  sockaddr_in& d = c->id.route.addr.dst_sin;
+  d.sin_family = AF_INET;
+  d.sin_port = hport;
+  d.sin_addr.s_addr = hsrc ? hsrc : htonl(IpFromGid(peer.raw));
+  c->id.route.addr.addr.ibaddr.sgid.global.interface_id = 0;
+  if (sgid >= 0 && size_t(sgid) < g.gid_ip.size()) SetGidFromIp(&c->id.route.addr.addr.ibaddr.sgid, g.gid_ip[size_t(sgid)]);
+  c->id.route.addr.addr.ibaddr.dgid = peer;
+  c->id.route.addr.addr.ibaddr.pkey = htons(0xffff);
+  c->st = St::kReqRcvd;
+
+  Event* e = NewEvent(c, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
+  e->ev.listen_id = &l->id;
+  if (sidr) {
+    size_t n = kSidrReqPdata - kCmaHdr;
+    std::memcpy(e->pdata, m.pdata + kCmaHdr, n);
+    e->ev.param.ud.private_data = e->pdata;
+    e->ev.param.ud.private_data_len = uint8_t(n);
+    ibv_ah_attr& ah = e->ev.param.ud.ah_attr;
+    ah.is_global = 1;
+    ah.grh.dgid = peer;
+    ah.grh.sgid_index = uint8_t(sgid);
+    ah.grh.hop_limit = 64;
+    ah.port_num = 1;
+  } else {
+    SetConnPdata(e, m.pdata + kCmaHdr, kReqPdata - kCmaHdr);
+    rdma_conn_param& p = e->ev.param.conn;
+    p.responder_resources = m.initiator_depth;
+    p.initiator_depth = m.responder_resources;
+    p.flow_control = m.flow_control;
+    p.retry_count = m.retry_count;
+    p.rnr_retry_count = m.rnr_retry_count;
+    p.srq = m.srq;
+    p.qp_num = m.qpn;
+  }
+  // The CONNECT_REQUEST goes to the listener's channel (for a synchronous
+  // listener, rdma_get_request picks it up there).
+  CM_DBG("event CONNECT_REQUEST id %p", (void*)c);
+  Push(l->chan, e);
+}
+
+void HandleRep(const CmMsg& m, const ibv_gid& peer) {
+  Id* id = FindConnection(m, m.remote_comm_id, m.local_comm_id, peer);
+  if (!id) return;
+  if (id->st == St::kConnected && id->remote_comm_id == m.local_comm_id) {
+    SendRtu(id);  // our RTU was lost
+    return;
+  }
+  if (id->st != St::kReqSent) return;
+  StopTimer(id);
+  id->remote_comm_id = m.local_comm_id;
+  id->remote_qpn = m.qpn;
+  id->remote_psn = m.starting_psn;
+  id->rnr_retry = m.rnr_retry_count;
+  // Our initiator depth cannot exceed what the peer will serve.
+  id->init_depth = std::min(id->init_depth, m.responder_resources);
+  Event* e;
+  if (id->id.qp) {
+    if (QpToRts(id) != 0) {
+      CmMsg r;
+      r.attr = kAttrRej;
+      r.local_comm_id = id->local_comm_id;
+      r.remote_comm_id = id->remote_comm_id;
+      r.msg_rejected = 1;
+      r.reason = kRejConsumer;
+      SendMsg(id->sgid_index, id->dgid, r);
+      id->st = St::kError;
+      Simple(id, RDMA_CM_EVENT_CONNECT_ERROR, -EINVAL);
+      return;
+    }
+    SendRtu(id);
+    id->st = St::kConnected;
+    e = NewEvent(id, RDMA_CM_EVENT_ESTABLISHED, 0);
+  } else {
+    id->st = St::kRepRcvd;
+    e = NewEvent(id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0);
+  }
+  SetConnPdata(e, m.pdata, kRepPdata);
+  rdma_conn_param& p = e->ev.param.conn;
+  p.responder_resources = m.initiator_depth;
+  p.initiator_depth = m.responder_resources;
+  p.flow_control = m.flow_control;
+  p.rnr_retry_count = m.rnr_retry_count;
+  p.srq = m.srq;
+  p.qp_num = m.qpn;
+  Deliver(id, e);
+}
+
+void HandleRtu(const CmMsg& m, const ibv_gid& peer) {
+  Id* id = FindConnection(m, m.remote_comm_id, m.local_comm_id, peer);
+  if (!id || id->st != St::kRepSent) return;
+  StopTimer(id);
+  id->st = St::kConnected;
+  Simple(id, RDMA_CM_EVENT_ESTABLISHED, 0);
+}
+
+void HandleRej(const CmMsg& m, const ibv_gid& peer) {
+  Id* id = FindConnection(m, m.remote_comm_id, m.local_comm_id, peer);
+  if (!id) return;
+  if (id->st != St::kReqSent && id->st != St::kRepSent && id->st != St::kRepRcvd) return;
+  if (id->st == St::kReqSent && m.reason == kRejInvalidServiceId && id->invalid_sid_retries > 0 &&
+      id->have_last) {
+    // The listener may be just being set up (perftest closes its first
+    // listener and opens the next one right after its handshake): try again
+    // shortly, for about a second, before reporting REJECTED.
+    --id->invalid_sid_retries;
+    id->timer = Timer::kReq;
+    id->retries_left = std::max(id->retries_left, 1);
+    id->deadline = Clock::now() + std::chrono::milliseconds(kLookupMs);
+    return;
+  }
+  StopTimer(id);
+  // The QP is the application's: it moves it (rdma_disconnect) or destroys it,
+  // possibly right now on its own thread, so the CM thread leaves it alone
+  // (as rdma-core's librdmacm does).
+  id->st = St::kRejected;
+  Event* e = NewEvent(id, RDMA_CM_EVENT_REJECTED, m.reason);
+  SetConnPdata(e, m.pdata, kRejPdata);
+  Deliver(id, e);
+}
+
+void HandleDreq(const CmMsg& m, int sgid, const ibv_gid& peer) {
+  if (!FindComm(m.remote_comm_id)) {
+    // Our DREP was lost and the connection is gone here (IBA 12.9.6: answer
+    // a DREQ for an unknown connection anyway), or a forgery: rate-limited.
+    Ignore(m, peer, "unknown comm ID");
+    if (ReplyAllowed("DREQ for no connection")) SendDrep(sgid, peer, m.remote_comm_id, m.local_comm_id);
+    return;
+  }
+  Id* id = FindConnection(m, m.remote_comm_id, m.local_comm_id, peer);
+  if (!id) return;
+  SendDrep(id->sgid_index, id->dgid, id->local_comm_id, id->remote_comm_id);
+  if (id->st == St::kConnected || id->st == St::kRepSent || id->st == St::kDreqSent ||
+      id->st == St::kRepRcvd) {
+    StopTimer(id);
+    // The QP is the application's: it moves it (rdma_disconnect) or destroys it,
+    // possibly right now on its own thread, so the CM thread leaves it alone
+    // (as rdma-core's librdmacm does).
+    id->st = St::kDisconnected;
+    Simple(id, RDMA_CM_EVENT_DISCONNECTED, 0);
+  }
+}
+
+void HandleDrep(const CmMsg& m, const ibv_gid& peer) {
+  Id* id = FindConnection(m, m.remote_comm_id, m.local_comm_id, peer);
+  if (!id || id->st != St::kDreqSent) return;
+  StopTimer(id);
+  id->st = St::kDisconnected;
+  Simple(id, RDMA_CM_EVENT_DISCONNECTED, 0);
+}
+
+// SIDR_REP carries only our request ID (IBA 12.11.2): the peer address is
+// the rest of the match.
+void HandleSidrRep(const CmMsg& m, const ibv_gid& peer) {
+  Id* id = FindConnection(m, m.local_comm_id, 0, peer);
+  if (!id || id->st != St::kReqSent || id->id.qp_type != IBV_QPT_UD) return;
+  StopTimer(id);
+  Event* e;
+  if (m.sidr_status == kSidrOk) {
+    id->st = St::kConnected;
+    id->remote_qpn = m.qpn;
+    id->remote_qkey = m.qkey;
+    e = NewEvent(id, RDMA_CM_EVENT_ESTABLISHED, 0);
+    rdma_ud_param& u = e->ev.param.ud;
+    u.qp_num = m.qpn;
+    u.qkey = m.qkey;
+    u.ah_attr.is_global = 1;
+    u.ah_attr.grh.dgid = id->dgid;
+    u.ah_attr.grh.sgid_index = uint8_t(id->sgid_index);
+    u.ah_attr.grh.hop_limit = 64;
+    u.ah_attr.port_num = 1;
+  } else {
+    id->st = St::kRejected;
+    e = NewEvent(id, RDMA_CM_EVENT_UNREACHABLE, m.sidr_status == kSidrReject ? -ECONNREFUSED : -EPROTONOSUPPORT);
+    if (m.sidr_status == kSidrReject) e->ev.event = RDMA_CM_EVENT_REJECTED, e->ev.status = kRejConsumer;
+  }
+  std::memcpy(e->pdata, m.pdata, kSidrRepPdata);
+  e->ev.param.ud.private_data = e->pdata;
+  e->ev.param.ud.private_data_len = uint8_t(kSidrRepPdata);
+  Deliver(id, e);
+}
+
+}  // namespace
+
+void HandleMad(const uint8_t* buf, size_t len) {
+  if (len < kGrh + kMadSize) return;
+  // IPv4 source: the IPv4 header sits in GRH bytes 20..39.
+  uint32_t src_ip, dst_ip;
+  std::memcpy(&src_ip, buf + 32, 4);
+  std::memcpy(&dst_ip, buf + 36, 4);
+  src_ip = ntohl(src_ip);
+  dst_ip = ntohl(dst_ip);
+  CmMsg m;
+  if (!DecodeCm(buf + kGrh, len - kGrh, &m)) return;
+  ibv_gid peer;
+  SetGidFromIp(&peer, src_ip);
+  int sgid = GidIndexForIp(dst_ip);
+  if (sgid < 0) sgid = G().loop_idx >= 0 ? G().loop_idx : 0;
+  CM_DBG("recv %s from %s (comm %08x -> %08x)", CmAttrName(m.attr), IpStr(src_ip).c_str(),
+         m.local_comm_id, m.remote_comm_id);
+  switch (m.attr) {
+    case kAttrReq:
+    case kAttrSidrReq: HandleReq(m, sgid, peer, dst_ip); break;
+    case kAttrRep: HandleRep(m, peer); break;
+    case kAttrRtu: HandleRtu(m, peer); break;
+    case kAttrRej: HandleRej(m, peer); break;
+    case kAttrDreq: HandleDreq(m, sgid, peer); break;
+    case kAttrDrep: HandleDrep(m, peer); break;
+    case kAttrSidrRep: HandleSidrRep(m, peer); break;
+    default: break;  // MRA: our timers are generous enough
+  }
+}
+
+}  // namespace softrnic::rdmacm
