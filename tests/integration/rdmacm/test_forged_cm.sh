@@ -10,7 +10,9 @@
 # and neither side may see any CM event; the connection then carries a SEND
 # each way and ends with a normal DISCONNECTED. Then a client whose REQ is
 # still unanswered gets a forged REP and REJ from the third address: it must
-# stay waiting (no ESTABLISHED on the attacker's QPN, no REJECTED).
+# stay waiting (no ESTABLISHED on the attacker's QPN, no REJECTED). Last,
+# 2,000 MADs of no connection from spoofed sources get at most 100 answers
+# per second (a reflector at the attacker's service otherwise).
 # Needs root (namespaces, raw socket), else skipped.
 set -u
 source "$SOFTRNIC_INTEGRATION_LIB/common.sh"
@@ -74,6 +76,32 @@ if wait_bg pending 20 && grep -q '^OK' "$(bg_log_file pending)"; then
 else
   fail=$((fail + 1))
   log "FAIL pending client: $(grep -m1 FAIL "$(bg_log_file pending)")"
+fi
+
+# --- 3. replies to MADs of no connection (review L7) ----------------------------
+# REQs for a port nobody listens on and DREQs for unknown comm IDs, from
+# spoofed sources: each would be answered (REJ, DREP) at 1:1 size towards
+# whoever the source names. The CM answers at most 100 per second.
+GO=$SOFTRNIC_TMP/go3
+start_bg reflector 60 run_in_ns $A "$VICTIM" listen 21822 "$GO" 4
+wait_until 10 grep -q READY "$(bg_log_file reflector)" || die "listener did not start"
+t0=$(date +%s%N)
+forge --src 10.236.0.50 --dst $IPA --attr REQ --port 21823 --count 1000 --rate 2000 >/dev/null
+for i in $(seq 10); do
+  forge --src 10.236.0.51 --dst $IPA --attr DREQ --local "$(printf %08x $((RANDOM * 65536 + RANDOM)))" \
+    --remote "$(printf %08x $((RANDOM * 65536 + RANDOM + 1)))" --count 100 --rate 2000 >/dev/null
+done
+secs=$(( ($(date +%s%N) - t0) / 1000000000 + 1 ))
+sleep 0.5
+rej=$(grep -c 'send REJ' "$(bg_log_file reflector)")
+drep=$(grep -c 'send DREP' "$(bg_log_file reflector)")
+touch "$GO"
+kill_bg reflector
+if (( rej + drep <= 100 * (secs + 1) )); then
+  log "PASS replies: 1000 REQs + 1000 DREQs of no connection in ${secs}s got $rej REJ + $drep DREP"
+else
+  fail=$((fail + 1))
+  log "FAIL replies: $rej REJ + $drep DREP for 2000 MADs of no connection in ${secs}s (limit 100/s)"
 fi
 
 (( fail == 0 )) || die "$fail case(s) failed"
