@@ -75,12 +75,14 @@ for f in "${fuzzers[@]}"; do
   # First corpus dir is where new inputs go; the committed seeds are read only.
   # shellcheck disable=SC2086
   timeout -k 10 $(( secs + 120 )) "$bin" \
-    -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
+    -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=8192 -error_exitcode=1 \
     -print_final_stats=1 -artifact_prefix="$src/fuzz/crashes/$f-" \
     ${FUZZ_ARGS:-} "$corpus" "${seeds[@]}" >"$flog" 2>&1 || rc=$?
-  execs=$(sed -nE 's/^stat::number_of_executed_units: *([0-9]+).*/\1/p' "$flog" | tail -1)
-  rate=$(sed -nE 's/^stat::average_exec_per_sec: *([0-9]+).*/\1/p' "$flog" | tail -1)
-  cov=$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$flog" | tail -1)
+  # `|| true`: a fuzzer that crashed at once printed no coverage line, and
+  # a failing grep must not end the script (set -e) before the summary.
+  execs=$(sed -nE 's/^stat::number_of_executed_units: *([0-9]+).*/\1/p' "$flog" | tail -1 || true)
+  rate=$(sed -nE 's/^stat::average_exec_per_sec: *([0-9]+).*/\1/p' "$flog" | tail -1 || true)
+  cov=$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$flog" | tail -1 || true)
   line="$f: rc=$rc execs=${execs:-?} (${rate:-?}/s) ${cov:-} corpus=$(ls "$corpus" | wc -l)"
   summary+=("$line")
   if (( rc != 0 )); then
