@@ -11,6 +11,8 @@
  *                                       answers; until GOFILE no event may
  *                                       arrive (a forged REP/REJ would give
  *                                       ESTABLISHED/REJECTED)
+ *   cm_victim udpending IP PORT GOFILE  the same for a UD id (SIDR_REQ;
+ *                                       a forged SIDR_REP gives ESTABLISHED)
  *   cm_victim listen PORT GOFILE BACKLOG  synchronous listener (rdma_create_ep
  *                                       + rdma_get_request) that takes no
  *                                       request until GOFILE exists; then it
@@ -213,6 +215,32 @@ static int run_client(const char* ip, int port, const char* go, int pending) {
   return 0;
 }
 
+/* A UD client (RDMA_PS_UDP): its SIDR_REQ is never answered; until `go`
+ * no event may arrive (a forged SIDR_REP would give ESTABLISHED with the
+ * attacker's QPN and Q_Key). */
+static int run_ud_pending(const char* ip, int port, const char* go) {
+  struct rdma_event_channel* ch = rdma_create_event_channel();
+  struct rdma_cm_id* id;
+  if (!ch || rdma_create_id(ch, &id, NULL, RDMA_PS_UDP)) FAIL("create id");
+  struct sockaddr_in d = addr_of(ip, port);
+  if (rdma_resolve_addr(id, NULL, (struct sockaddr*)&d, 2000)) FAIL("resolve_addr");
+  rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 5));
+  if (rdma_resolve_route(id, 2000)) FAIL("resolve_route");
+  rdma_ack_cm_event(expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, 5));
+  struct ibv_qp_init_attr a;
+  memset(&a, 0, sizeof a);
+  a.cap.max_send_wr = a.cap.max_recv_wr = 4;
+  a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+  a.qp_type = IBV_QPT_UD;
+  if (rdma_create_qp(id, NULL, &a)) FAIL("rdma_create_qp: %s", strerror(errno));
+  if (rdma_connect(id, NULL)) FAIL("connect: %s", strerror(errno));
+  printf("READY\n");
+  fflush(stdout);
+  watch_until(ch, go);
+  printf("OK\n");
+  return 0;
+}
+
 static int run_listen(int port, const char* go, int backlog) {
   struct rdma_addrinfo hints, *res;
   memset(&hints, 0, sizeof hints);
@@ -284,6 +312,7 @@ int main(int argc, char** argv) {
   if (argc == 4 && !strcmp(argv[1], "server")) return run_server(atoi(argv[2]), argv[3]);
   if (argc == 5 && !strcmp(argv[1], "client")) return run_client(argv[2], atoi(argv[3]), argv[4], 0);
   if (argc == 5 && !strcmp(argv[1], "pending")) return run_client(argv[2], atoi(argv[3]), argv[4], 1);
+  if (argc == 5 && !strcmp(argv[1], "udpending")) return run_ud_pending(argv[2], atoi(argv[3]), argv[4]);
   if (argc == 5 && !strcmp(argv[1], "listen")) return run_listen(atoi(argv[2]), argv[3], atoi(argv[4]));
   if (argc == 4 && !strcmp(argv[1], "legit")) return run_legit(argv[2], atoi(argv[3]));
   fprintf(stderr, "usage: see the comment at the top of cm_victim.c\n");

@@ -10,7 +10,8 @@
 # and neither side may see any CM event; the connection then carries a SEND
 # each way and ends with a normal DISCONNECTED. Then a client whose REQ is
 # still unanswered gets a forged REP and REJ from the third address: it must
-# stay waiting (no ESTABLISHED on the attacker's QPN, no REJECTED). Last,
+# stay waiting (no ESTABLISHED on the attacker's QPN, no REJECTED); so must
+# a UD client given a forged SIDR_REP. Last,
 # 2,000 MADs of no connection from spoofed sources get at most 100 answers
 # per second (a reflector at the attacker's service otherwise).
 # Needs root (namespaces, raw socket), else skipped.
@@ -76,6 +77,23 @@ if wait_bg pending 20 && grep -q '^OK' "$(bg_log_file pending)"; then
 else
   fail=$((fail + 1))
   log "FAIL pending client: $(grep -m1 FAIL "$(bg_log_file pending)")"
+fi
+
+# The same for a UD id: a forged SIDR_REP (it names only our request ID).
+GO=$SOFTRNIC_TMP/go2u
+start_bg udpending 60 run_in_ns $B "$VICTIM" udpending $IPA 21824 "$GO"
+wait_until 10 grep -q READY "$(bg_log_file udpending)" || die "UD client did not start"
+wait_until 5 grep -q 'send SIDR_REQ' "$(bg_log_file udpending)" || die "no SIDR_REQ sent"
+R=$(sed -nE 's/.*send SIDR_REQ to [0-9.]+ \(comm ([0-9a-f]+) -> .*/\1/p' "$(bg_log_file udpending)" | head -1)
+log "UD client request ID $R"
+forge --src $EVIL --dst $IPB --attr SIDR_REP --local "$R" --port 21824
+sleep 0.5
+touch "$GO"
+if wait_bg udpending 20 && grep -q '^OK' "$(bg_log_file udpending)"; then
+  log "PASS UD client: forged SIDR_REP ignored"
+else
+  fail=$((fail + 1))
+  log "FAIL UD client: $(grep -m1 FAIL "$(bg_log_file udpending)")"
 fi
 
 # --- 3. replies to MADs of no connection (review L7) ----------------------------
