@@ -44,6 +44,7 @@
 
 #include "common/secure_random.h"
 #include "rdmacm/cm_internal.h"
+#include "rdmacm/host_registry.h"
 #include "rdmacm/mad.h"
 
 namespace softrnic::rdmacm {
@@ -151,91 +152,30 @@ int RouteSource(uint32_t dst, uint32_t* src) {
 uint16_t SinPort(const sockaddr_in& s) { return ntohs(s.sin_port); }
 
 // ---------------------------------------------------------------- host registry
-// Listeners are published in /dev/shm/softrnic-cm/<netns>-<ps>-<port>
-// ("pid loopbackIP"), so a same-host client finds the listener's process.
-const char* kRegDir = "/dev/shm/softrnic-cm";
-
-std::string RegPath(int ps, uint16_t port) {
-  char b[256];
-  snprintf(b, sizeof b, "%s/%s-%x-%u", kRegDir, G().netns.c_str(), ps, port);
-  return b;
+// Same-host listeners are found through the per-user registry
+// (rdmacm/host_registry.h: /dev/shm/softrnic-cm-<euid>, security review H3).
+// Called with G().mu held.
+HostRegistry& Registry() {
+  static HostRegistry* registry = new HostRegistry(HostRegistry::DefaultDirectory(),  // outlives exit
+                                                     HostRegistry::FallbackDirectory());
+  return *registry;
 }
 
-bool PidAlive(long pid) { return pid > 0 && (kill(pid_t(pid), 0) == 0 || errno == EPERM); }
-
-// Reads an entry; removes it if its process is gone.
 bool RegRead(int ps, uint16_t port, long* pid, uint32_t* ip) {
-  std::string p = RegPath(ps, port);
-  FILE* f = fopen(p.c_str(), "re");
-  if (!f) return false;
-  char ipb[64] = {};
-  long pd = 0;
-  int n = fscanf(f, "%ld %63s", &pd, ipb);
-  fclose(f);
-  in_addr a{};
-  if (n != 2 || inet_pton(AF_INET, ipb, &a) != 1 || !PidAlive(pd)) {
-    unlink(p.c_str());
-    return false;
-  }
-  *pid = pd;
-  *ip = ntohl(a.s_addr);
+  const std::optional<RegistryEntry> e = Registry().Lookup(G().netns, ps, port);
+  if (!e) return false;
+  *pid = e->pid;
+  *ip = e->ip;
   return true;
-}
-
-// Removes the entries of processes that are gone (killed listeners never
-// unregister): checked on every rdma_listen.
-void RegSweep() {
-  DIR* d = opendir(kRegDir);
-  if (!d) return;
-  while (dirent* e = readdir(d)) {
-    if (e->d_name[0] == '.' || std::strstr(e->d_name, ".tmp.")) continue;
-    std::string p = std::string(kRegDir) + "/" + e->d_name;
-    FILE* f = fopen(p.c_str(), "re");
-    if (!f) continue;
-    long pid = 0;
-    int n = fscanf(f, "%ld", &pid);
-    fclose(f);
-    if (n == 1 && !PidAlive(pid)) unlink(p.c_str());
-  }
-  closedir(d);
 }
 
 int RegAdd(int ps, uint16_t port) {
   Cm& g = G();
   if (g.loop_idx < 0) return 0;  // nothing to publish (explicit SOFTRNIC_BIND)
-  mkdir(kRegDir, 01777);
-  chmod(kRegDir, 01777);
-  RegSweep();
-  std::string p = RegPath(ps, port);
-  std::string tmp = p + ".tmp." + std::to_string(getpid());
-  FILE* f = fopen(tmp.c_str(), "we");
-  if (!f) return 0;  // no /dev/shm: same-host lookups fall back to the IP
-  fprintf(f, "%ld %s\n", long(getpid()), IpStr(g.gid_ip[g.loop_idx]).c_str());
-  fclose(f);
-  chmod(tmp.c_str(), 0644);
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    if (link(tmp.c_str(), p.c_str()) == 0) {
-      unlink(tmp.c_str());
-      return 0;
-    }
-    if (errno != EEXIST) break;
-    long pid;
-    uint32_t ip;
-    if (RegRead(ps, port, &pid, &ip) && pid != getpid()) {
-      unlink(tmp.c_str());
-      return EADDRINUSE;
-    }
-    unlink(p.c_str());
-  }
-  unlink(tmp.c_str());
-  return 0;
+  return Registry().Add(g.netns, ps, port, g.gid_ip[g.loop_idx]);
 }
 
-void RegRemove(int ps, uint16_t port) {
-  long pid;
-  uint32_t ip;
-  if (RegRead(ps, port, &pid, &ip) && pid == getpid()) unlink(RegPath(ps, port).c_str());
-}
+void RegRemove(int ps, uint16_t port) { Registry().Remove(G().netns, ps, port); }
 
 // ---------------------------------------------------------------- devices
 ibv_pd* DefaultPd(ibv_context* ctx) {

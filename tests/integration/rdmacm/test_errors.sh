@@ -46,7 +46,7 @@ if [[ $(id -u) -eq 0 ]]; then
     ip netns exec $A rping -c -a $IPB -p 21798 -C 1 -v
   # A softrnic rdma_cm listener in B, on another port.
   start_bg listener 60 run_in_ns $B rping -s -p 21797 -C 1 -v
-  wait_until 10 bash -c "ls /dev/shm/softrnic-cm/*-106-21797 >/dev/null 2>&1" || sleep 1
+  wait_until 10 bash -c "ls /dev/shm/softrnic-cm-$(id -u)/*-106-21797 >/dev/null 2>&1" || sleep 1
   expect_fail remote_no_listener 'RDMA_CM_EVENT_REJECTED, error 8' \
     ip netns exec $A rping -c -a $IPB -p 21796 -C 1 -v
   kill_bg listener

@@ -50,7 +50,7 @@ wait_listener() {
     if (( netns )); then wait_for_port -n $B "$2" 10; else wait_for_port "$2" 10; fi
     return 0
   fi
-  wait_until 10 bash -c "ls /dev/shm/softrnic-cm/*-$1-$2 >/dev/null 2>&1" || sleep 1
+  wait_until 10 bash -c "ls /dev/shm/softrnic-cm-$(id -u)/*-$1-$2 >/dev/null 2>&1" || sleep 1
 }
 
 fail=0
