@@ -38,6 +38,23 @@ bool NeedsResponseData(WrOpcode op) {
 
 uint32_t LastPsn(const SendWqe& w) { return wire::PsnAdd(w.first_psn, w.npackets - 1); }
 
+// Whether an RNR NAK for `psn` can be real: only a request that consumes a
+// receive WQE (SEND, WRITE with immediate) can meet an empty receive queue
+// (IBA 9.7.5.1.6). A forged RNR NAK for anything else would stall the QP,
+// forever with rnr_retry 7, which rdma_cm and rsockets use.
+bool RnrNakPlausible(Qp* qp, uint32_t psn) {
+  for (uint64_t i = qp->sq_head; i != qp->sq_tail; ++i) {
+    const SendWqe& w = qp->Wqe(i);
+    if (!w.started) break;
+    const int32_t into = wire::PsnDiff(psn, w.first_psn);
+    if (into < 0) break;
+    if (static_cast<uint32_t>(into) >= w.npackets) continue;
+    return w.opcode == WrOpcode::kSend || w.opcode == WrOpcode::kSendWithImm ||
+           w.opcode == WrOpcode::kSendWithInv || w.opcode == WrOpcode::kRdmaWriteWithImm;
+  }
+  return false;
+}
+
 // After a go-back-N rewind an acknowledgement may cover packets of the first
 // transmission past the resend cursor (sq_psn): move the cursor to comp_psn
 // instead of resending what the responder has.
@@ -220,9 +237,12 @@ void Engine::HandleResponse(Qp* qp, const wire::Packet& pkt) {
   // beyond it (ImplicitAck moves the cursor forward). READ responses and
   // atomic ACKs past sq_psn belong to requests resent later: dropped, they
   // will be answered again.
+  // Issue 14 (M1): responses for PSNs never sent (at or past sq_psn_max)
+  // are what a blind forger mostly produces; counted on their own.
   const uint32_t answered_limit = pkt.opcode() == wire::op::kRcAck ? qp->sq_psn_max : qp->sq_psn;
   if (wire::PsnDiff(psn, answered_limit) >= 0) {
     ++stats_.rx_out_of_sequence;
+    if (wire::PsnDiff(psn, qp->sq_psn_max) >= 0) ++stats_.rx_responses_unsent;
     return;
   }
   const uint8_t opcode = pkt.opcode();
@@ -247,14 +267,24 @@ void Engine::HandleResponse(Qp* qp, const wire::Packet& pkt) {
     }
     switch (wire::SyndromeKind(syn)) {
       case wire::AckKind::kAck:
-        if (wire::PsnDiff(psn, qp->comp_psn) < 0) return;  // old ACK
+        if (wire::PsnDiff(psn, qp->comp_psn) < 0) {  // old ACK (late duplicates land here too)
+          ++stats_.rx_responses_stale;
+          return;
+        }
         // A selective responder sends a plain ACK only with nothing kept.
         if (pkt.bth.sr()) qp->sacked_count = 0;
         ImplicitAck(qp, psn);
         return;
       case wire::AckKind::kRnrNak: {
         ++stats_.rx_rnr_naks;
-        if (wire::PsnDiff(psn, qp->comp_psn) < 0) return;
+        if (wire::PsnDiff(psn, qp->comp_psn) < 0) {
+          ++stats_.rx_responses_stale;
+          return;
+        }
+        if (!RnrNakPlausible(qp, psn)) {
+          ++stats_.rx_rnr_naks_invalid;
+          return;
+        }
         if (!ImplicitAck(qp, wire::PsnAdd(psn, wire::kPsnMask))) return;
         if (qp->rnr_retry_left == 0) {
           RequesterError(qp, WcStatus::kRnrRetryExcErr);
@@ -270,7 +300,10 @@ void Engine::HandleResponse(Qp* qp, const wire::Packet& pkt) {
       }
       case wire::AckKind::kNak: {
         ++stats_.rx_naks;
-        if (wire::PsnDiff(psn, qp->comp_psn) < 0) return;
+        if (wire::PsnDiff(psn, qp->comp_psn) < 0) {
+          ++stats_.rx_responses_stale;
+          return;
+        }
         // A NAK acknowledges every PSN before it (IBA 9.7.5.2.2).
         if (!ImplicitAck(qp, wire::PsnAdd(psn, wire::kPsnMask))) return;
         switch (static_cast<wire::NakCode>(wire::SyndromeValue(syn))) {
@@ -304,6 +337,7 @@ void Engine::HandleResponse(Qp* qp, const wire::Packet& pkt) {
 
   if (wire::PsnDiff(psn, qp->comp_psn) < 0) {
     ++stats_.rx_duplicates;
+    ++stats_.rx_responses_stale;
     return;
   }
   // Every response acknowledges the PSNs before it.

@@ -14,6 +14,24 @@
 #include <string>
 
 namespace softrnic::engine {
+namespace {
+
+// The source check's second half (issue 14, M1). A same-host peer (127/8 or
+// an address of this host: Qp::peer_on_host) can be impersonated by any
+// local user, who only has to bind the peer's address on another UDP port;
+// the peer's device itself always sends from the device port (udp_port_,
+// the port every softrnic device listens on and sends to). So for such a
+// peer the source port must be that port. Off-host sources cannot be
+// checked this way: RoCE v2 leaves the UDP source port to the sender as
+// flow entropy for ECMP (IBA Annex A17, RoCE v2), and NICs choose it per QP
+// or per flow. (A packet from the wire cannot carry one of this host's
+// addresses as its source either: Linux drops it as martian unless
+// accept_local is set, so the local case is the one that needs the port.)
+bool FromPeerPort(const Qp& qp, const transport::RxPacket& rx, uint16_t device_port) {
+  return !qp.peer_on_host || rx.src.port == device_port;
+}
+
+}  // namespace
 
 Engine::Engine(std::unique_ptr<transport::Transport> transport, DeviceAttr attr)
     : attr_(std::move(attr)), transport_(std::move(transport)) {
@@ -214,10 +232,14 @@ void Engine::DispatchPacket(const transport::RxPacket& rx) {
     // DCQCN reaction point: a CNP names our QP whose flow met congestion.
     // Only the QP's own peer may slow it down.
     auto cnp_qp = qps_.find(pkt.bth.dest_qp());
-    if (cnp_qp != qps_.end() && rx.src.gid == cnp_qp->second->attr.ah_attr.dgid) {
-      HandleCnp(cnp_qp->second.get());
-    } else {
+    if (cnp_qp == qps_.end() || !(rx.src.gid == cnp_qp->second->attr.ah_attr.dgid)) {
       ++stats_.rx_cnp;
+      ++stats_.rx_cnp_ignored;
+    } else if (!FromPeerPort(*cnp_qp->second, rx, udp_port_)) {
+      ++stats_.rx_cnp;
+      ++stats_.rx_dropped_source_port;
+    } else {
+      HandleCnp(cnp_qp->second.get());
     }
     return;
   }
@@ -249,6 +271,10 @@ void Engine::DispatchPacket(const transport::RxPacket& rx) {
   const QpState s = qp->attr.qp_state;
   if (s == QpState::kReset || s == QpState::kInit || !(rx.src.gid == qp->attr.ah_attr.dgid)) {
     ++stats_.rx_dropped_source;
+    return;
+  }
+  if (!FromPeerPort(*qp, rx, udp_port_)) {
+    ++stats_.rx_dropped_source_port;
     return;
   }
   if (pkt.info->has(wire::kIsRequest)) {

@@ -99,6 +99,9 @@ class Qp {
   // Attributes (ibv_modify_qp).
   QpAttr attr;
   uint32_t mtu_bytes = 1024;
+  // The peer (ah_attr.dgid) is an address of this host: its packets must
+  // also come from the device port (engine.cc, DispatchPacket says why).
+  bool peer_on_host = false;
 
   // Send queue: a ring indexed by monotonically increasing counters.
   std::vector<SendWqe> sq;

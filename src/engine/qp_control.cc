@@ -5,6 +5,7 @@
 #include <cerrno>
 
 #include "engine/engine.h"
+#include "engine/host_addresses.h"
 
 namespace softrnic::engine {
 namespace {
@@ -177,7 +178,10 @@ int Engine::ModifyQpLocked(Qp* qp, const QpAttr& a, uint32_t mask) {
   if (mask & kQpPkeyIndex) q.pkey_index = a.pkey_index;
   if (mask & kQpAccessFlags) q.qp_access_flags = a.qp_access_flags;
   if (mask & kQpQkey) q.qkey = a.qkey;
-  if (mask & kQpAv) q.ah_attr = a.ah_attr;
+  if (mask & kQpAv) {
+    q.ah_attr = a.ah_attr;
+    qp->peer_on_host = IsHostAddress(a.ah_attr.dgid);
+  }
   if (mask & kQpPathMtu) {
     q.path_mtu = a.path_mtu;
     qp->mtu_bytes = MtuBytes(a.path_mtu);

@@ -263,10 +263,19 @@ void Engine::SendAtomicAck(Qp* qp, uint32_t psn, uint64_t orig) {
 
 void Engine::HandleRequest(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx) {
   // A softrnic requester offering selective retransmission (docs/loss.md);
-  // only if this side offers it too (the store exists).
-  if (pkt.bth.sr() && !qp->ooo_len.empty() && ResponderState(qp->attr.qp_state))
-    qp->peer_sr_req = true;
+  // only if this side offers it too (the store exists). Honoured only once
+  // negotiated (issue 14, M1): by the sr bit of a packet that arrived at
+  // exactly the expected PSN and passed every check (it moved ePSN on).
+  // Before that, an out-of-order packet gets go-back-N's answer whatever
+  // its sr bit says: otherwise any forged packet within kSrWindow PSNs
+  // ahead would switch the store on and be kept, where plain RC accepts
+  // only the one expected PSN (IBA 9.7.5.1.1).
+  const uint32_t epsn_before = qp->epsn;
+  const bool offers_sr = pkt.bth.sr() && !qp->ooo_len.empty() && !qp->peer_sr_req &&
+                         qp->type == QpType::kRc && pkt.bth.psn() == epsn_before;
   HandleRequestOne(qp, pkt, rx);
+  if (offers_sr && qp->epsn != epsn_before && ResponderState(qp->attr.qp_state))
+    qp->peer_sr_req = true;
   // Kept packets that are now in order run next, as if they arrived now.
   if (qp->ooo_count > 0 && !qp->draining) SrDrain(qp, rx);
 }
@@ -290,6 +299,7 @@ void Engine::HandleRequestOne(Qp* qp, const wire::Packet& pkt, const transport::
         SrKeep(qp, pkt, diff);
         return;
       }
+      if (pkt.bth.sr() && !qp->ooo_len.empty()) ++stats_.rx_sr_unnegotiated;
       // IBA 9.7.5.1.1 (C9-111): NAK the first out-of-sequence packet once,
       // then stay silent until the expected PSN arrives.
       if (!qp->nak_sequence_sent) {
@@ -375,6 +385,18 @@ void Engine::HandleRequestOne(Qp* qp, const wire::Packet& pkt, const transport::
     }
     return;
   }
+  if ((info.has(wire::kIsReadRequest) || info.has(wire::kIsAtomic)) &&
+      qp->attr.max_dest_rd_atomic == 0) {
+    // IBA 9.5 / 9.7.5.1 (issue 14, L5): READ and atomic requests need a
+    // responder resource, max_dest_rd_atomic of them; none granted makes
+    // such a request an Invalid Request (rxe: RESPST_ERR_TOO_MANY_RDMA_ATM_REQ,
+    // class C). With some granted, the saved responses are recycled oldest
+    // first, as rxe does: each request is answered completely before the
+    // next packet is read, so no resource is ever busy when one is needed.
+    if (rc) ++stats_.tx_naks_rd_atomic_limit;
+    ResponderError(qp, wire::NakCode::kInvalidRequest, psn, WcStatus::kRemInvReqErr);
+    return;
+  }
   const bool solicited = pkt.bth.solicited();
 
   if (is_send) {
@@ -413,16 +435,16 @@ void Engine::HandleRequestOne(Qp* qp, const wire::Packet& pkt, const transport::
         imm = pkt.imm().raw();
       }
       if (info.ieth_offset) {
-        const uint32_t rkey = pkt.ieth().rkey();
-        Mr* mr = mr_table_.FindByRkey(rkey);
-        if (mr == nullptr || mr->pd != qp->pd) {
-          ResponderError(qp, wire::NakCode::kInvalidRequest, psn, WcStatus::kRemInvReqErr);
-          return;
-        }
-        mr->remote_valid = false;
-        if (shm_direct_) shm_direct_->RevokeMr(mr);
-        flags |= kWcWithInv;
-        imm = rkey;
+        // SEND with Invalidate (issue 14, M4). Only a type-2 memory window
+        // or a fast-registered MR (IBA 10.6.7; rxe_invalidate_mr
+        // accepts only IB_MR_TYPE_MEM_REG) can be invalidated remotely;
+        // softrnic has neither, so no rkey names an invalidatable object,
+        // and an ordinary MR (ibv_reg_mr) must never be revoked by a peer.
+        // As for an unknown R_Key (rxe: Class J error): Invalid Request
+        // NAK, the receive completes with REM_INV_REQ_ERR, the QP fails.
+        // When MWs or fast-reg MRs exist, this is where they are checked.
+        ResponderError(qp, wire::NakCode::kInvalidRequest, psn, WcStatus::kRemInvReqErr);
+        return;
       }
       ++qp->msn;
       CompleteRecv(qp, WcStatus::kSuccess, WcOpcode::kRecv, qp->recv_offset, imm, flags, 0,
@@ -512,6 +534,14 @@ void Engine::HandleRequestOne(Qp* qp, const wire::Packet& pkt, const transport::
         mr_table_.ResolveRemote(a.rkey(), qp->pd, a.va(), 8, kRemoteAtomic, &target) !=
             KeyCheck::kOk) {
       ResponderError(qp, wire::NakCode::kRemoteAccessError, psn, WcStatus::kRemAccessErr);
+      return;
+    }
+    if (reinterpret_cast<uintptr_t>(target) & 7) {
+      // The va is aligned but the host word is not (a zero-based MR, or
+      // ibv_reg_mr_iova with an iova aligned unlike the address): an
+      // atomic there would be undefined behaviour and a split lock. C9-30
+      // asks for an aligned word; this one cannot be had: refused alike.
+      ResponderError(qp, wire::NakCode::kInvalidRequest, psn, WcStatus::kRemInvReqErr);
       return;
     }
     // Atomic against other users of the memory (local CPU, shm peers).

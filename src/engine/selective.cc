@@ -56,6 +56,18 @@ constexpr uint64_t kReorderSlack = 3;
 // ETH) plus one path MTU plus pad and ICRC.
 constexpr uint32_t kMaxHeaderBytes = 64;
 
+// Whether a kept packet and a new one for the same PSN are the same request:
+// equal except for what a resend may change (BTH byte 4: FECN/BECN; byte
+// 8's AckReq bit) and the ICRC, which covers those.
+bool SamePacket(const uint8_t* kept, uint32_t kept_length, const wire::Packet& pkt) {
+  if (kept_length != pkt.length || pkt.length < sizeof(wire::Bth) + wire::kIcrcSize) return false;
+  const uint8_t* p = pkt.data;
+  if (std::memcmp(kept, p, 4) != 0 || std::memcmp(kept + 5, p + 5, 3) != 0 ||
+      ((kept[8] ^ p[8]) & 0x7F) != 0)
+    return false;
+  return std::memcmp(kept + 9, p + 9, pkt.length - 9 - wire::kIcrcSize) == 0;
+}
+
 bool IsReadOrAtomic(WrOpcode op) {
   return op == WrOpcode::kRdmaRead || op == WrOpcode::kAtomicCmpSwp ||
          op == WrOpcode::kAtomicFetchAdd;
@@ -135,7 +147,20 @@ void Engine::SrKeep(Qp* qp, const wire::Packet& pkt, int32_t diff) {
   const uint32_t psn = pkt.bth.psn();
   const uint32_t slot = psn % kSrWindow;
   if (qp->ooo_len[slot] != 0 && qp->ooo_psn[slot] == psn) {
-    ++stats_.rx_duplicates;  // already kept (a resend, or a duplicate on the wire)
+    if (SamePacket(&qp->ooo_store[size_t{slot} * qp->ooo_slot_bytes], qp->ooo_len[slot], pkt)) {
+      ++stats_.rx_duplicates;  // already kept (a resend, or a duplicate on the wire)
+      return;
+    }
+    // Two different packets claim this PSN: at most one is the requester's
+    // and nothing tells which (RoCE has no authentication). Keeping the
+    // first would let a forged packet that got here first shut out the
+    // real one for good; keeping the last would let the forger just send
+    // again. Neither is kept: the slot empties, the next SACK no longer
+    // reports it, and the requester's resend (at the latest its local ACK
+    // timeout, which forgets every SACK) brings the real packet again.
+    qp->ooo_len[slot] = 0;
+    --qp->ooo_count;
+    ++stats_.rx_ooo_conflicts;
     return;
   }
   if (qp->ooo_len[slot] == 0) ++qp->ooo_count;

@@ -68,6 +68,14 @@ std::string FormatStats(const EngineStats& s, const transport::TransportCounters
   line("shm_rx_doorbells", t.rx_doorbells);
   line("shm_direct_ops", s.shm_direct_ops);
   line("shm_direct_bytes", s.shm_direct_bytes);
+  line("rx_dropped_source_port", s.rx_dropped_source_port);
+  line("rx_responses_unsent", s.rx_responses_unsent);
+  line("rx_responses_stale", s.rx_responses_stale);
+  line("rx_rnr_naks_invalid", s.rx_rnr_naks_invalid);
+  line("rx_cnp_ignored", s.rx_cnp_ignored);
+  line("rx_sr_unnegotiated", s.rx_sr_unnegotiated);
+  line("rx_ooo_conflicts", s.rx_ooo_conflicts);
+  line("tx_naks_rd_atomic_limit", s.tx_naks_rd_atomic_limit);
   return o.str();
 }
 

@@ -59,6 +59,17 @@ struct EngineStats {
   // (shm_direct.cc): they send no packet, so only these show them.
   uint64_t shm_direct_ops = 0;
   uint64_t shm_direct_bytes = 0;
+  // Packet acceptance (issue 14, M1): what was refused as forged or
+  // impossible, by reason. None of these happen between honest peers
+  // except rx_responses_stale (late duplicate acknowledgements).
+  uint64_t rx_dropped_source_port = 0;   // same-host source, not the peer's device port
+  uint64_t rx_responses_unsent = 0;      // ACK/NAK/response for a PSN never sent
+  uint64_t rx_responses_stale = 0;       // ACK/NAK/response older than comp_psn
+  uint64_t rx_rnr_naks_invalid = 0;      // RNR NAK for a request that takes no receive WQE
+  uint64_t rx_cnp_ignored = 0;           // CNP for no QP, or not from the QP's peer address
+  uint64_t rx_sr_unnegotiated = 0;       // sr bit before selective mode was negotiated
+  uint64_t rx_ooo_conflicts = 0;         // two different copies of one kept PSN: both dropped
+  uint64_t tx_naks_rd_atomic_limit = 0;  // READ/atomic with no responder resources granted
 };
 
 // One "name value" line per counter, for logs and the SOFTRNIC_STATS dump.

@@ -38,6 +38,7 @@ void InjectCnp(Device& dev, const Gid& from, uint32_t dest_qp) {
   rx.data = pkt.data();
   rx.length = static_cast<uint32_t>(pkt.size());
   rx.src.gid = from;
+  rx.src.port = TestPort();  // the peer's device port (same-host source check)
   std::lock_guard lock(dev.engine().mu_);
   dev.engine().DispatchPacket(rx);
 }
@@ -129,6 +130,7 @@ TEST_F(CongestionTest, EcnCeOnRequestSendsCnpToRequester) {
   rx.data = pkt.data();
   rx.length = static_cast<uint32_t>(pkt.size());
   rx.src.gid = a_.dev->gids()[0];
+  rx.src.port = TestPort();  // the peer's device port (same-host source check)
   rx.traffic_class = 0x03;  // ECN CE
   {
     std::lock_guard lock(b_.dev->engine().mu_);

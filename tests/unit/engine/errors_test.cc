@@ -407,5 +407,98 @@ TEST_F(ErrorTest, LocalProtectionErrorOnBadLkey) {
   EXPECT_EQ(a_.dev->GetQpState(a_.qp), QpState::kErr);
 }
 
+// Runs the test body with SOFTRNIC_TRANSPORT=udp: the operation must reach
+// b's responder (engine), not b's memory through the same-host direct path.
+class UdpOnly {
+ public:
+  UdpOnly() {
+    if (const char* old = std::getenv("SOFTRNIC_TRANSPORT")) saved_ = old;
+    setenv("SOFTRNIC_TRANSPORT", "udp", 1);
+  }
+  ~UdpOnly() {
+    if (saved_.empty()) unsetenv("SOFTRNIC_TRANSPORT");
+    else setenv("SOFTRNIC_TRANSPORT", saved_.c_str(), 1);
+  }
+
+ private:
+  std::string saved_;
+};
+
+// M4: IBA 10.6.7 / rxe_invalidate_mr: only memory windows (type 2) and
+// fast-registered MRs can be invalidated by a remote SEND_WITH_INVALIDATE.
+// softrnic has neither, so an ordinary MR's rkey names nothing that can be
+// invalidated: the SEND fails (Invalid Request NAK; receive completion
+// REM_INV_REQ_ERR, as rxe's Class J "invalid R_Key in Send with
+// Invalidate") and the MR stays usable by everyone else.
+TEST_F(ErrorTest, SendWithInvalidateCannotRevokeAnOrdinaryMr) {
+  Open({});
+  // A second connection between the same devices, sharing PD, CQ and MRs.
+  Side c, d;
+  c.dev = a_.dev;
+  c.pd = a_.pd;
+  c.cq = a_.cq;
+  d.dev = b_.dev;
+  d.pd = b_.pd;
+  d.cq = b_.cq;
+  QpCaps caps{16, 16, 4, 4, 64};
+  ASSERT_EQ(c.dev->CreateQp(c.pd, QpType::kRc, c.cq, c.cq, nullptr, &caps, false, &c, &c.qp), 0);
+  ASSERT_EQ(d.dev->CreateQp(d.pd, QpType::kRc, d.cq, d.cq, nullptr, &caps, false, &d, &d.qp), 0);
+  Connect(c, d, opts_);
+  Connect(d, c, opts_);
+  // The peer on the first connection names b's ordinary MR.
+  Sge r = SgeOf(b_, 0, 4096);
+  ASSERT_EQ(b_.dev->PostRecv(b_.qp, RecvWr{7, {&r, 1}}), 0);
+  Sge s = SgeOf(a_, 0, 100);
+  SendWr inv = MakeWr(WrOpcode::kSendWithInv, 1, {&s, 1});
+  inv.imm_data = b_.dev->MrRkey(b_.mr);
+  ASSERT_EQ(a_.dev->PostSend(a_.qp, inv), 0);
+  auto sc = PollN(a_, 1);
+  ASSERT_EQ(sc.size(), 1u);
+  EXPECT_EQ(sc[0].status, WcStatus::kRemInvReqErr);
+  auto rc = PollN(b_, 1);
+  ASSERT_EQ(rc.size(), 1u);
+  EXPECT_EQ(rc[0].status, WcStatus::kRemInvReqErr);
+  EXPECT_FALSE(rc[0].wc_flags & kWcWithInv);
+  // A WRITE from the other connection to that MR still succeeds.
+  FillPattern(a_.buf, 8192, 3000, 21);
+  Sge w = SgeOf(a_, 8192, 3000);
+  ASSERT_EQ(c.dev->PostSend(c.qp, MakeWr(WrOpcode::kRdmaWrite, 2, {&w, 1}, Addr(b_, 65536),
+                                         b_.dev->MrRkey(b_.mr))),
+            0);
+  std::vector<Completion> got;
+  ASSERT_TRUE(WaitFor([&] {
+    Completion wc[4];
+    const int n = a_.dev->PollCq(a_.cq, 4, wc);
+    for (int i = 0; i < n; ++i)
+      if (wc[i].wr_id == 2) got.push_back(wc[i]);
+    return !got.empty();
+  }));
+  EXPECT_EQ(got[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(FirstDiff(b_.buf.data() + 65536, a_.buf.data() + 8192, 3000), -1);
+}
+
+// L3: an MR whose iova is 8-aligned while its address is not (ibv_reg_mr_iova
+// with another alignment). An atomic at an 8-aligned va would run on a
+// misaligned host word (undefined behaviour, a split lock): IBA C9-30 asks
+// for natural alignment, which softrnic can only give at the host address,
+// so it is refused with an Invalid Request NAK (REM_INV_REQ_ERR), memory
+// untouched. UBSan (CI) reports the misaligned access if it happens.
+TEST_F(ErrorTest, AtomicOnMisalignedHostWordOfAnIovaMrRefused) {
+  UdpOnly udp;
+  Open({});
+  alignas(8) static uint8_t region[64 + 8];
+  std::memset(region, kGuard, sizeof(region));
+  Mr* mr = nullptr;
+  const uint64_t iova = 0x100000;  // 8-aligned; the host address is 8k+4
+  ASSERT_EQ(b_.dev->RegMr(b_.pd, region + 4, 64, iova,
+                          kLocalWrite | kRemoteWrite | kRemoteRead | kRemoteAtomic, nullptr, &mr),
+            0);
+  Sge s = SgeOf(a_, 0, 8);
+  SendWr wr = MakeWr(WrOpcode::kAtomicFetchAdd, 1, {&s, 1}, iova + 8, b_.dev->MrRkey(mr));
+  wr.compare_add = 1;
+  ExpectRemoteFailure(wr, WcStatus::kRemInvReqErr, region, sizeof(region), kGuard);
+  b_.dev->DeregMr(mr);
+}
+
 }  // namespace
 }  // namespace softrnic::engine::testing

@@ -82,54 +82,28 @@ TEST_F(OpcodeTest, SendWithImmDeliversImmediate) {
   EXPECT_EQ(FirstDiff(a_.buf.data(), b_.buf.data(), len), -1);
 }
 
-TEST_F(OpcodeTest, SendWithInvInvalidatesRkey) {
+// SEND with Invalidate naming an ordinary MR (ibv_reg_mr): only memory
+// windows and fast-registered MRs can be invalidated remotely (IBA 10.6.7;
+// issue 14, M4), so the SEND fails as for an unknown R_Key and the MR keeps
+// working (errors_test.cc: SendWithInvalidateCannotRevokeAnOrdinaryMr).
+TEST_F(OpcodeTest, SendWithInvOfOrdinaryMrRefused) {
   Open({});
-  // A second region on b whose rkey the SEND invalidates.
   std::vector<uint8_t> region(8192, 0x5A);
   Mr* mr2 = nullptr;
   ASSERT_EQ(b_.dev->RegMr(b_.pd, region.data(), region.size(),
                           reinterpret_cast<uint64_t>(region.data()),
                           kLocalWrite | kRemoteWrite | kRemoteRead, nullptr, &mr2),
             0);
-  const uint32_t rkey2 = b_.dev->MrRkey(mr2);
-  // Before: the region is writable remotely.
-  FillPattern(a_.buf, 0, 64, 4);
-  Sge ws = SgeOf(a_, 0, 64);
-  ASSERT_EQ(a_.dev->PostSend(a_.qp, MakeWr(WrOpcode::kRdmaWrite, 1, {&ws, 1},
-                                           reinterpret_cast<uint64_t>(region.data()), rkey2)),
-            0);
-  ASSERT_EQ(One(a_).status, WcStatus::kSuccess);
-  ASSERT_EQ(FirstDiff(region.data(), a_.buf.data(), 64), -1);
-
-  FillPattern(a_.buf, 1000, 2500, 5);
   Sge rs = SgeOf(b_, 0, 4096);
   ASSERT_EQ(b_.dev->PostRecv(b_.qp, RecvWr{11, {&rs, 1}}), 0);
   Sge ss = SgeOf(a_, 1000, 2500);
   SendWr inv = MakeWr(WrOpcode::kSendWithInv, 2, {&ss, 1});
-  inv.imm_data = rkey2;  // invalidate_rkey, host order
+  inv.imm_data = b_.dev->MrRkey(mr2);  // invalidate_rkey, host order
   ASSERT_EQ(a_.dev->PostSend(a_.qp, inv), 0);
-  Completion sc = One(a_);
-  EXPECT_EQ(sc.status, WcStatus::kSuccess);
-  EXPECT_EQ(sc.opcode, WcOpcode::kSend);
+  EXPECT_EQ(One(a_).status, WcStatus::kRemInvReqErr);
   Completion rc = One(b_);
-  EXPECT_EQ(rc.status, WcStatus::kSuccess);
-  EXPECT_EQ(rc.opcode, WcOpcode::kRecv);
-  EXPECT_EQ(rc.byte_len, 2500u);
-  EXPECT_TRUE(rc.wc_flags & kWcWithInv);
-  EXPECT_FALSE(rc.wc_flags & kWcWithImm);
-  EXPECT_EQ(rc.imm_data, rkey2);  // invalidated rkey, host order
-  EXPECT_EQ(FirstDiff(b_.buf.data(), a_.buf.data() + 1000, 2500), -1);
-
-  // After: the invalidated rkey is refused and the region stays as it was.
-  std::vector<uint8_t> before = region;
-  FillPattern(a_.buf, 0, 64, 6);
-  ASSERT_EQ(a_.dev->PostSend(a_.qp, MakeWr(WrOpcode::kRdmaWrite, 3, {&ws, 1},
-                                           reinterpret_cast<uint64_t>(region.data()), rkey2)),
-            0);
-  Completion bad = One(a_);
-  EXPECT_EQ(bad.status, WcStatus::kRemAccessErr);
-  EXPECT_EQ(bad.wr_id, 3u);
-  EXPECT_EQ(region, before);
+  EXPECT_EQ(rc.status, WcStatus::kRemInvReqErr);
+  EXPECT_FALSE(rc.wc_flags & kWcWithInv);
 }
 
 TEST_F(OpcodeTest, RdmaWriteMultiSgeLandsContiguously) {

@@ -220,6 +220,7 @@ void InjectResponse(Device& dev, const Gid& from, uint32_t dest_qp, uint32_t psn
   rx.data = pkt.data();
   rx.length = static_cast<uint32_t>(pkt.size());
   rx.src.gid = from;
+  rx.src.port = TestPort();  // the peer's device port (same-host source check)
   Engine& e = dev.engine();
   std::lock_guard lock(e.mu_);
   e.DispatchPacket(rx);
