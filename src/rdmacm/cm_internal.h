@@ -24,6 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "rdmacm/cm_send_slots.h"
 #include "rdmacm/mad.h"
 
 namespace softrnic::rdmacm {
@@ -170,7 +171,7 @@ struct Cm {
   ibv_qp* qp = nullptr;
   ibv_mr* mr = nullptr;
   uint8_t* bufs = nullptr;
-  uint64_t sends_posted = 0, sends_done = 0;  // QP1 SENDs (exit hook waits)
+  SendSlots send_slots{kSendSlots};  // QP1 SENDs in flight (SendRaw; the exit hook waits)
   std::thread th;
   std::vector<uint32_t> gid_ip;  // host-order IPv4 per GID index (0: none)
   int loop_idx = -1;

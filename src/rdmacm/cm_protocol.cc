@@ -158,22 +158,20 @@ void DestroyUnclaimed(Id* c) {
 
 }  // namespace
 
-// Copies the MAD into the send slot of the next post, which is free: the
-// QP's send queue has kSendSlots entries and completes in order, so with
-// fewer than kSendSlots SENDs outstanding the oldest slot's SEND is done.
-// Nothing is copied (and the MAD is dropped, ENOMEM: the CM retransmits what
-// matters) while all slots are still queued, so a send can never overwrite
-// the buffer of one still waiting to go out (security review L7).
+// Copies the MAD into a free send buffer (cm_send_slots.h) and posts it.
+// While every buffer is still queued nothing is copied and the MAD is
+// dropped (ENOMEM: the CM retransmits what matters), so a send can never
+// overwrite the buffer of one still waiting to go out (security review L7).
 int SendRaw(int sgid_index, const ibv_gid& dgid, const uint8_t* mad) {
   Cm& g = G();
   ibv_ah* ah = GetAh(sgid_index, dgid);
   if (!ah) return errno ? errno : EINVAL;
-  if (g.sends_posted - g.sends_done >= uint64_t(kSendSlots)) PollGsiCq();
-  if (g.sends_posted - g.sends_done >= uint64_t(kSendSlots)) {
+  if (g.send_slots.Free() < 0) PollGsiCq();
+  const int slot = g.send_slots.Free();
+  if (slot < 0) {
     CM_DBG("QP1 send queue full: %s dropped", CmAttrName(uint16_t(mad[16] << 8 | mad[17])));
     return ENOMEM;
   }
-  const int slot = int(g.sends_posted % kSendSlots);
   uint8_t* b = g.bufs + size_t(slot) * kSlotSize;
   std::memcpy(b, mad, kMadSize);
   ibv_sge sge{reinterpret_cast<uintptr_t>(b), uint32_t(kMadSize), g.mr->lkey};
@@ -187,7 +185,7 @@ int SendRaw(int sgid_index, const ibv_gid& dgid, const uint8_t* mad) {
   wr.wr.ud.remote_qpn = 1;
   wr.wr.ud.remote_qkey = kGsiQkey;
   int rc = ibv_post_send(g.qp, &wr, &bad);
-  if (!rc) ++g.sends_posted;
+  if (!rc) g.send_slots.Posted();
   return rc;
 }
 

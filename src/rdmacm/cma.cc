@@ -364,7 +364,7 @@ void PollGsiCq() {
   while ((n = ibv_poll_cq(g.cq, 16, wc)) > 0) {
     for (int i = 0; i < n; ++i) {
       if (!(wc[i].wr_id & kRecvTag)) {  // send completion
-        ++g.sends_done;
+        g.send_slots.Completed();
         continue;
       }
       int slot = int(wc[i].wr_id & 0xffffffff);
@@ -448,7 +448,7 @@ void DisconnectAllAtExit() {
     PollGsiCq();
     bool unanswered = false;
     for (Id* id : told) unanswered |= id->st == St::kDreqSent;
-    if (!unanswered && g.sends_done >= g.sends_posted) break;
+    if (!unanswered && g.send_slots.done() >= g.send_slots.posted()) break;
     if (unanswered && i % kPassesPerRetry == kPassesPerRetry - 1) {
       for (Id* id : told)
         if (id->st == St::kDreqSent) send_dreq(id);
