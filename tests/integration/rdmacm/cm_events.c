@@ -16,7 +16,8 @@
  *   - synchronous ids (rdma_create_ep / rdma_get_request / rdma_connect);
  *   - no fd or thread leak after destroying everything, over several rounds;
  *   - a forked child that exits while connected: DISCONNECTED in the parent;
- *   - rdma_destroy_id purges the id's unread events (M6).
+ *   - rdma_destroy_id purges the id's unread events (M6);
+ *   - a blocking rdma_get_cm_event: EINTR without SA_RESTART, waits on with it.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -26,6 +27,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <rdma/rdma_cma.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -452,11 +454,64 @@ static int destroy_purges_events(void) {
   return 0;
 }
 
+/* A blocking rdma_get_cm_event and signals, as librdmacm's read() of the
+ * kernel fd: a handler without SA_RESTART ends the wait with EINTR (programs
+ * end wait loops so); with SA_RESTART (glibc's signal()) it goes on waiting
+ * and returns the next event. */
+static void on_usr1(int sig) { (void)sig; }
+struct waiter {
+  struct rdma_event_channel* ch;
+  int rc, err;
+  struct rdma_cm_event* e;
+};
+static void* wait_event(void* arg) {
+  struct waiter* w = arg;
+  w->rc = rdma_get_cm_event(w->ch, &w->e);
+  w->err = errno;
+  return NULL;
+}
+static int blocking_wait_and_signals(void) {
+  for (int restart = 0; restart <= 1; restart++) {
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr1;
+    sa.sa_flags = restart ? SA_RESTART : 0;
+    sigaction(SIGUSR1, &sa, &old);
+    struct waiter w = {.ch = rdma_create_event_channel(), .rc = 99};
+    CHECK(w.ch, "create_event_channel");
+    pthread_t t;
+    pthread_create(&t, NULL, wait_event, &w);
+    usleep(200000);
+    pthread_kill(t, SIGUSR1);
+    usleep(200000);
+    struct rdma_cm_id* id = NULL;
+    if (restart) {
+      /* Still waiting: an event now ends the wait. */
+      CHECK(w.rc == 99, "SA_RESTART: the wait ended (rc %d errno %d)", w.rc, w.err);
+      struct sockaddr_in dst = addr_of("127.0.0.1", port_base + 90);
+      CHECK(rdma_create_id(w.ch, &id, NULL, RDMA_PS_TCP) == 0, "create_id");
+      CHECK(rdma_resolve_addr(id, NULL, (struct sockaddr*)&dst, 2000) == 0, "resolve_addr");
+    }
+    pthread_join(t, NULL);
+    sigaction(SIGUSR1, &old, NULL);
+    if (restart) {
+      CHECK(w.rc == 0 && w.e->event == RDMA_CM_EVENT_ADDR_RESOLVED, "SA_RESTART: rc %d errno %d", w.rc, w.err);
+      rdma_ack_cm_event(w.e);
+      rdma_destroy_id(id);
+    } else {
+      CHECK(w.rc == -1 && w.err == EINTR, "no SA_RESTART: rc %d errno %d, want EINTR", w.rc, w.err);
+    }
+    rdma_destroy_event_channel(w.ch);
+  }
+  return 0;
+}
+
 int main(void) {
   port_base = 23000 + getpid() % 2000;
   /* Round 0 warms up the process-wide machinery (device, QP1, CM thread);
    * later rounds must not add a single fd or thread. */
-  if (getaddrinfo_from_hints() || set_option_reaches_qp_attr() || destroy_purges_events() || round_trip(0) ||
+  if (getaddrinfo_from_hints() || set_option_reaches_qp_attr() || destroy_purges_events() ||
+      blocking_wait_and_signals() || round_trip(0) ||
       sync_round())
     return 1;
   int fds0 = count_dir("/proc/self/fd"), th0 = count_dir("/proc/self/task");
