@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "common/secure_random.h"
+#include "transport/udp_receive.h"
 #include "transport/udp_transport.h"
 #include "wire/icrc.h"
 
@@ -176,6 +178,99 @@ TEST(UdpIcrcIdRetry, RunCutOnTheWayFromAKnownSourceIsAccepted) {
   EXPECT_EQ(c.rx_icrc_errors, 1u);
   EXPECT_GT(c.rx_icrc_id_retry_crcs, before);
   EXPECT_LE(c.rx_icrc_id_retry_crcs - before, 63u);
+}
+
+// The same rules on DatagramSplitter directly (no sockets): time, GRO
+// coalescing and hostile control messages.
+struct SplitterFixture {
+  TransportCounters counters;
+  DatagramSplitter splitter{&counters};
+  static constexpr uint32_t kSrc = 0x0200000A, kDst = 0x0100000A;
+
+  // `count` packets of `length` bytes back to back, packet k's ICRC made for
+  // IPv4 ID first_id + k.
+  std::vector<uint8_t> Run(uint32_t count, uint32_t length, uint16_t first_id) {
+    std::vector<uint8_t> out;
+    const Endpoint src{Gid::FromIpv4(kSrc), 4791}, dst{Gid::FromIpv4(kDst), 4791};
+    for (uint32_t k = 0; k < count; ++k) {
+      auto p = PacketWithId(src, dst, length, static_cast<uint16_t>(first_id + k),
+                            static_cast<uint8_t>(k + 1));
+      out.insert(out.end(), p.begin(), p.end());
+    }
+    return out;
+  }
+  int Split(std::vector<uint8_t>& bytes, uint64_t now_ns, uint32_t gro = 0) {
+    ReceivedDatagram d;
+    d.data = bytes.data();
+    d.length = static_cast<uint32_t>(bytes.size());
+    d.source_is_ipv4 = true;
+    d.src_ip = kSrc;
+    d.src_port = 4791;
+    d.dst_ip = kDst;
+    d.dst_port = 4791;
+    d.gro_segment_size = gro;
+    RxPacket out[32];
+    int produced = 0;
+    uint32_t next = 0;
+    EXPECT_TRUE(splitter.Split(d, 0, now_ns, &next, out, 32, &produced));
+    return produced;
+  }
+};
+
+TEST(UdpIcrcIdRetry, ASourceIsForgottenTwoSecondsAfterItsLastValidPacket) {
+  SplitterFixture f;
+  auto first = f.Run(1, 300, 0);
+  EXPECT_EQ(f.Split(first, 1'000'000'000), 1);
+  auto later = f.Run(1, 300, 3);
+  EXPECT_EQ(f.Split(later, 2'500'000'000), 1);  // 1.5 s later: retried, accepted
+  EXPECT_EQ(f.counters.rx_icrc_id_retries, 1u);
+  EXPECT_EQ(f.Split(later, 4'600'000'000), 0);  // 2.1 s after the last valid one
+  EXPECT_EQ(f.counters.rx_icrc_errors, 1u);
+  EXPECT_EQ(f.counters.rx_icrc_id_retries, 1u);
+}
+
+TEST(UdpIcrcIdRetry, CoalescedDatagramNeedsAKnownSourceOrAValidFirstSegment) {
+  // GRO merged the tail of a run (IDs 5, 6, 7 at indices 0, 1, 2): from a
+  // stranger nothing is retried; once the source is known all pass.
+  SplitterFixture f;
+  auto tail = f.Run(3, 1040, 5);
+  EXPECT_EQ(f.Split(tail, 1'000'000'000, 1040), 0);
+  EXPECT_EQ(f.counters.rx_icrc_id_retry_crcs, 0u);
+  EXPECT_EQ(f.counters.rx_icrc_errors, 3u);
+  auto head = f.Run(1, 1040, 0);
+  EXPECT_EQ(f.Split(head, 1'000'000'001), 1);
+  EXPECT_EQ(f.Split(tail, 1'000'000'002, 1040), 3);
+  EXPECT_EQ(f.counters.rx_icrc_id_retries, 3u);
+  // A whole run (IDs 0..3) from a stranger needs no retry at all, and its
+  // first segment makes the source known for the rest of the datagram.
+  SplitterFixture g;
+  auto run = g.Run(4, 1040, 0);
+  EXPECT_EQ(g.Split(run, 1, 1040), 4);
+  EXPECT_EQ(g.counters.rx_icrc_id_retry_crcs, 0u);
+}
+
+TEST(UdpIcrcIdRetry, ControlMessageRunningPastTheBufferIsIgnored) {
+  // A UDP_GRO cmsg whose cmsg_len claims more than msg_controllen holds:
+  // its data would lie outside the buffer, so it is not read.
+  alignas(cmsghdr) uint8_t control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr h{};
+  h.msg_control = control;
+  h.msg_controllen = sizeof(control);
+  cmsghdr* c = CMSG_FIRSTHDR(&h);
+  c->cmsg_level = SOL_UDP;
+  c->cmsg_type = 104;  // UDP_GRO
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  const int size = 1000;
+  std::memcpy(CMSG_DATA(c), &size, sizeof(size));
+  uint32_t gro = 0;
+  uint8_t tos = 0;
+  ReadReceiveControl(h, 5000, &gro, &tos);
+  EXPECT_EQ(gro, 1000u);
+  c->cmsg_len = 4096;
+  ReadReceiveControl(h, 5000, &gro, &tos);
+  EXPECT_EQ(gro, 0u);
+  ReadReceiveControl(h, 1000, &gro, &tos);  // not below the datagram length
+  EXPECT_EQ(gro, 0u);
 }
 
 }  // namespace
