@@ -311,6 +311,70 @@ TEST_P(ShmRevokeTest, RequesterStoppedPastTheRevocationDeadlineDoesNotWriteFreed
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
+// Review L4: a same-user peer (or one stopped or killed inside an access)
+// can leave an MR slot's `inflight` raised. Free slots found so are never
+// handed out, so registering and deregistering costs no revocation wait; a
+// slot revoked with a raised count is quarantined and handed out again only
+// once its count is back at zero.
+TEST(ShmRevokeSlots, PinnedSlotsCostNoDeregWaitAndComeBackOnceReleased) {
+  const char* tr = std::getenv("SOFTRNIC_TRANSPORT");
+  const char* d = std::getenv("SOFTRNIC_SHM_DIRECT");
+  if ((tr && std::strcmp(tr, "udp") == 0) || (d && std::strcmp(d, "0") == 0))
+    GTEST_SKIP() << "shared memory disabled by the environment";
+  auto dev = MakeDevice(10);
+  ASSERT_NE(dev, nullptr);
+  if (dev->engine().shm_ == nullptr) GTEST_SKIP() << "no shared-memory transport";
+  const transport::ShmSegment& seg = dev->engine().shm_->own();
+  Pd* pd = nullptr;
+  ASSERT_EQ(dev->AllocPd(nullptr, &pd), 0);
+  constexpr size_t kLen = 4 * 4096;
+  void* m = ::mmap(nullptr, kLen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(m, MAP_FAILED);
+  const uint32_t rights = kLocalWrite | kRemoteWrite;
+  auto reg = [&](Mr** out) {
+    return dev->RegMr(pd, m, kLen, reinterpret_cast<uint64_t>(m), rights, nullptr, out);
+  };
+
+  // Every slot pinned, as a hostile peer can do to the whole table.
+  for (uint32_t i = 0; i < transport::kShmMrSlots; ++i)
+    seg.mr_slot(i)->inflight.fetch_add(1, std::memory_order_seq_cst);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int round = 0; round < 3; ++round) {
+    Mr* mr = nullptr;
+    ASSERT_EQ(reg(&mr), 0);
+    EXPECT_EQ(mr->shm_slot, -1) << "a pinned slot was handed out";
+    ASSERT_EQ(dev->DeregMr(mr), 0);
+  }
+  const auto three_deregs = std::chrono::steady_clock::now() - t0;
+  EXPECT_LT(three_deregs, kRevokeWait) << "deregistrations waited for pinned slots";
+  for (uint32_t i = 0; i < transport::kShmMrSlots; ++i)
+    seg.mr_slot(i)->inflight.fetch_sub(1, std::memory_order_seq_cst);
+
+  // Released: exported again.
+  Mr* a = nullptr;
+  ASSERT_EQ(reg(&a), 0);
+  ASSERT_GE(a->shm_slot, 0);
+  const int slot_a = a->shm_slot;
+  // Pinned after publication: this deregistration waits (bounded), and the
+  // slot is not handed out while the count stays raised...
+  seg.mr_slot(uint32_t(slot_a))->inflight.fetch_add(1, std::memory_order_seq_cst);
+  ASSERT_EQ(dev->DeregMr(a), 0);
+  Mr* b = nullptr;
+  ASSERT_EQ(reg(&b), 0);
+  EXPECT_NE(b->shm_slot, slot_a);
+  ASSERT_EQ(dev->DeregMr(b), 0);
+  // ...and is, once it is back at zero (the free list is last-in first-out).
+  seg.mr_slot(uint32_t(slot_a))->inflight.fetch_sub(1, std::memory_order_seq_cst);
+  ASSERT_EQ(reg(&b), 0);
+  Mr* c = nullptr;
+  ASSERT_EQ(reg(&c), 0);
+  EXPECT_TRUE(b->shm_slot == slot_a || c->shm_slot == slot_a)
+      << b->shm_slot << " " << c->shm_slot << " " << slot_a;
+  ASSERT_EQ(dev->DeregMr(c), 0);
+  ASSERT_EQ(dev->DeregMr(b), 0);
+  munmap(m, kLen);
+}
+
 INSTANTIATE_TEST_SUITE_P(Layouts, ShmRevokeTest,
                          ::testing::Values(Layout::kPartialPage, Layout::kWholePages,
                                            Layout::kNested),
