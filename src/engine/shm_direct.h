@@ -1,8 +1,8 @@
 // One-sided operations without the target's CPU (docs/shm.md).
 //
 // Target side (ShmDirect::PublishMr/RevokeMr/PublishQp/RemoveQp): every MR
-// with remote rights whose pages could be shared (shm_memory.h) and every
-// QP are exported in the device's control segment, where same-host peers
+// with remote rights and shared pages (shm_memory.h) and every RC QP are
+// exported in the device's control segment, where same-host peers
 // read them.
 //
 // Requester side (Engine::TryDirect): an RDMA WRITE, READ, CMP_SWAP or
@@ -34,8 +34,9 @@
 // has freed or reused. A slot whose count did not drain is quarantined
 // until it does. Not covered: pages that could not be copied back (out of
 // memory: they stay shared), a device destroyed with MRs still registered
-// (their pages stay shared, as the application may already be reusing
-// them), and a same-user peer, which can open /proc/<pid>/mem anyway.
+// and memory freed before its deregistration (their pages stay shared: the
+// application may already be reusing them), and a same-user peer, which
+// can open /proc/<pid>/mem anyway.
 //
 // RC ordering: a WQE goes direct only when every earlier WQE of its QP has
 // completed (nothing in flight through the ring), so it can neither pass nor
