@@ -3,7 +3,11 @@
 //   softrnic stat [-p PID] [-w SECS [-c COUNT]] [-r | -j] [-d DIR] [--clean]
 //
 // Lists every live process with a softrnic device and its counters, read
-// from the files the engine's StatsPublisher keeps in /dev/shm
+// from the files the engine's StatsPublisher keeps in /dev/shm. A user sees
+// its own processes, root everyone's; each is labelled with its uid (the
+// owner of the file, which must also run the pid). Files are read as other
+// users may have planted them: regular files only, at most 1 MiB, never
+// through a symlink or FIFO, and their strings printed escaped
 // (src/engine/stats_publisher.h), in the spirit of `rdma statistic`:
 // packets and bytes per direction, retransmissions, NAKs by kind, RNR,
 // drops by reason, ICRC errors, duplicates.
@@ -97,6 +101,44 @@ const std::vector<Group>& Groups() {
   return groups;
 }
 
+// Strings in a stats file are whatever bytes its writer put there (security
+// review L2): never sent to the terminal raw (escape sequences) or into JSON
+// unescaped. Text output shows a byte outside printable ASCII as \xNN.
+std::string Printable(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const unsigned char c : s) {
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out.push_back(char(c));
+    } else {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\x%02x", unsigned(c));
+      out += esc;
+    }
+  }
+  return out;
+}
+
+// A JSON string literal (with quotes) for any bytes: ASCII control
+// characters and every non-ASCII byte become \u00NN, so the output is valid
+// JSON (and valid UTF-8) whatever the file held.
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (const unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(char(c));
+    } else if (c >= 0x20 && c < 0x7f) {
+      out.push_back(char(c));
+    } else {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\u%04x", unsigned(c));
+      out += esc;
+    }
+  }
+  return out + "\"";
+}
+
 bool Known(const std::string& name) {
   for (const Group& g : Groups())
     for (const auto& item : g.items)
@@ -106,7 +148,7 @@ bool Known(const std::string& name) {
 
 std::string Gids(const StatsFile& f) {
   std::string s;
-  for (const std::string& g : f.gids) s += (s.empty() ? "" : ",") + g;
+  for (const std::string& g : f.gids) s += (s.empty() ? "" : ",") + Printable(g);
   return s.empty() ? "-" : s;
 }
 
@@ -122,8 +164,8 @@ std::string Num(double v, bool rate) {
 // values: counter -> value (a total, or a per-second rate in watch mode).
 void PrintHuman(const StatsFile& f, const std::map<std::string, double>& values, bool rate,
                 bool only_nonzero) {
-  std::printf("pid %d %s %s gid %s%s\n", f.pid, f.comm.c_str(), f.device.c_str(), Gids(f).c_str(),
-              rate ? " (per second)" : "");
+  std::printf("pid %d %s %s gid %s uid %u%s\n", f.pid, Printable(f.comm).c_str(),
+              Printable(f.device).c_str(), Gids(f).c_str(), unsigned(f.owner), rate ? " (per second)" : "");
   auto value = [&](const char* name) {
     auto it = values.find(name);
     return it == values.end() ? 0.0 : it->second;
@@ -142,7 +184,7 @@ void PrintHuman(const StatsFile& f, const std::map<std::string, double>& values,
   // Counters added to the engine after this tool was written.
   std::string extra;
   for (const auto& [name, v] : values)
-    if (!Known(name) && (!only_nonzero || v != 0)) extra += " " + name + " " + Num(v, rate);
+    if (!Known(name) && (!only_nonzero || v != 0)) extra += " " + Printable(name) + " " + Num(v, rate);
   if (!extra.empty()) std::printf("    %-11s%s\n", "other", extra.c_str());
 }
 
@@ -150,20 +192,25 @@ void PrintRaw(const StatsFile& f, const std::map<std::string, double>& values, b
   for (const auto& [name, v] : f.counters) {
     (void)v;
     auto it = values.find(name);
-    std::printf("pid %d %s %s\n", f.pid, name.c_str(), Num(it->second, rate).c_str());
+    std::printf("pid %d %s %s\n", f.pid, Printable(name).c_str(), Num(it->second, rate).c_str());
   }
 }
 
 void PrintJson(const StatsFile& f, const std::map<std::string, double>& values, bool rate, bool last) {
-  std::printf("  {\"pid\": %d, \"comm\": \"%s\", \"device\": \"%s\", \"gids\": [", f.pid,
-              f.comm.c_str(), f.device.c_str());
+  std::printf("  {\"pid\": %d, \"uid\": %u, \"comm\": %s, \"device\": %s, \"gids\": [", f.pid,
+              unsigned(f.owner), JsonString(f.comm).c_str(), JsonString(f.device).c_str());
   for (size_t i = 0; i < f.gids.size(); ++i)
-    std::printf("%s\"%s\"", i ? ", " : "", f.gids[i].c_str());
+    std::printf("%s%s", i ? ", " : "", JsonString(f.gids[i]).c_str());
   std::printf("], \"%s\": {", rate ? "rates" : "counters");
+  // A counter named twice (a forged or corrupt file) is printed once: JSON
+  // objects with duplicate keys are ambiguous.
+  std::map<std::string, bool> printed;
   bool first = true;
   for (const auto& [name, v] : f.counters) {
     (void)v;
-    std::printf("%s\"%s\": %s", first ? "" : ", ", name.c_str(), Num(values.at(name), rate).c_str());
+    if (printed[name]) continue;
+    printed[name] = true;
+    std::printf("%s%s: %s", first ? "" : ", ", JsonString(name).c_str(), Num(values.at(name), rate).c_str());
     first = false;
   }
   std::printf("}}%s\n", last ? "" : ",");

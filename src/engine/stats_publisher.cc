@@ -9,6 +9,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
+#include <limits>
+#include <optional>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -21,6 +24,7 @@
 #include "engine/device.h"
 #include "engine/engine.h"
 #include "engine/stats.h"
+#include "transport/owned_files.h"
 
 namespace softrnic::engine {
 namespace {
@@ -58,6 +62,9 @@ std::string Trimmed(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   return s;
 }
+
+// Our files are ~1-2 KiB; a cap far above that, far below "exhausts memory".
+constexpr size_t kMaxStatsFileBytes = 1 << 20;
 
 bool ProcessAlive(int pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }
 
@@ -125,7 +132,6 @@ void StatsPublisher::Stop() {
     std::lock_guard<std::mutex> lock(mu_);
     stopped_ = true;
     unlink(path_.c_str());
-    unlink((path_ + ".tmp").c_str());
   }
   std::lock_guard<std::mutex> lock(*g_registry_mu);
   g_registry->erase(std::remove(g_registry->begin(), g_registry->end(), this), g_registry->end());
@@ -185,21 +191,30 @@ void StatsPublisher::Write(const std::string& counters) {
   out += "time_ns " + std::to_string(RealtimeNs()) + "\n";
   out += "seq " + std::to_string(++seq_) + "\n";
   out += counters;
-  const std::string tmp = path_ + ".tmp";
-  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return;  // e.g. no /dev/shm: publishing is best effort
-  size_t done = 0;
-  while (done < out.size()) {
-    const ssize_t w = write(fd, out.data() + done, out.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) break;
-    done += size_t(w);
-  }
-  close(fd);
-  if (done == out.size() && rename(tmp.c_str(), path_.c_str()) == 0) {
-    last_counters_ = counters;
-  } else {
+  // The directory (/dev/shm) is writable by every local user (security
+  // review L1): the temporary file gets a name nobody can predict and is
+  // created O_EXCL|O_NOFOLLOW (a planted symlink or file is never opened),
+  // 0600 (only the owner, and root, read a process's counters); rename()
+  // then replaces a symlink at path_ instead of following it.
+  const std::string tmp = transport::UnpredictableName(path_ + ".tmp.");
+  if (transport::WriteNewFileAt(AT_FDCWD, tmp, out, 0600) != 0) {
     unlink(tmp.c_str());
+    return;  // e.g. no /dev/shm: publishing is best effort
+  }
+  if (rename(tmp.c_str(), path_.c_str()) == 0) {
+    last_counters_ = counters;
+    return;
+  }
+  const int rename_errno = errno;
+  unlink(tmp.c_str());
+  // Another user holds our name (a file in the sticky directory we may not
+  // replace): publish under a name nobody can claim first. Readers take the
+  // pid from the contents, not from the name.
+  if ((rename_errno == EPERM || rename_errno == EACCES || rename_errno == EISDIR) && !renamed_) {
+    renamed_ = true;
+    path_ = transport::UnpredictableName(Directory() + "/softrnic-" + std::to_string(owner_pid_) + "-") +
+            ".stats";
+    Write(counters);
   }
 }
 
@@ -231,30 +246,46 @@ uint64_t StatsFile::Get(const std::string& name) const {
   return 0;
 }
 
-bool ParseStatsFile(const std::string& text, StatsFile* out) {
-  std::istringstream in(text);
-  std::string line;
-  if (!std::getline(in, line) || line.rfind("softrnic-stats ", 0) != 0) return false;
-  while (std::getline(in, line)) {
-    const size_t sp = line.find(' ');
-    if (sp == std::string::npos) continue;
-    const std::string key = line.substr(0, sp);
-    const std::string value = line.substr(sp + 1);
+bool ParseStatsFile(std::string_view text, StatsFile* out) {
+  // Hostile input (security review L2): any bytes, any length. Lines are
+  // split without copying the whole text; numbers that do not parse or
+  // overflow count as 0; the strings are kept as bytes (the tool escapes
+  // them when it prints).
+  auto next_line = [&text]() -> std::optional<std::string_view> {
+    if (text.empty()) return std::nullopt;
+    const size_t nl = text.find('\n');
+    const std::string_view line = text.substr(0, nl);
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    return line;
+  };
+  auto number = [](std::string_view v) -> uint64_t {
+    uint64_t n = 0;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    return ec == std::errc() && end == v.data() + v.size() ? n : 0;
+  };
+  const std::optional<std::string_view> header = next_line();
+  if (!header || !header->starts_with("softrnic-stats ")) return false;
+  while (const std::optional<std::string_view> line = next_line()) {
+    const size_t sp = line->find(' ');
+    if (sp == std::string_view::npos) continue;
+    const std::string_view key = line->substr(0, sp);
+    const std::string_view value = line->substr(sp + 1);
     if (key == "pid") {
-      out->pid = std::atoi(value.c_str());
+      const uint64_t pid = number(value);
+      out->pid = pid <= uint64_t(std::numeric_limits<int>::max()) ? int(pid) : 0;
     } else if (key == "comm") {
       out->comm = value;
     } else if (key == "device") {
       out->device = value;
     } else if (key == "gid") {
       const size_t sp2 = value.find(' ');
-      out->gids.push_back(sp2 == std::string::npos ? value : value.substr(sp2 + 1));
+      out->gids.emplace_back(sp2 == std::string_view::npos ? value : value.substr(sp2 + 1));
     } else if (key == "time_ns") {
-      out->time_ns = std::strtoull(value.c_str(), nullptr, 10);
+      out->time_ns = number(value);
     } else if (key == "seq") {
-      out->seq = std::strtoull(value.c_str(), nullptr, 10);
+      out->seq = number(value);
     } else {
-      out->counters.emplace_back(key, std::strtoull(value.c_str(), nullptr, 10));
+      out->counters.emplace_back(std::string(key), number(value));
     }
   }
   return out->pid > 0;
@@ -264,6 +295,7 @@ std::vector<StatsFile> ReadStatsDir(const std::string& dir, bool remove_stale) {
   std::vector<StatsFile> files;
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) return files;
+  const uid_t me = geteuid();
   while (dirent* e = readdir(d)) {
     const std::string name = e->d_name;
     if (name.rfind("softrnic-", 0) != 0 || name.size() < 7 ||
@@ -271,11 +303,25 @@ std::vector<StatsFile> ReadStatsDir(const std::string& dir, bool remove_stale) {
       continue;
     StatsFile f;
     f.path = dir + "/" + name;
-    if (!ParseStatsFile(ReadSmallFile(f.path), &f)) continue;
+    // Only a regular file of sane size, opened without following links or
+    // blocking on a FIFO (security review L2).
+    transport::FileFacts facts;
+    const std::optional<std::string> text =
+        transport::ReadRegularFileAt(dirfd(d), name, kMaxStatsFileBytes, &facts);
+    if (!text || !ParseStatsFile(*text, &f)) continue;
+    f.owner = facts.owner;
+    // A user sees its own processes; root sees everyone's.
+    if (me != 0 && f.owner != me) continue;
+    // The file must belong to the uid that runs the pid it names: another
+    // user cannot forge counters for somebody else's process.
+    struct stat proc;
+    const bool alive = ProcessAlive(f.pid) &&
+                       stat(("/proc/" + std::to_string(f.pid)).c_str(), &proc) == 0;
+    if (alive && proc.st_uid != f.owner) continue;
     // A dead pid, or a pid now used by another program, left a stale file.
     const std::string comm = Trimmed(ReadSmallFile("/proc/" + std::to_string(f.pid) + "/comm"));
-    if (!ProcessAlive(f.pid) || (!comm.empty() && comm != f.comm)) {
-      if (remove_stale) unlink(f.path.c_str());
+    if (!alive || (!comm.empty() && comm != f.comm)) {
+      if (remove_stale && f.owner == me) unlinkat(dirfd(d), name.c_str(), 0);
       continue;
     }
     files.push_back(std::move(f));

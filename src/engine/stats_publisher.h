@@ -3,8 +3,11 @@
 // /dev/shm that any process on the host can read while the device runs.
 //
 // File: $SOFTRNIC_STATS_DIR (default /dev/shm) / softrnic-<pid>.stats, or
-// softrnic-<pid>-<n>.stats for a process's second and later publishers.
-// Rewritten atomically (write a temporary file, rename over the old one), at
+// softrnic-<pid>-<n>.stats for a process's second and later publishers
+// (softrnic-<pid>-<random>.stats if another user took that name first), mode
+// 0600: the owner and root read it. Rewritten atomically (write a temporary
+// file with an unpredictable name, O_EXCL|O_NOFOLLOW, rename it over the old
+// one: security review L1), at
 // most every `period` (100 ms) and only when a counter changed; removed when
 // the publisher is destroyed and, for publishers still alive then, at exit.
 // A process killed by a signal leaves its file behind: readers check that
@@ -31,12 +34,15 @@
 // SOFTRNIC_STATS_SHM=0 disables publishing (no thread, no file).
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -83,6 +89,7 @@ class StatsPublisher {
   int owner_pid_ = 0;
   std::string comm_;  // /proc/self/comm when the publisher started
   std::string path_;
+  bool renamed_ = false;  // path_ moved to a random name (the plain one was taken)
   std::string last_counters_;  // counter block of the last write
   uint64_t seq_ = 0;
   std::mutex mu_;  // guards stop_, stopped_, the file
@@ -96,6 +103,7 @@ class StatsPublisher {
 // A parsed stats file (for the `softrnic` tool and tests).
 struct StatsFile {
   std::string path;
+  uid_t owner = 0;  // the file's owner (== the uid running `pid`)
   int pid = 0;
   std::string comm;
   std::string device;
@@ -108,11 +116,18 @@ struct StatsFile {
   uint64_t Get(const std::string& name) const;
 };
 
-// Parses one file's text; false if it is not a softrnic stats file.
-bool ParseStatsFile(const std::string& text, StatsFile* out);
+// Parses one file's bytes; false if it is not a softrnic stats file. Pure and
+// total: any input (truncated, huge, binary) gives true or false, never a
+// crash; strings are kept as raw bytes (escape them before printing).
+bool ParseStatsFile(std::string_view text, StatsFile* out);
 
 // Reads every softrnic-*.stats in `dir` whose process is alive, sorted by
-// pid. Files of dead processes are skipped (and removed when `remove_stale`).
+// pid. Files of dead processes are skipped (and removed when `remove_stale`,
+// if they are ours). Other users share the directory (security review L2):
+// only regular files of at most 1 MiB are read (O_NOFOLLOW|O_NONBLOCK: a
+// FIFO or symlink is skipped), only files owned by the uid running the pid
+// they name count (no forging another user's process), and a user other
+// than root sees only its own files.
 std::vector<StatsFile> ReadStatsDir(const std::string& dir, bool remove_stale = false);
 
 }  // namespace softrnic::engine
