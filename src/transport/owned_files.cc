@@ -65,6 +65,16 @@ OwnedDir OwnedDir::Open(const std::string& path, bool create, bool private_dir) 
   return dir;
 }
 
+OwnedDir OpenPrivateDirReclaiming(const std::string& path, bool create) {
+  OwnedDir dir = OwnedDir::Open(path, create, /*private_dir=*/true);
+  struct stat st;
+  if (dir.ok() || geteuid() != 0 || lstat(path.c_str(), &st) != 0) return dir;
+  const std::string aside = UnpredictableName(path + ".refused.");
+  if (rename(path.c_str(), aside.c_str()) != 0) return dir;
+  std::fprintf(stderr, "softrnic: %s; moved it aside to %s\n", dir.why().c_str(), aside.c_str());
+  return OwnedDir::Open(path, create, /*private_dir=*/true);
+}
+
 std::optional<std::string> ReadRegularFileAt(int dirfd, const std::string& name, size_t max_bytes,
                                              FileFacts* facts) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.

@@ -52,6 +52,13 @@ class OwnedDir {
   std::string why_;
 };
 
+// OwnedDir::Open(path, create, private_dir=true), except that when `path`
+// exists but is refused (another user made it first, or it is a symlink)
+// and we are root, it is renamed aside (rename never follows a link) and a
+// fresh one made. A non-root user cannot move another user's entry out of
+// sticky /dev/shm: the refused directory is returned (not ok()).
+OwnedDir OpenPrivateDirReclaiming(const std::string& path, bool create);
+
 // What fstat said about a file that was read.
 struct FileFacts {
   uid_t owner = 0;

@@ -15,6 +15,8 @@
 #include <mutex>
 #include <vector>
 
+#include "transport/owned_files.h"
+
 namespace softrnic::transport {
 namespace {
 
@@ -51,21 +53,27 @@ void RemoveAllAtExit() {
 
 }  // namespace
 
+std::string ShmEndpointDirectory() { return "/dev/shm/softrnic-ep-" + std::to_string(geteuid()); }
+
 std::string ShmEndpointPath(uint64_t netns, uint32_t ip, uint16_t port) {
   char name[128];
-  std::snprintf(name, sizeof(name), "/dev/shm/softrnic-ep-%llu-%08x-%u",
-                static_cast<unsigned long long>(netns), ip, unsigned{port});
-  return name;
+  std::snprintf(name, sizeof(name), "/%llu-%08x-%u", static_cast<unsigned long long>(netns), ip,
+                unsigned{port});
+  return ShmEndpointDirectory() + name;
 }
 
 std::string ShmPublish(uint64_t netns, uint32_t ip, uint16_t port, int fd) {
+  // Our own 0700 directory (security review L4): nobody else can hold a
+  // link name in it, so nobody can keep us from publishing.
+  const OwnedDir dir = OpenPrivateDirReclaiming(ShmEndpointDirectory(), /*create=*/true);
+  if (!dir.ok()) return "";  // e.g. no /dev/shm, or another user's: UDP only
   const std::string path = ShmEndpointPath(netns, ip, port);
-  const std::string tmp = path + ".tmp" + std::to_string(getpid()) + "." + std::to_string(fd);
-  unlink(tmp.c_str());
-  if (symlink(LinkTarget(getpid(), fd).c_str(), tmp.c_str()) != 0) return "";
+  const std::string name = path.substr(path.rfind('/') + 1);
+  const std::string tmp = UnpredictableName(".tmp.");
+  if (symlinkat(LinkTarget(getpid(), fd).c_str(), dir.fd(), tmp.c_str()) != 0) return "";
   // rename replaces a stale link of a dead owner atomically.
-  if (rename(tmp.c_str(), path.c_str()) != 0) {
-    unlink(tmp.c_str());
+  if (renameat(dir.fd(), tmp.c_str(), dir.fd(), name.c_str()) != 0) {
+    unlinkat(dir.fd(), tmp.c_str(), 0);
     return "";
   }
   Published& p = Links();
@@ -93,31 +101,40 @@ void ShmUnpublish(const std::string& path, int fd) {
 }
 
 void ShmSweepStaleLinks() {
-  DIR* d = opendir("/dev/shm");
-  if (d == nullptr) return;
+  // Only our own directory: other users' links are theirs to sweep.
+  const OwnedDir dir = OwnedDir::Open(ShmEndpointDirectory(), /*create=*/false, /*private_dir=*/true);
+  if (!dir.ok()) return;
+  const int scan = fcntl(dir.fd(), F_DUPFD_CLOEXEC, 0);
+  DIR* d = scan >= 0 ? fdopendir(scan) : nullptr;
+  if (d == nullptr) {
+    if (scan >= 0) close(scan);
+    return;
+  }
   while (const dirent* e = readdir(d)) {
-    if (std::strncmp(e->d_name, "softrnic-ep-", 12) != 0) continue;
-    const std::string path = std::string("/dev/shm/") + e->d_name;
+    if (e->d_name[0] == '.') continue;
     char buf[64];
-    const ssize_t n = readlink(path.c_str(), buf, sizeof(buf) - 1);
+    const ssize_t n = readlinkat(dir.fd(), e->d_name, buf, sizeof(buf) - 1);
     if (n <= 0) continue;
     buf[n] = '\0';
     unsigned long owner = 0;
     int fd = 0;
     if (std::sscanf(buf, "/proc/%lu/fd/%d", &owner, &fd) != 2 || owner == 0 || owner > 0x7fffffff)
       continue;
-    // Only links of processes that no longer exist (a live pid, even of
-    // another user, is left alone; the sticky /dev/shm refuses other
-    // users' links anyway).
-    if (kill(static_cast<pid_t>(owner), 0) != 0 && errno == ESRCH) unlink(path.c_str());
+    // Only links of processes that no longer exist.
+    if (kill(static_cast<pid_t>(owner), 0) != 0 && errno == ESRCH) unlinkat(dir.fd(), e->d_name, 0);
   }
   closedir(d);
 }
 
 int ShmLookup(uint64_t netns, uint32_t ip, uint16_t port, uint32_t* pid) {
+  // Links are looked up in our own verified directory only: what another
+  // user planted elsewhere is never opened.
+  const OwnedDir dir = OwnedDir::Open(ShmEndpointDirectory(), /*create=*/false, /*private_dir=*/true);
+  if (!dir.ok()) return -1;
   const std::string path = ShmEndpointPath(netns, ip, port);
+  const std::string name = path.substr(path.rfind('/') + 1);
   char buf[64];
-  const ssize_t n = readlink(path.c_str(), buf, sizeof(buf) - 1);
+  const ssize_t n = readlinkat(dir.fd(), name.c_str(), buf, sizeof(buf) - 1);
   if (n <= 0) return -1;
   buf[n] = '\0';
   unsigned long owner = 0;
@@ -127,7 +144,7 @@ int ShmLookup(uint64_t netns, uint32_t ip, uint16_t port, uint32_t* pid) {
     return -1;
   // Opening the link opens the owner's memfd (a new open file description).
   // The target pid is checked again against the segment header by Attach.
-  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  const int fd = openat(dir.fd(), name.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) return -1;
   *pid = static_cast<uint32_t>(owner);
   return fd;

@@ -1,7 +1,11 @@
 // Discovery of same-host peers for the shared-memory transport.
 //
 // Each device publishes, per local endpoint, a symlink
-//   /dev/shm/softrnic-ep-<netns inode>-<ipv4 hex>-<port>  ->  /proc/<pid>/fd/<memfd>
+//   /dev/shm/softrnic-ep-<euid>/<netns inode>-<ipv4 hex>-<port>  ->  /proc/<pid>/fd/<memfd>
+// in a directory of its user (0700, verified: transport/owned_files.h), so
+// another user can neither hold a link name (once a flat name in sticky
+// /dev/shm, which the victim could not replace: security review L4) nor
+// plant a link; peers of another uid could not open the memfd anyway.
 // A peer opens the symlink, which opens the memfd itself (the kernel checks
 // that the opener may access the owner's fds: same user, dumpable), and then
 // validates the segment header (ShmSegment::Attach). The netns inode in the
@@ -17,6 +21,9 @@
 #include <string>
 
 namespace softrnic::transport {
+
+// This user's link directory, /dev/shm/softrnic-ep-<euid>.
+std::string ShmEndpointDirectory();
 
 // The link path for an endpoint (ip in network order).
 std::string ShmEndpointPath(uint64_t netns, uint32_t ip, uint16_t port);

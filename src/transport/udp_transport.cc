@@ -16,6 +16,7 @@
 // Who owns an address:port is decided by an abstract unix socket named after
 // it (per network namespace, gone when the process dies): a second process
 // that joined the group in a race sees the name taken and leaves at once.
+// A name held by another uid is ignored (ClaimEndpoint: SO_PEERCRED).
 // IP_MTU_DISCOVER=IP_PMTUDISC_DO sets DF, and an unconnected DF socket sends
 // IPv4 ID 0, which is what wire::IpUdpFields assumes (a connected socket
 // would number IDs from a per-socket counter and break the ICRC).
@@ -53,6 +54,7 @@
 #include <ctime>
 #include <memory>
 
+#include "common/secure_random.h"
 #include "transport/fault_injector.h"
 #include "transport/udp_receive.h"
 #include "wire/icrc.h"
@@ -93,7 +95,15 @@ constexpr uint32_t kMinPacket = 12 + 4;      // BTH + ICRC
 // steered to an endpoint's reply socket.
 constexpr uint8_t kFirstRcResponseOpcode = wire::op::kRcReadResponseFirst;
 constexpr uint8_t kLastRcResponseOpcode = wire::op::kRcAtomicAck;
-constexpr uint32_t kMaxLoopbackAttempts = 16;
+constexpr uint32_t kMaxLoopbackAttempts = 16;        // derived from the pid
+constexpr uint32_t kMaxRandomLoopbackAttempts = 64;  // then unpredictable ones
+
+// 127.a.b.c with a in 1..254 (never 127.0.x.x, never 127.255.255.255), from
+// the kernel CSPRNG.
+uint32_t RandomLoopbackAddress() {
+  const uint32_t a = 1 + SecureRandomBelow(254);
+  return (127u << 24) | (a << 16) | (SecureRandom32() & 0xffffu);
+}
 // UDP segmentation (UDP_SEGMENT / UDP_GRO, Linux >= 5.0). The kernel accepts
 // up to UDP_MAX_SEGMENTS (64 before 6.2, 128 since) segments per send.
 constexpr int kMaxSegments = 64;
@@ -192,25 +202,84 @@ int OpenSocket(uint32_t addr_network_order, uint16_t port, bool gro, bool reusep
   return 0;
 }
 
-// Claims address:port for this process: an abstract unix socket named after
-// it. Returns the socket, or -1 with errno EADDRINUSE when another process
-// holds it.
-int ClaimEndpoint(const sockaddr_in& sin) {
-  const int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+// Binds the abstract unix name `name` as a listening stream socket: the
+// socket, or -1 with errno.
+int BindClaimName(const std::string& name) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return -1;
   sockaddr_un un{};
   un.sun_family = AF_UNIX;
   // Abstract name: a leading NUL, scoped to the network namespace.
-  const int n = std::snprintf(un.sun_path + 1, sizeof(un.sun_path) - 1, "softrnic-udp-%s:%u",
-                              Ipv4Text(sin.sin_addr.s_addr).c_str(), ntohs(sin.sin_port));
+  const size_t n = std::min(name.size(), sizeof(un.sun_path) - 1);
+  std::memcpy(un.sun_path + 1, name.data(), n);
   const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
-  if (bind(fd, reinterpret_cast<const sockaddr*>(&un), len) != 0) {
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&un), len) != 0 || listen(fd, SOMAXCONN) != 0) {
     const int err = errno;
     close(fd);
     errno = err;
     return -1;
   }
   return fd;
+}
+
+// The uid of the process listening on the abstract name, or -1 if that
+// cannot be told (not listening, backlog full).
+long ClaimHolderUid(const std::string& name) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return -1;
+  sockaddr_un un{};
+  un.sun_family = AF_UNIX;
+  const size_t n = std::min(name.size(), sizeof(un.sun_path) - 1);
+  std::memcpy(un.sun_path + 1, name.data(), n);
+  const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+  long uid = -1;
+  ucred cred{};
+  socklen_t cred_len = sizeof(cred);
+  // SO_PEERCRED of a connected stream socket: the listener's credentials,
+  // recorded by the kernel at listen() (unix(7)); nobody can forge them.
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&un), len) == 0 &&
+      getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) == 0)
+    uid = long(cred.uid);
+  close(fd);
+  return uid;
+}
+
+// Claims address:port for this process among the processes of its uid: an
+// abstract unix name after it (per network namespace, gone when the process
+// dies). Returns the socket, or -1 with errno EADDRINUSE when another
+// process of ours holds it.
+//
+// Abstract names have no permissions (security review M5): another user can
+// bind ours first. But this runs only after our UDP bind of address:port
+// with SO_REUSEPORT succeeded, and the kernel lets only sockets of one
+// effective uid share a port that way, so a holder of another uid cannot own
+// the UDP port: its name is an impostor's. Then the next name of a short
+// sequence every process of ours walks in the same order is used; if an
+// attacker holds all of them, the endpoint is used without the claim (two
+// of our processes racing for it may then both join the group: traffic is
+// split, the attacker gains nothing).
+int ClaimEndpoint(const sockaddr_in& sin) {
+  const std::string base = "softrnic-udp-" + Ipv4Text(sin.sin_addr.s_addr) + ":" +
+                           std::to_string(ntohs(sin.sin_port));
+  constexpr int kClaimNames = 8;
+  for (int k = 0; k < kClaimNames; ++k) {
+    const std::string name = k == 0 ? base : base + "#" + std::to_string(k);
+    const int fd = BindClaimName(name);
+    if (fd >= 0) return fd;
+    if (errno != EADDRINUSE) return -1;
+    long holder = -1;
+    // A process of ours between its bind() and listen(): look again.
+    for (int look = 0; look < 5 && holder < 0; ++look) {
+      holder = ClaimHolderUid(name);
+      if (holder < 0) usleep(1000);
+    }
+    if (holder < 0 || uid_t(holder) == geteuid()) {
+      errno = EADDRINUSE;  // ours, or cannot tell: the old rule (someone owns it)
+      return -1;
+    }
+  }
+  errno = ENOENT;  // every name squatted by other users: go unclaimed
+  return -1;
 }
 
 // The steering program of an endpoint's reuseport group: index 1 (the reply
@@ -437,14 +506,21 @@ std::unique_ptr<Transport> UdpTransport::Create(const UdpConfig& config, std::st
       continue;
     if (!t->AddEndpoint(e, error)) return nullptr;
   }
-  // ...then exactly one per-process loopback address.
+  // ...then exactly one per-process loopback address: the pid's candidates
+  // first (docs/addressing.md; tools/device_view.cc predicts attempt 0),
+  // then addresses from the kernel CSPRNG. Another local user can bind every
+  // pid-derived candidate of a future pid in advance (security review M5),
+  // never a random one: the device still comes up.
   const uint32_t pid = static_cast<uint32_t>(getpid());
   std::string last_error;
   bool bound = false;
-  for (uint32_t attempt = 0; attempt < kMaxLoopbackAttempts && !bound; ++attempt) {
+  for (uint32_t attempt = 0; attempt < kMaxLoopbackAttempts + kMaxRandomLoopbackAttempts && !bound;
+       ++attempt) {
+    const uint32_t candidate = attempt < kMaxLoopbackAttempts ? PerProcessLoopbackAddress(pid, attempt)
+                                                              : RandomLoopbackAddress();
     EndpointSockets e;
-    const int err = OpenEndpoint(htonl(PerProcessLoopbackAddress(pid, attempt)), config.port,
-                                 config.segmentation, config.reply_sockets, &e, &last_error);
+    const int err = OpenEndpoint(htonl(candidate), config.port, config.segmentation,
+                                 config.reply_sockets, &e, &last_error);
     if (err == EADDRINUSE) continue;
     if (err != 0) {
       *error = last_error;
@@ -455,7 +531,8 @@ std::unique_ptr<Transport> UdpTransport::Create(const UdpConfig& config, std::st
   }
   if (!bound) {
     *error = "no free per-process loopback address at port " + std::to_string(config.port) +
-             " after " + std::to_string(kMaxLoopbackAttempts) + " tries (" + last_error +
+             " after " + std::to_string(kMaxLoopbackAttempts + kMaxRandomLoopbackAttempts) +
+             " tries (" + last_error +
              "); is something bound to 0.0.0.0:" + std::to_string(config.port) +
              "? set SOFTRNIC_PORT or SOFTRNIC_BIND";
     return nullptr;

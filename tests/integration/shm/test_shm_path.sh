@@ -90,7 +90,7 @@ fi
 
 # Discovery links of the (exited) servers were removed at exit.
 for pid in "${PIDS[@]}"; do
-  if find /dev/shm -maxdepth 1 -name 'softrnic-ep-*' -lname "/proc/$pid/fd/*" 2>/dev/null | grep -q .; then
+  if find /dev/shm -maxdepth 2 -path '*/softrnic-ep-*' -lname "/proc/$pid/fd/*" 2>/dev/null | grep -q .; then
     echo "FAIL: /dev/shm still has a softrnic-ep link of exited pid $pid"
     fail=1
   fi
