@@ -18,10 +18,14 @@
  *   shortmap  a "riomap announcement" (SEND, immediate 1) of 4 bytes;
  *   mapflood  1000 distinct announcements; the victim then riowrites at the
  *             offset of the last one (accepted before the fix: the victim
- *             kept every mapping).
+ *             kept every mapping);
  * then a legitimate end of stream (zero-length SEND). The victim must see
  * exactly "hello" and then ECONNRESET (the connection reset for a protocol
  * violation), never the slot's neighbours, never a fake EOF.
+ *   unmap     no attack: the victim riounmaps its mapping right away, and
+ *             the peer must receive the withdrawal (a SEND with immediate 2
+ *             naming the same offset, review L6); the victim then sees
+ *             "hello" and the end of stream.
  *
  * Built against the system rdma-core headers and libraries, run with
  * LD_LIBRARY_PATH at softrnic's (as rdmacm_cm_events is).
@@ -87,6 +91,10 @@ static void victim(const char* mode, int port_pipe, int verdict_pipe) {
   char* map = calloc(1, MAP_BYTES);
   if (riomap(s, map, MAP_BYTES, PROT_WRITE, 0, 0) != 0) {
     perror("victim: riomap");
+    _exit(3);
+  }
+  if (strcmp(mode, "unmap") == 0 && riounmap(s, map, MAP_BYTES) != 0) {
+    perror("victim: riounmap");
     _exit(3);
   }
   size_t cap = 4u << 20;
@@ -184,10 +192,12 @@ static int attack(const char* mode, uint16_t port) {
   char* buf = calloc(1, size);
   struct ibv_mr* mr = ibv_reg_mr(id->pd, buf, size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   if (!mr) return fail("reg mr");
-  char* rx = buf + MAP_BYTES; /* one 4 KiB receive: the announcement */
-  struct ibv_sge rsge = {.addr = (uintptr_t)rx, .length = 4096, .lkey = mr->lkey};
-  struct ibv_recv_wr rwr = {.sg_list = &rsge, .num_sge = 1}, *rbad;
-  if (ibv_post_recv(id->qp, &rwr, &rbad) != 0) return fail("post recv");
+  char* rx = buf + MAP_BYTES; /* two 2 KiB receives: announcement, withdrawal */
+  for (int i = 0; i < 2; ++i) {
+    struct ibv_sge rsge = {.addr = (uintptr_t)rx + 2048 * i, .length = 2048, .lkey = mr->lkey};
+    struct ibv_recv_wr rwr = {.sg_list = &rsge, .num_sge = 1}, *rbad;
+    if (ibv_post_recv(id->qp, &rwr, &rbad) != 0) return fail("post recv");
+  }
   struct rdma_conn_param cp = {.responder_resources = 1, .initiator_depth = 1, .retry_count = 7,
                                .rnr_retry_count = 7};
   if (rdma_connect(id, &cp) != 0 || expect(RDMA_CM_EVENT_ESTABLISHED) != 0) return fail("connect");
@@ -202,9 +212,21 @@ static int attack(const char* mode, uint16_t port) {
           (unsigned long long)w.offset, (unsigned long long)w.addr, (unsigned long long)w.len,
           w.rkey);
 
+  if (strcmp(mode, "unmap") == 0) {
+    struct iomap_wire u;
+    if (wait_wc(id->recv_cq, &wc) != 0 || wc.status != IBV_WC_SUCCESS ||
+        !(wc.wc_flags & IBV_WC_WITH_IMM) || ntohl(wc.imm_data) != 2 || wc.byte_len != sizeof u)
+      return fail("no riounmap withdrawal from the victim");
+    memcpy(&u, rx + 2048, sizeof u);
+    if (u.offset != w.offset) return fail("the withdrawal names another offset");
+    fprintf(stderr, "attacker: victim withdrew offset %llu\n", (unsigned long long)u.offset);
+  }
   memcpy(buf, "hello", 5);
   if (post(id, IBV_WR_SEND, buf, 5, mr->lkey, 0, 0, 0) != 0) return fail("send hello");
   int r = 0;
+  if (strcmp(mode, "unmap") == 0) {
+    /* nothing hostile */
+  } else
   if (strcmp(mode, "write1m") == 0 || strcmp(mode, "write4m") == 0) {
     uint32_t n = mode[5] == '1' ? 1u << 20 : 4u << 20;
     memset(buf, 'A', n);
@@ -233,7 +255,7 @@ static int attack(const char* mode, uint16_t port) {
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    fprintf(stderr, "usage: %s write1m|write4m|zerolen|shortmap|mapflood\n", argv[0]);
+    fprintf(stderr, "usage: %s write1m|write4m|zerolen|shortmap|mapflood|unmap\n", argv[0]);
     return 2;
   }
   const char* mode = argv[1];
@@ -276,7 +298,13 @@ int main(int argc, char** argv) {
             v.total);
     bad = 1;
   }
-  if (v.end_rc != -1 || v.end_errno != ECONNRESET) {
+  if (strcmp(mode, "unmap") == 0) {
+    if (v.end_rc != 0) {
+      fprintf(stderr, "FAIL unmap: the stream ended with rrecv %d (%s), expected its end (0)\n",
+              v.end_rc, strerror(v.end_errno));
+      bad = 1;
+    }
+  } else if (v.end_rc != -1 || v.end_errno != ECONNRESET) {
     fprintf(stderr, "FAIL %s: the stream ended with rrecv %d (%s), expected ECONNRESET\n", mode,
             v.end_rc, v.end_errno ? strerror(v.end_errno) : "end of stream");
     bad = 1;
