@@ -79,6 +79,13 @@ struct SrSlot {
   Clock::time_point sent{};
 };
 
+// A packet the reorder store ran (sr_store.h): its PSN and request digest.
+struct SrRun {
+  uint32_t psn = 0;
+  bool valid = false;
+  uint64_t digest = 0;
+};
+
 // Which message the responder is in the middle of (opcode sequence check,
 // IBA 9.7.5.1.2 / C9-95).
 enum class InMessage : uint8_t { kNone, kSend, kWrite };
@@ -210,6 +217,7 @@ class Qp {
   uint32_t ooo_count = 0;
   bool sack_pending = false;        // send a SACK at the end of the burst
   bool draining = false;            // replaying kept packets (no re-store)
+  std::vector<SrRun> ran_from_store;  // kSrWindow entries (sr_store.h), with the store
   Clock::time_point last_cnp_sent{};  // DCQCN notification point pacing
 
   // Shared-memory direct path (shm_direct.h): this QP's export slot, and as

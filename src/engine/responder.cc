@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "engine/engine.h"
+#include "engine/sr_store.h"
 #include "wire/headers.h"
 #include "wire/opcode.h"
 
@@ -313,6 +314,18 @@ void Engine::HandleRequestOne(Qp* qp, const wire::Packet& pkt, const transport::
       return;
     }
     if (diff < 0) {
+      if (!info.has(wire::kIsReadRequest) && !info.has(wire::kIsAtomic) &&
+          SrRunCopyDiffers(*qp, pkt)) {
+        // The packet the reorder store ran for this PSN and this copy
+        // differ: one was forged (sr_store.h). Its bytes are in memory and
+        // cannot be taken back; fail the QP rather than report success
+        // over them. The NAK names the last PSN accepted, which the
+        // requester may still have outstanding.
+        ++stats_.rx_ooo_forgery_detected;
+        ResponderError(qp, wire::NakCode::kInvalidRequest, wire::PsnAdd(qp->epsn, wire::kPsnMask),
+                       WcStatus::kRemInvReqErr);
+        return;
+      }
       ++stats_.rx_duplicates;
       // IBA 9.7.5.1.3: duplicates are answered, never executed again.
       if (info.has(wire::kIsReadRequest)) {
@@ -350,6 +363,7 @@ void Engine::HandleRequestOne(Qp* qp, const wire::Packet& pkt, const transport::
       return;
     }
     qp->nak_sequence_sent = false;
+    SrForgetRun(qp, psn);
   } else if (psn != qp->epsn) {
     // UC (IBA 9.8.3.2): a gap loses the message in progress; resynchronise
     // on this packet if it starts a message.

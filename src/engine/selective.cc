@@ -38,6 +38,7 @@
 #include <cstring>
 
 #include "engine/engine.h"
+#include "engine/sr_store.h"
 #include "wire/headers.h"
 #include "wire/opcode.h"
 
@@ -75,6 +76,21 @@ bool IsReadOrAtomic(WrOpcode op) {
 
 }  // namespace
 
+uint64_t SrRequestDigest(const uint8_t* packet, size_t length) {
+  // FNV-1a over the bytes SamePacket compares.
+  uint64_t h = 14695981039346656037ull;
+  const auto mix = [&h](uint8_t b) {
+    h ^= b;
+    h *= 1099511628211ull;
+  };
+  if (length < sizeof(wire::Bth) + wire::kIcrcSize) return h;
+  for (size_t i = 0; i < length - wire::kIcrcSize; ++i) {
+    if (i == 4) continue;
+    mix(i == 8 ? static_cast<uint8_t>(packet[i] & 0x7F) : packet[i]);
+  }
+  return h;
+}
+
 void Engine::SrPrepareResponder(Qp* qp) {
   qp->peer_sr_req = false;
   qp->ooo_count = 0;
@@ -85,6 +101,7 @@ void Engine::SrPrepareResponder(Qp* qp) {
     qp->ooo_store.shrink_to_fit();
     qp->ooo_len.clear();
     qp->ooo_psn.clear();
+    qp->ran_from_store.clear();
     qp->ooo_slot_bytes = 0;
     return;
   }
@@ -94,6 +111,7 @@ void Engine::SrPrepareResponder(Qp* qp) {
   qp->ooo_store.resize(size_t{kSrWindow} * qp->ooo_slot_bytes);
   qp->ooo_len.assign(kSrWindow, 0);
   qp->ooo_psn.assign(kSrWindow, 0);
+  qp->ran_from_store.assign(kSrWindow, SrRun{});
 }
 
 void Engine::SrPrepareRequester(Qp* qp) {
@@ -122,6 +140,7 @@ void Engine::SrReleaseQp(Qp* qp) {
   qp->ooo_len.clear();
   qp->ooo_psn.clear();
   qp->ooo_store.clear();
+  qp->ran_from_store.clear();
   qp->ooo_count = 0;
   qp->sack_pending = false;
   qp->retx_scan = false;
@@ -199,6 +218,11 @@ void Engine::SrDrain(Qp* qp, const transport::RxPacket& rx) {
     const uint32_t before = qp->epsn;
     HandleRequestOne(qp, pkt, rx);
     drained = true;
+    if (qp->epsn != before) {
+      // Ran: a later duplicate of this PSN must carry the same bytes
+      // (sr_store.h says why).
+      qp->ran_from_store[before % kSrWindow] = SrRun{before, true, SrRequestDigest(data, len)};
+    }
     if (qp->epsn == before || !(qp->attr.qp_state == QpState::kRtr ||
                                 qp->attr.qp_state == QpState::kRts ||
                                 qp->attr.qp_state == QpState::kSqd)) {

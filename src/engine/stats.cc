@@ -75,6 +75,7 @@ std::string FormatStats(const EngineStats& s, const transport::TransportCounters
   line("rx_cnp_ignored", s.rx_cnp_ignored);
   line("rx_sr_unnegotiated", s.rx_sr_unnegotiated);
   line("rx_ooo_conflicts", s.rx_ooo_conflicts);
+  line("rx_ooo_forgery_detected", s.rx_ooo_forgery_detected);
   line("tx_naks_rd_atomic_limit", s.tx_naks_rd_atomic_limit);
   return o.str();
 }

@@ -69,6 +69,7 @@ struct EngineStats {
   uint64_t rx_cnp_ignored = 0;           // CNP for no QP, or not from the QP's peer address
   uint64_t rx_sr_unnegotiated = 0;       // sr bit before selective mode was negotiated
   uint64_t rx_ooo_conflicts = 0;         // two different copies of one kept PSN: both dropped
+  uint64_t rx_ooo_forgery_detected = 0;  // a duplicate differs from the kept copy that ran: QP failed
   uint64_t tx_naks_rd_atomic_limit = 0;  // READ/atomic with no responder resources granted
 };
 

@@ -474,6 +474,50 @@ TEST_F(HostileTest, ForgedKeptPacketDoesNotReplaceRealOne) {
   EXPECT_EQ(b_.dev->GetQpState(b_.qp), QpState::kRts);
 }
 
+// M1: the case the conflict rule cannot see. A forged packet kept for
+// PSN 2 runs as soon as the real PSN 1 arrives in order; the real PSN 2
+// comes after it, as a duplicate. Nothing can undo the forged write, but
+// the difference must not pass silently: the responder fails the QP
+// (Invalid Request NAK to the peer, QP error event) so that both ends
+// see an error instead of a success over corrupted memory.
+TEST_F(HostileTest, ForgedKeptPacketExecutedFirstIsDetected) {
+  REQUIRE_SPOOFING();
+  Forger f(TestAddress(0), TestPort());
+  std::vector<uint8_t> first(64, 0x42);
+  f.Send(WithSr(Write(qpn_, 0, Addr(b_, 8192), rkey_, first)), *b_.dev);  // negotiates
+  ASSERT_TRUE(WaitFor([&] { return b_.buf[8192] == 0x42; }));
+  const std::vector<uint8_t> forged(payload_.size(), 0xEE);
+  f.Send(WithSr(Write(qpn_, 2, Addr(b_, 0), rkey_, forged)), *b_.dev);
+  ASSERT_TRUE(WaitFor([&] { return StatsOf(*b_.dev).rx_ooo_kept == 1; }));
+  f.Send(WithSr(Write(qpn_, 1, Addr(b_, 4096), rkey_, payload_)), *b_.dev);  // the real PSN 1
+  ASSERT_TRUE(WaitFor([&] { return b_.buf[0] == 0xEE; })) << "setup: the kept packet should run";
+  const uint64_t naks = StatsOf(*b_.dev).tx_naks_invalid_request;
+  f.Send(WithSr(Write(qpn_, 2, Addr(b_, 0), rkey_, payload_)), *b_.dev);  // the real PSN 2
+  EXPECT_TRUE(WaitFor([&] { return StatsOf(*b_.dev).rx_ooo_forgery_detected == 1; }));
+  EXPECT_EQ(StatsOf(*b_.dev).tx_naks_invalid_request, naks + 1);
+  EXPECT_TRUE(WaitFor([&] { return b_.dev->GetQpState(b_.qp) == QpState::kErr; }));
+}
+
+// An identical copy of a packet run from the store is an ordinary duplicate.
+TEST_F(HostileTest, IdenticalCopyOfKeptPacketIsAPlainDuplicate) {
+  REQUIRE_SPOOFING();
+  Forger f(TestAddress(0), TestPort());
+  std::vector<uint8_t> first(64, 0x42);
+  f.Send(WithSr(Write(qpn_, 0, Addr(b_, 8192), rkey_, first)), *b_.dev);
+  ASSERT_TRUE(WaitFor([&] { return b_.buf[8192] == 0x42; }));
+  f.Send(WithSr(Write(qpn_, 2, Addr(b_, 0), rkey_, payload_)), *b_.dev);  // arrives early
+  ASSERT_TRUE(WaitFor([&] { return StatsOf(*b_.dev).rx_ooo_kept == 1; }));
+  f.Send(WithSr(Write(qpn_, 1, Addr(b_, 4096), rkey_, payload_)), *b_.dev);
+  ASSERT_TRUE(WaitFor([&] { return FirstDiff(b_.buf.data(), payload_.data(), payload_.size()) == -1; }));
+  const uint64_t dups = StatsOf(*b_.dev).rx_duplicates;
+  auto again = WithSr(Write(qpn_, 2, Addr(b_, 0), rkey_, payload_));
+  again[8] = static_cast<uint8_t>(again[8] & 0x7F);  // a resend may differ in AckReq
+  f.Send(again, *b_.dev);
+  EXPECT_TRUE(WaitFor([&] { return StatsOf(*b_.dev).rx_duplicates > dups; }));
+  EXPECT_EQ(StatsOf(*b_.dev).rx_ooo_forgery_detected, 0u);
+  EXPECT_EQ(b_.dev->GetQpState(b_.qp), QpState::kRts);
+}
+
 // M1: forged responses toward a requester. Only PSNs it has sent can be
 // acknowledged; a NAK or RNR NAK outside [oldest unacknowledged, last sent]
 // or an RNR NAK for a request that takes no receive WQE is ignored and
