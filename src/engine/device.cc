@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/secure_random.h"
 #include "engine/engine.h"
 #include "engine/stats_publisher.h"
 
@@ -42,6 +43,38 @@ int ReadEventByte(int fd) {
   if (r == 1) return 0;
   if (r < 0) return errno;
   return EIO;
+}
+
+// An object is being destroyed: its unread async events go (the kernel's
+// uverbs does the same), so no reader is handed its freed handle (M6); and
+// the caller learns how many were handed out, to wait for their acks.
+// REQUIRES: engine.mu_.
+void ForgetAsyncEvents(Engine& engine, AsyncObject kind, const void* handle, uint32_t* reported) {
+  uint32_t total = 0;
+  if (handle != nullptr) {
+    for (auto& [id, queue] : engine.async_queues_) {
+      queue->Purge(kind, handle);
+      total += queue->TakeReported(kind, handle);
+    }
+  }
+  if (reported != nullptr) *reported = total;
+}
+
+// A QPN for a new QP: a fresh 24-bit value from the kernel CSPRNG every time
+// (M1, docs/security.md). A sequence would let a blind injector that knows
+// one of our QPNs walk to the next; a random one also keeps a restarted
+// process off the QPNs its previous incarnation's peers may still send to.
+// Skips QP0 and QP1 (the special SMI and GSI QPs), 0xFFFFFF (the multicast
+// destination QPN), and QPNs live or lingering (Engine::StartLinger).
+// REQUIRES: engine.mu_.
+uint32_t FreshQpn(const Engine& engine) {
+  constexpr uint32_t kMulticastQpn = wire::kQpnMask;
+  for (;;) {
+    const uint32_t qpn = SecureRandom32() & wire::kQpnMask;
+    if (qpn < 2 || qpn == kMulticastQpn) continue;
+    if (engine.qps_.contains(qpn) || engine.IsLingering(qpn)) continue;
+    return qpn;
+  }
 }
 
 }  // namespace
@@ -167,8 +200,7 @@ int Device::RegMr(Pd* pd, void* addr, size_t length, uint64_t iova, uint32_t acc
   mr->length = length;
   mr->iova = (access & kZeroBased) ? 0 : iova;
   mr->access = access;
-  mr->lkey = engine_->mr_table_.NewKey();
-  mr->rkey = engine_->mr_table_.NewKey();
+  engine_->mr_table_.NewKeys(&mr->lkey, &mr->rkey);
   mr->handle = handle;
   engine_->mr_table_.Insert(mr.get());
   if (engine_->shm_direct_) engine_->shm_direct_->PublishMr(mr.get(), pd->id);
@@ -251,9 +283,10 @@ int Device::ResizeCq(Cq* cq, uint32_t cqe) {
   return cq->Resize(cqe) ? 0 : EINVAL;
 }
 
-int Device::DestroyCq(Cq* cq) {
+int Device::DestroyCq(Cq* cq, uint32_t* async_events_reported) {
   std::lock_guard<SpinMutex> lock(engine_->mu_);
   if (cq->users > 0) return EBUSY;
+  ForgetAsyncEvents(*engine_, AsyncObject::kCq, cq->handle, async_events_reported);
   if (cq->channel) {
     --cq->channel->users;
     auto& pending = cq->channel->pending;
@@ -345,9 +378,10 @@ int Device::QuerySrq(Srq* srq, SrqAttr* out) {
   return 0;
 }
 
-int Device::DestroySrq(Srq* srq) {
+int Device::DestroySrq(Srq* srq, uint32_t* async_events_reported) {
   std::lock_guard<SpinMutex> lock(engine_->mu_);
   if (srq->users > 0) return EBUSY;
+  ForgetAsyncEvents(*engine_, AsyncObject::kSrq, srq->handle, async_events_reported);
   --srq->pd->users;
   return EraseOwned(engine_->srqs_, srq) ? 0 : EINVAL;
 }
@@ -408,12 +442,7 @@ int Device::CreateQpWithQpn(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* 
     if (engine_->qps_.contains(fixed_qpn)) return EBUSY;
     qp->qpn = fixed_qpn;
   } else {
-    // QPN: skip 0 and 1 (SMI/GSI) and any in use; 24 bits.
-    do {
-      engine_->next_qpn_ = (engine_->next_qpn_ + 1) & wire::kQpnMask;
-    } while (engine_->next_qpn_ < 2 || engine_->qps_.contains(engine_->next_qpn_) ||
-             engine_->IsLingering(engine_->next_qpn_));
-    qp->qpn = engine_->next_qpn_;
+    qp->qpn = FreshQpn(*engine_);
   }
   qp->type = type;
   qp->pd = pd;
@@ -472,10 +501,11 @@ int Device::QueryQp(Qp* qp, QpAttr* out) {
   return 0;
 }
 
-int Device::DestroyQp(Qp* qp) {
+int Device::DestroyQp(Qp* qp, uint32_t* async_events_reported) {
   std::lock_guard<SpinMutex> lock(engine_->mu_);
   auto it = engine_->qps_.find(qp->qpn);
   if (it == engine_->qps_.end() || it->second.get() != qp) return EINVAL;
+  ForgetAsyncEvents(*engine_, AsyncObject::kQp, qp->handle, async_events_reported);
   auto& wl = engine_->work_list_;
   wl.erase(std::remove(wl.begin(), wl.end(), qp), wl.end());
   engine_->StartLinger(qp);
@@ -622,11 +652,15 @@ int Device::GetAsyncEvent(AsyncEvent* out, int queue) {
   // across the blocking read.
   const int fd = async_fd(queue);
   if (fd < 0) return EINVAL;
-  if (int err = ReadEventByte(fd)) return err;
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
-  auto it = engine_->async_queues_.find(queue);
-  if (it == engine_->async_queues_.end() || !it->second->Pop(out)) return EIO;
-  return 0;
+  for (;;) {
+    if (int err = ReadEventByte(fd)) return err;
+    std::lock_guard<SpinMutex> lock(engine_->mu_);
+    auto it = engine_->async_queues_.find(queue);
+    if (it == engine_->async_queues_.end()) return EIO;
+    if (it->second->Pop(out)) return 0;
+    // The fd woke us for events whose object was destroyed since (their
+    // purge could not take back the byte we had already read): wait again.
+  }
 }
 
 int Device::OpenAsyncQueue() {

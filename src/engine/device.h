@@ -121,7 +121,8 @@ class Device {
   int CreateCq(uint32_t cqe, CompletionChannel* channel, void* handle, Cq** out);
   uint32_t CqCapacity(const Cq* cq) const;
   int ResizeCq(Cq* cq, uint32_t cqe);
-  int DestroyCq(Cq* cq);  // EBUSY while QPs or SRQs use it
+  // EBUSY while QPs or SRQs use it. async_events_reported: see DestroyQp.
+  int DestroyCq(Cq* cq, uint32_t* async_events_reported = nullptr);
   // Returns the number of completions written (0..n) or -errno.
   int PollCq(Cq* cq, int n, Completion* out);
   int ArmCq(Cq* cq, bool solicited_only);
@@ -131,7 +132,8 @@ class Device {
   // mask: 1 = max_wr (resize), 2 = srq_limit (IBV_SRQ_MAX_WR, IBV_SRQ_LIMIT).
   int ModifySrq(Srq* srq, const SrqAttr& attr, uint32_t mask);
   int QuerySrq(Srq* srq, SrqAttr* out);
-  int DestroySrq(Srq* srq);  // EBUSY while QPs use it
+  // EBUSY while QPs use it. async_events_reported: see DestroyQp.
+  int DestroySrq(Srq* srq, uint32_t* async_events_reported = nullptr);
   int PostSrqRecv(Srq* srq, const RecvWr& wr);
 
   int CreateAh(Pd* pd, const AddressVector& av, void* handle, Ah** out);
@@ -149,7 +151,11 @@ class Device {
   // transition or an attribute out of range.
   int ModifyQp(Qp* qp, const QpAttr& attr, uint32_t mask);
   int QueryQp(Qp* qp, QpAttr* out);
-  int DestroyQp(Qp* qp);
+  // Unread async events naming the QP are dropped with it (M6). If given,
+  // async_events_reported receives how many of its events GetAsyncEvent
+  // handed out: the caller waits until the application has acknowledged that
+  // many before freeing the handle (ibv_get_async_event(3)).
+  int DestroyQp(Qp* qp, uint32_t* async_events_reported = nullptr);
   // EINVAL for a WR the QP cannot take (bad opcode for its type, too many
   // SGEs, inline too long); ENOMEM when the send queue is full; EINVAL when
   // the QP state does not allow posting (RESET, INIT, RTR).
@@ -162,6 +168,8 @@ class Device {
   // when it names no open queue).
   static constexpr int kDeviceAsyncQueue = 0;
   int async_fd(int queue = kDeviceAsyncQueue) const;
+  // Blocks (unless the application made the fd non-blocking: EAGAIN) until
+  // an event is queued; never returns an event of a destroyed object.
   int GetAsyncEvent(AsyncEvent* out, int queue = kDeviceAsyncQueue);
   // Returns the new queue's id (> 0), or -errno.
   int OpenAsyncQueue();

@@ -1,20 +1,25 @@
 #include "engine/mr_table.h"
 
-#include <sys/random.h>
+#include "common/secure_random.h"
 
 namespace softrnic::engine {
 
-MrTable::MrTable() {
-  uint32_t seed = 0;
-  if (getrandom(&seed, sizeof(seed), 0) != sizeof(seed)) seed = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(this));
-  rng_.seed(seed);
+uint32_t MrTable::DrawKey(uint8_t generation) const {
+  // Redraws only on a collision with a live key (or 0): with at most 2^16
+  // regions out of 2^32 keys, about one registration in 2^16 draws twice.
+  for (;;) {
+    const uint32_t index = SecureRandom32() & 0xFFFFFF00u;
+    const uint32_t key = index | generation;
+    if (key != 0 && !InUse(key)) return key;
+  }
 }
 
-uint32_t MrTable::NewKey() {
-  for (;;) {
-    const uint32_t k = static_cast<uint32_t>(rng_());
-    if (k != 0 && !by_lkey_.contains(k) && !by_rkey_.contains(k)) return k;
-  }
+void MrTable::NewKeys(uint32_t* lkey, uint32_t* rkey) {
+  const uint8_t generation = next_generation_++;
+  *lkey = DrawKey(generation);
+  do {
+    *rkey = DrawKey(generation);
+  } while (*rkey == *lkey);
 }
 
 void MrTable::Insert(Mr* mr) {

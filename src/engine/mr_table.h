@@ -11,7 +11,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <random>
 #include <unordered_map>
 
 #include "engine/shm_memory.h"
@@ -43,12 +42,13 @@ enum class KeyCheck : uint8_t { kOk, kBadKey, kWrongPd, kNoRight, kOutOfBounds }
 
 class MrTable {
  public:
-  MrTable();
   // Takes ownership of nothing: the engine owns Mr objects.
   void Insert(Mr* mr);
   void Erase(Mr* mr);
-  // Draws a fresh key not used by any region (nor 0).
-  uint32_t NewKey();
+  // Draws the keys of one new registration: a fresh random index part for
+  // each, this registration's generation in the low byte, neither 0 nor in
+  // use by any region, lkey != rkey. One getrandom(2) per key.
+  void NewKeys(uint32_t* lkey, uint32_t* rkey);
 
   Mr* FindByRkey(uint32_t rkey) const;
   Mr* FindByLkey(uint32_t lkey) const;
@@ -69,7 +69,10 @@ class MrTable {
   static KeyCheck Bounds(const Mr& mr, uint64_t va, uint64_t len, uint8_t** out);
   std::unordered_map<uint32_t, Mr*> by_lkey_;
   std::unordered_map<uint32_t, Mr*> by_rkey_;
-  std::mt19937 rng_;
+  bool InUse(uint32_t key) const { return by_lkey_.contains(key) || by_rkey_.contains(key); }
+  uint32_t DrawKey(uint8_t generation) const;
+  // The key part of the next registration's keys; wraps after 256.
+  uint8_t next_generation_ = 0;
 };
 
 }  // namespace softrnic::engine

@@ -2,12 +2,13 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+
+#include "common/secure_random.h"
 
 namespace softrnic::transport {
 
@@ -53,8 +54,7 @@ bool ShmSegment::Create(std::string* error) {
   h->version = kShmVersion;
   h->pid = static_cast<uint32_t>(getpid());
   h->netns = NetnsInode();
-  if (getrandom(&h->nonce, sizeof(h->nonce), 0) != sizeof(h->nonce))
-    h->nonce = reinterpret_cast<uintptr_t>(this) ^ static_cast<uint64_t>(getpid());
+  SecureRandomFill(&h->nonce, sizeof(h->nonce));
   h->uid = static_cast<uint32_t>(geteuid());
   h->total_size = kShmSegmentSize;
   // The magic goes last: a peer that maps the segment before the header is

@@ -4,7 +4,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -14,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/secure_random.h"
 #include "transport/shm_registry.h"
 
 namespace softrnic::transport {
@@ -55,9 +55,7 @@ bool ShmTransport::Init(std::string* error) {
     h->local_port[i] = eps[i].port;
   }
   for (uint32_t i = 0; i < kShmRings; ++i) consumers_[i] = ShmRingConsumer(&own_, i);
-  uint32_t rnd = 0;
-  if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd)) rnd = static_cast<uint32_t>(h->nonce);
-  sender_id_ = (uint64_t{static_cast<uint32_t>(getpid())} << 32) | (rnd | 1);
+  sender_id_ = (uint64_t{static_cast<uint32_t>(getpid())} << 32) | (SecureRandom32() | 1);
   rx_buf_.reset(new uint8_t[size_t{kMaxRx} * kShmSlotPayload]);
   doorbell_fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   // Publish last: peers may use the segment as soon as a link exists.

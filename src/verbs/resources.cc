@@ -442,6 +442,22 @@ void FillContextOps(verbs_context* vctx) {
 
 using namespace softrnic::verbs;
 
+namespace {
+
+// ibv_get_async_event(3): destroying a QP, CQ or SRQ waits until the
+// application has acknowledged every async event of it that it was handed,
+// so an event in the application's hands never names freed memory (M6,
+// docs/security.md). libibverbs does the same with the count uverbs returns
+// from destroy; ibv_ack_async_event (device.cc) advances `completed`.
+template <class Object>
+void WaitForAsyncAcks(Object* object, const uint32_t* completed, uint32_t reported) {
+  pthread_mutex_lock(&object->mutex);
+  while (*completed < reported) pthread_cond_wait(&object->cond, &object->mutex);
+  pthread_mutex_unlock(&object->mutex);
+}
+
+}  // namespace
+
 // ---- PD ----------------------------------------------------------------------
 
 SOFTRNIC_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* ctx) {
@@ -609,8 +625,10 @@ SOFTRNIC_EXPORT int ibv_destroy_cq(ibv_cq* ibcq) {
   if (!ibcq) return EINVAL;
   Cq* cq = ToCq(ibcq);
   return DestroyThenFree(cq, [&] {
-    const int rc = cq->dev->DestroyCq(cq->e);
+    uint32_t events_reported = 0;
+    const int rc = cq->dev->DestroyCq(cq->e, &events_reported);
     if (rc == 0) {
+      WaitForAsyncAcks(ibcq, &ibcq->async_events_completed, events_reported);
       if (ibcq->channel) __atomic_sub_fetch(&ibcq->channel->refcnt, 1, __ATOMIC_RELAXED);
       pthread_mutex_destroy(&ibcq->mutex);
       pthread_cond_destroy(&ibcq->cond);
@@ -674,8 +692,10 @@ SOFTRNIC_EXPORT int ibv_destroy_srq(ibv_srq* ibsrq) {
   if (!ibsrq) return EINVAL;
   auto* srq = reinterpret_cast<Srq*>(ibsrq);
   return DestroyThenFree(srq, [&] {
-    const int rc = srq->dev->DestroySrq(srq->e);
+    uint32_t events_reported = 0;
+    const int rc = srq->dev->DestroySrq(srq->e, &events_reported);
     if (rc == 0) {
+      WaitForAsyncAcks(ibsrq, &ibsrq->events_completed, events_reported);
       pthread_mutex_destroy(&ibsrq->mutex);
       pthread_cond_destroy(&ibsrq->cond);
     }
@@ -839,8 +859,10 @@ SOFTRNIC_EXPORT int ibv_destroy_qp(ibv_qp* ibqp) {
   if (!ibqp) return EINVAL;
   Qp* qp = ToQp(ibqp);
   return DestroyThenFree(qp, [&] {
-    const int rc = qp->dev->DestroyQp(qp->e);
+    uint32_t events_reported = 0;
+    const int rc = qp->dev->DestroyQp(qp->e, &events_reported);
     if (rc == 0) {
+      WaitForAsyncAcks(ibqp, &ibqp->events_completed, events_reported);
       pthread_mutex_destroy(&ibqp->mutex);
       pthread_cond_destroy(&ibqp->cond);
     }
