@@ -60,10 +60,6 @@ Engine::Engine(std::unique_ptr<transport::Transport> transport, DeviceAttr attr)
   attr_.node_guid = NodeGuidFromGids(gids_);
   attr_.sys_image_guid = attr_.node_guid;
   tx_storage_.resize(size_t{kTxBatch} * kTxBufferSize);
-  // Start QPNs at a random point so a restarted process does not reuse the
-  // QPNs its previous incarnation's peers may still send to.
-  std::random_device rd;
-  next_qpn_ = (rd() & 0xFFFF) << 4;
   async_queues_.emplace(Device::kDeviceAsyncQueue, std::make_unique<AsyncQueue>());
   if (const char* spin = std::getenv("SOFTRNIC_SPIN_US")) spin_us_ = std::atoi(spin);
   InitAckDelay();

@@ -56,7 +56,6 @@ class Engine {
   std::vector<std::unique_ptr<Ah>> ahs_;
   std::unordered_map<uint32_t, std::unique_ptr<Qp>> qps_;
   MrTable mr_table_;
-  uint32_t next_qpn_ = 0;
 
   // Async events, one queue per verbs context (async_queue.h); queue 0 is
   // the device's own and always exists.
