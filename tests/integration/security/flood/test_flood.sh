@@ -7,9 +7,9 @@
 #
 # Two forgers (roce_flood.cc), each in one "host" spoofing the other end's
 # exact address and UDP port 4791 with a raw socket, for FLOOD_SECONDS
-# (default 10): one toward the server (requests), one toward the client
-# (responses). Half their packets sweep QPNs blindly with random PSNs; the
-# other half aim at the live QPN (taken from ibv_rc_pingpong's output, as an
+# (default 10), FLOOD_PPS each (default 4000, see below): one toward the
+# server, one toward the client, each mixing requests and responses. Half
+# their packets sweep QPNs blindly with random PSNs; the other half aim at the live QPN (taken from ibv_rc_pingpong's output, as an
 # on-path observer would) with PSNs outside the live window. Neither may
 # disturb the transfer: blind ones die as unknown QPs, aimed ones at the
 # PSN checks.
@@ -37,22 +37,23 @@ netns_pair_up "$NS_A" "$NS_B" "$IPA" "$IPB" || die "netns setup"
 softrnic_env
 PORT=26101
 
-pingpong() {  # pingpong NAME ITERS: server in B, client in A, background
-  start_bg "$1-server" 90 run_in_ns "$NS_B" env SOFTRNIC_STATS=1 stdbuf -oL ibv_rc_pingpong -g 0 -c -n "$2" -s 4096 -p "$PORT"
+pingpong() {  # pingpong NAME ITERS: server in B, client in A, background (150 s at most)
+  start_bg "$1-server" 150 run_in_ns "$NS_B" env SOFTRNIC_STATS=1 stdbuf -oL ibv_rc_pingpong -g 0 -c -n "$2" -s 4096 -p "$PORT"
   wait_for_port -n "$NS_B" -p "$1-server" "$PORT" 10 || die "server did not listen"
-  start_bg "$1-client" 90 run_in_ns "$NS_A" env SOFTRNIC_STATS=1 stdbuf -oL ibv_rc_pingpong -g 0 -c -n "$2" -s 4096 -p "$PORT" "$IPB"
+  start_bg "$1-client" 150 run_in_ns "$NS_A" env SOFTRNIC_STATS=1 stdbuf -oL ibv_rc_pingpong -g 0 -c -n "$2" -s 4096 -p "$PORT" "$IPB"
 }
 
 # Calibration: how many exchanges per second here (sanitizers, 2 shared
 # vCPUs; it varies with the load), from the pingpong's own "usec/iter"
-# (startup excluded). The measured run is sized to last twice the flood plus
-# a few seconds at that rate: it must outlast the flood.
+# (startup excluded). The measured run is sized to last 1.5 times the flood
+# plus a few seconds at that rate: it must outlast the flood, and still end
+# well inside start_bg's 150 s if the load makes it a few times slower.
 pingpong calib 2000
 wait_bg calib-client || die "calibration client failed"
 wait_bg calib-server || die "calibration server failed"
 usec=$(sed -n 's/.* = \([0-9.]*\) usec\/iter.*/\1/p' "$(bg_log_file calib-client)" | head -1)
 [[ -n "$usec" ]] || die "no usec/iter in the calibration output"
-ITERS=${FLOOD_ITERS:-$(awk -v u="$usec" -v s="$SECONDS_FLOOD" 'BEGIN { printf "%d", 2 * (s + 4) * 1e6 / u }')}
+ITERS=${FLOOD_ITERS:-$(awk -v u="$usec" -v s="$SECONDS_FLOOD" 'BEGIN { printf "%d", 1.5 * (s + 4) * 1e6 / u }')}
 log "calibration: $usec usec per exchange; the flooded run does $ITERS"
 
 pingpong run "$ITERS"
@@ -93,7 +94,7 @@ for who in server client; do
 done
 counter() { awk -v n="$2" '$3 == n {print $4}' "$SOFTRNIC_TMP/stat.$1"; }
 
-# ITERS ends the pair (bounded by start_bg's 90 s); -c checked every buffer.
+# ITERS ends the pair (bounded by start_bg's 150 s); -c checked every buffer.
 wait_bg run-client || die "client failed (data check or completion error)"
 wait_bg run-server || die "server failed (data check or completion error)"
 grep -q "iters in" "$(bg_log_file run-client)" || die "client did not report its exchanges"
