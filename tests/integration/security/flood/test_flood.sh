@@ -9,8 +9,9 @@
 # exact address and UDP port 4791 with a raw socket, for FLOOD_SECONDS
 # (default 10), FLOOD_PPS each (default 4000, see below): one toward the
 # server, one toward the client, each mixing requests and responses. Half
-# their packets sweep QPNs blindly with random PSNs; the other half aim at the live QPN (taken from ibv_rc_pingpong's output, as an
-# on-path observer would) with PSNs outside the live window. Neither may
+# their packets sweep QPNs blindly with random PSNs; the other half aim at
+# the live QPN (taken from ibv_rc_pingpong's output, as an on-path observer
+# would) with PSNs outside the live window. Neither may
 # disturb the transfer: blind ones die as unknown QPs, aimed ones at the
 # PSN checks.
 set -u
