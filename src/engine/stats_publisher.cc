@@ -68,6 +68,16 @@ constexpr size_t kMaxStatsFileBytes = 1 << 20;
 
 bool ProcessAlive(int pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }
 
+// Whether `uid` is the real or effective uid of `pid` ("Uid: r e s fs").
+bool ProcessRunsAs(int pid, uid_t uid) {
+  const std::string status = ReadSmallFile("/proc/" + std::to_string(pid) + "/status");
+  const size_t at = status.find("\nUid:");
+  if (at == std::string::npos) return false;
+  unsigned long real = 0, effective = 0;
+  if (std::sscanf(status.c_str() + at + 5, "%lu %lu", &real, &effective) != 2) return false;
+  return real == uid || effective == uid;
+}
+
 uint64_t RealtimeNs() {
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -312,12 +322,12 @@ std::vector<StatsFile> ReadStatsDir(const std::string& dir, bool remove_stale) {
     f.owner = facts.owner;
     // A user sees its own processes; root sees everyone's.
     if (me != 0 && f.owner != me) continue;
-    // The file must belong to the uid that runs the pid it names: another
-    // user cannot forge counters for somebody else's process.
-    struct stat proc;
-    const bool alive = ProcessAlive(f.pid) &&
-                       stat(("/proc/" + std::to_string(f.pid)).c_str(), &proc) == 0;
-    if (alive && proc.st_uid != f.owner) continue;
+    // The file must belong to the uid that runs the pid it names (its real
+    // or effective uid, from /proc/<pid>/status: /proc/<pid> itself is
+    // root's for a non-dumpable process): another user cannot forge
+    // counters for somebody else's process.
+    const bool alive = ProcessAlive(f.pid);
+    if (alive && !ProcessRunsAs(f.pid, f.owner)) continue;
     // A dead pid, or a pid now used by another program, left a stale file.
     const std::string comm = Trimmed(ReadSmallFile("/proc/" + std::to_string(f.pid) + "/comm"));
     if (!alive || (!comm.empty() && comm != f.comm)) {

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -91,11 +92,13 @@ std::optional<std::string> ReadRegularFileAt(int dirfd, const std::string& name,
     facts->owner = st.st_uid;
     facts->size = st.st_size;
   }
-  // One byte past the cap tells a file that grew after fstat from one that
-  // fits: it is refused too.
-  std::string data(max_bytes + 1, '\0');
+  // Sized by fstat (callers scan directories of small files: no cap-sized
+  // buffer per file); one byte past the cap tells a file that grew after
+  // fstat from one that fits: it is refused too.
+  std::string data;
   size_t done = 0;
-  while (done < data.size()) {
+  while (done <= max_bytes) {
+    if (data.size() == done) data.resize(std::min(max_bytes + 1, std::max<size_t>(2 * done, size_t(st.st_size) + 1)));
     const ssize_t n = read(fd, data.data() + done, data.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
