@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -211,6 +212,36 @@ TEST_F(HostRegistryTest, DirectoryOfAnotherUserIsRefused) {
   for (const auto& entry : std::filesystem::directory_iterator(base_))
     if (entry.path().filename().string().starts_with("registry.refused.")) ++aside;
   EXPECT_EQ(aside, 1);
+}
+
+// A non-root user cannot move another user's directory out of sticky
+// /dev/shm: it uses its fallback (its /run/user/<uid>/softrnic-cm in the
+// product) and its listeners are still found.
+TEST_F(HostRegistryTest, NonRootUserFallsBackPastAForeignDirectory) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to act as two other uids";
+  constexpr uid_t kVictimUid = 65533;
+  ASSERT_EQ(chmod(base_.c_str(), 0755), 0);
+  ASSERT_EQ(mkdir(dir_.c_str(), 0777), 0);
+  ASSERT_EQ(chown(dir_.c_str(), kOtherUid, kOtherUid), 0);
+  const std::string runtime = base_ + "/run-user";
+  ASSERT_EQ(mkdir(runtime.c_str(), 0700), 0);
+  ASSERT_EQ(chown(runtime.c_str(), kVictimUid, kVictimUid), 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    if (setgroups(0, nullptr) != 0 || setresgid(kVictimUid, kVictimUid, kVictimUid) != 0 ||
+        setresuid(kVictimUid, kVictimUid, kVictimUid) != 0)
+      _exit(100);
+    HostRegistry reg(dir_, runtime + "/softrnic-cm");
+    if (reg.Add(kNetns, kPsTcp, 7471, kIp) != 0) _exit(1);
+    const auto e = reg.Lookup(kNetns, kPsTcp, 7471);
+    if (!e || e->pid != long(getpid())) _exit(2);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: Add failed, 2: own listener not found";
+  EXPECT_TRUE(std::filesystem::is_empty(dir_)) << "published in the other user's directory";
 }
 
 // An entry owned by another uid (only possible if it was hard-linked or the
