@@ -14,6 +14,7 @@
 #include <string>
 
 #include "engine/device_identity.h"
+#include "verbs/async_acks.h"
 #include "verbs/internal.h"
 
 namespace softrnic::verbs {
@@ -371,20 +372,6 @@ SOFTRNIC_EXPORT int ibv_get_async_event(ibv_context* ctx, ibv_async_event* event
   });
 }
 
-namespace {
-
-// One acknowledgement of an event of `object`; its destroy may be waiting
-// for it (WaitForAsyncAcks in resources.cc).
-template <class Object>
-void CountAck(Object* object, uint32_t* completed) {
-  pthread_mutex_lock(&object->mutex);
-  ++*completed;
-  pthread_cond_signal(&object->cond);
-  pthread_mutex_unlock(&object->mutex);
-}
-
-}  // namespace
-
 // ibv_get_async_event(3): every event of a QP, CQ or SRQ must be
 // acknowledged; ibv_destroy_* waits for it, so the handle the application
 // holds stays valid until then (M6, docs/security.md).
@@ -392,7 +379,7 @@ SOFTRNIC_EXPORT void ibv_ack_async_event(ibv_async_event* event) {
   if (!event) return;
   switch (event->event_type) {
     case IBV_EVENT_CQ_ERR:
-      CountAck(event->element.cq, &event->element.cq->async_events_completed);
+      CountAsyncAck(event->element.cq, &event->element.cq->async_events_completed);
       break;
     case IBV_EVENT_QP_FATAL:
     case IBV_EVENT_QP_REQ_ERR:
@@ -402,11 +389,11 @@ SOFTRNIC_EXPORT void ibv_ack_async_event(ibv_async_event* event) {
     case IBV_EVENT_PATH_MIG:
     case IBV_EVENT_PATH_MIG_ERR:
     case IBV_EVENT_QP_LAST_WQE_REACHED:
-      CountAck(event->element.qp, &event->element.qp->events_completed);
+      CountAsyncAck(event->element.qp, &event->element.qp->events_completed);
       break;
     case IBV_EVENT_SRQ_ERR:
     case IBV_EVENT_SRQ_LIMIT_REACHED:
-      CountAck(event->element.srq, &event->element.srq->events_completed);
+      CountAsyncAck(event->element.srq, &event->element.srq->events_completed);
       break;
     default:
       break;  // port and device events name no object

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "verbs/async_acks.h"
 #include "verbs/internal.h"
 
 namespace softrnic::verbs {
@@ -441,22 +442,6 @@ void FillContextOps(verbs_context* vctx) {
 }  // namespace softrnic::verbs
 
 using namespace softrnic::verbs;
-
-namespace {
-
-// ibv_get_async_event(3): destroying a QP, CQ or SRQ waits until the
-// application has acknowledged every async event of it that it was handed,
-// so an event in the application's hands never names freed memory (M6,
-// docs/security.md). libibverbs does the same with the count uverbs returns
-// from destroy; ibv_ack_async_event (device.cc) advances `completed`.
-template <class Object>
-void WaitForAsyncAcks(Object* object, const uint32_t* completed, uint32_t reported) {
-  pthread_mutex_lock(&object->mutex);
-  while (*completed < reported) pthread_cond_wait(&object->cond, &object->mutex);
-  pthread_mutex_unlock(&object->mutex);
-}
-
-}  // namespace
 
 // ---- PD ----------------------------------------------------------------------
 
