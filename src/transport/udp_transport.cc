@@ -55,6 +55,7 @@
 #include <memory>
 
 #include "common/secure_random.h"
+#include "transport/endpoint_claim.h"
 #include "transport/fault_injector.h"
 #include "transport/udp_receive.h"
 #include "wire/icrc.h"
@@ -200,86 +201,6 @@ int OpenSocket(uint32_t addr_network_order, uint16_t port, bool gro, bool reusep
   out->fd = fd;
   out->addr = sin;
   return 0;
-}
-
-// Binds the abstract unix name `name` as a listening stream socket: the
-// socket, or -1 with errno.
-int BindClaimName(const std::string& name) {
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return -1;
-  sockaddr_un un{};
-  un.sun_family = AF_UNIX;
-  // Abstract name: a leading NUL, scoped to the network namespace.
-  const size_t n = std::min(name.size(), sizeof(un.sun_path) - 1);
-  std::memcpy(un.sun_path + 1, name.data(), n);
-  const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
-  if (bind(fd, reinterpret_cast<const sockaddr*>(&un), len) != 0 || listen(fd, SOMAXCONN) != 0) {
-    const int err = errno;
-    close(fd);
-    errno = err;
-    return -1;
-  }
-  return fd;
-}
-
-// The uid of the process listening on the abstract name, or -1 if that
-// cannot be told (not listening, backlog full).
-long ClaimHolderUid(const std::string& name) {
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return -1;
-  sockaddr_un un{};
-  un.sun_family = AF_UNIX;
-  const size_t n = std::min(name.size(), sizeof(un.sun_path) - 1);
-  std::memcpy(un.sun_path + 1, name.data(), n);
-  const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
-  long uid = -1;
-  ucred cred{};
-  socklen_t cred_len = sizeof(cred);
-  // SO_PEERCRED of a connected stream socket: the listener's credentials,
-  // recorded by the kernel at listen() (unix(7)); nobody can forge them.
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&un), len) == 0 &&
-      getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) == 0)
-    uid = long(cred.uid);
-  close(fd);
-  return uid;
-}
-
-// Claims address:port for this process among the processes of its uid: an
-// abstract unix name after it (per network namespace, gone when the process
-// dies). Returns the socket, or -1 with errno EADDRINUSE when another
-// process of ours holds it.
-//
-// Abstract names have no permissions (security review M5): another user can
-// bind ours first. But this runs only after our UDP bind of address:port
-// with SO_REUSEPORT succeeded, and the kernel lets only sockets of one
-// effective uid share a port that way, so a holder of another uid cannot own
-// the UDP port: its name is an impostor's. Then the next name of a short
-// sequence every process of ours walks in the same order is used; if an
-// attacker holds all of them, the endpoint is used without the claim (two
-// of our processes racing for it may then both join the group: traffic is
-// split, the attacker gains nothing).
-int ClaimEndpoint(const sockaddr_in& sin) {
-  const std::string base = "softrnic-udp-" + Ipv4Text(sin.sin_addr.s_addr) + ":" +
-                           std::to_string(ntohs(sin.sin_port));
-  constexpr int kClaimNames = 8;
-  for (int k = 0; k < kClaimNames; ++k) {
-    const std::string name = k == 0 ? base : base + "#" + std::to_string(k);
-    const int fd = BindClaimName(name);
-    if (fd >= 0) return fd;
-    if (errno != EADDRINUSE) return -1;
-    long holder = -1;
-    // A process of ours between its bind() and listen(): look again.
-    for (int look = 0; look < 5 && holder < 0; ++look) {
-      holder = ClaimHolderUid(name);
-      if (holder < 0) usleep(1000);
-    }
-    if (holder < 0 || uid_t(holder) == geteuid()) {
-      errno = EADDRINUSE;  // ours, or cannot tell: the old rule (someone owns it)
-      return -1;
-    }
-  }
-  errno = ENOENT;  // every name squatted by other users: go unclaimed
-  return -1;
 }
 
 // The steering program of an endpoint's reuseport group: index 1 (the reply

@@ -1,0 +1,86 @@
+#include "transport/endpoint_claim.h"
+
+#include <arpa/inet.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+#include <string>
+
+namespace softrnic::transport {
+namespace {
+
+// Binds the abstract unix name `name` as a listening stream socket: the
+// socket, or -1 with errno.
+int BindClaimName(const std::string& name) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return -1;
+  sockaddr_un un{};
+  un.sun_family = AF_UNIX;
+  // Abstract name: a leading NUL, scoped to the network namespace.
+  const size_t n = std::min(name.size(), sizeof(un.sun_path) - 1);
+  std::memcpy(un.sun_path + 1, name.data(), n);
+  const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&un), len) != 0 || listen(fd, SOMAXCONN) != 0) {
+    const int err = errno;
+    close(fd);
+    errno = err;
+    return -1;
+  }
+  return fd;
+}
+
+// The uid of the process listening on the abstract name, or -1 if that
+// cannot be told (not listening, backlog full).
+long ClaimHolderUid(const std::string& name) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return -1;
+  sockaddr_un un{};
+  un.sun_family = AF_UNIX;
+  const size_t n = std::min(name.size(), sizeof(un.sun_path) - 1);
+  std::memcpy(un.sun_path + 1, name.data(), n);
+  const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+  long uid = -1;
+  ucred cred{};
+  socklen_t cred_len = sizeof(cred);
+  // SO_PEERCRED of a connected stream socket: the listener's credentials,
+  // recorded by the kernel at listen() (unix(7)); nobody can forge them.
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&un), len) == 0 &&
+      getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) == 0)
+    uid = long(cred.uid);
+  close(fd);
+  return uid;
+}
+
+}  // namespace
+
+int ClaimEndpoint(const sockaddr_in& sin) {
+  char ip[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &sin.sin_addr, ip, sizeof(ip));
+  const std::string base = "softrnic-udp-" + std::string(ip) + ":" + std::to_string(ntohs(sin.sin_port));
+  constexpr int kClaimNames = 8;
+  for (int k = 0; k < kClaimNames; ++k) {
+    const std::string name = k == 0 ? base : base + "#" + std::to_string(k);
+    const int fd = BindClaimName(name);
+    if (fd >= 0) return fd;
+    if (errno != EADDRINUSE) return -1;
+    long holder = -1;
+    // A process of ours between its bind() and listen(): look again.
+    for (int look = 0; look < 5 && holder < 0; ++look) {
+      holder = ClaimHolderUid(name);
+      if (holder < 0) usleep(1000);
+    }
+    if (holder < 0 || uid_t(holder) == geteuid()) {
+      errno = EADDRINUSE;  // ours, or cannot tell: the old rule (someone owns it)
+      return -1;
+    }
+  }
+  errno = ENOENT;  // every name squatted by other users: go unclaimed
+  return -1;
+}
+
+}  // namespace softrnic::transport
