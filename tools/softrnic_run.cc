@@ -200,10 +200,11 @@ bool FixPtmx(const std::string& staging, Failure* f) {
   if (umount2(ptmx.c_str(), MNT_DETACH) != 0 || unlink(ptmx.c_str()) != 0)
     e = "cannot replace " + ptmx + ": " + std::strerror(errno);
   // Root (no user namespace) can simply have the device node itself.
-  if (e.empty() && mknod(ptmx.c_str(), st.st_mode, st.st_rdev) == 0) {
-    chmod(ptmx.c_str(), st.st_mode & 07777);  // whatever the umask
-    return true;
-  }
+  // The host's mode exactly, whatever the umask, without a chmod by path.
+  const mode_t old_umask = umask(0);
+  const bool made = e.empty() && mknod(ptmx.c_str(), st.st_mode, st.st_rdev) == 0;
+  umask(old_umask);
+  if (made) return true;
   if (e.empty() && mkdir(host.c_str(), 0755) != 0)
     e = "cannot create " + host + ": " + std::strerror(errno);
   if (e.empty()) e = BindMount("/dev", host, true);

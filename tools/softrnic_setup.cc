@@ -148,8 +148,12 @@ std::string MakeNode(const std::string& path, std::vector<Action>* actions) {
                     : " (not created by softrnic setup: left as is)");
     return "";
   }
-  if (mknod(path.c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0) {
-    chmod(path.c_str(), 0666);  // whatever the umask
+  // The mode exactly as given, whatever the umask, without a chmod by path
+  // afterwards (docs/security.md: nothing chmods by path).
+  const mode_t old_umask = umask(0);
+  const int made = mknod(path.c_str(), S_IFCHR | 0666, makedev(1, 3));
+  umask(old_umask);
+  if (made == 0) {
     actions->push_back({"mknod", path});
     std::printf("created %s (character device 1:3)\n", path.c_str());
     return "";
