@@ -337,6 +337,12 @@ bool Engine::TryDirect(Qp* qp, SendWqe& w, uint64_t index) {
   if (share_len == 0 || target < share_start || target - share_start > share_len ||
       len > share_len - (target - share_start))
     return false;
+  // An atomic's va is 8-aligned (checked at post), but its host word is not
+  // when the MR's iova is aligned unlike its address: an atomic there would
+  // be undefined behaviour and a split lock. The ring's responder refuses it
+  // with the Invalid Request NAK a peer over UDP gets (responder.cc).
+  const bool atomic = w.opcode == WrOpcode::kAtomicCmpSwp || w.opcode == WrOpcode::kAtomicFetchAdd;
+  if (atomic && (target & 7) != 0) return false;
   uint8_t* p = shm_direct_->MapPeerMemory(peer, m->fd.load(r), m->fd_ino.load(r),
                                           m->fd_offset.load(r) + (target - share_start), len);
   if (p == nullptr) return false;  // the mapping was refused: the ring serves it

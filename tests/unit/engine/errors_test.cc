@@ -1,6 +1,9 @@
 // Acceptance item 5 (and the peer half of item 8): remote access errors leave
 // the target's memory untouched, RNR and transport retries are counted and
 // exhausted, errors flush every later WR, and post-time checks.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -498,6 +501,33 @@ TEST_F(ErrorTest, AtomicOnMisalignedHostWordOfAnIovaMrRefused) {
   wr.compare_add = 1;
   ExpectRemoteFailure(wr, WcStatus::kRemInvReqErr, region, sizeof(region), kGuard);
   b_.dev->DeregMr(mr);
+}
+
+// The same where the target's pages are shared memory (the default transport
+// between two devices of one host): the direct path runs atomics on the
+// peer's memfd itself, so it must refuse the misaligned host word as well and
+// leave the request to the ring's responder, which answers as above. Over
+// UDP (the .udp run) this is the responder case again.
+TEST_F(ErrorTest, AtomicOnMisalignedHostWordOfSharedPagesRefused) {
+  Open({});
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* mem = mmap(nullptr, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  auto* region = static_cast<uint8_t*>(mem);
+  std::memset(region, kGuard, 4 * page);
+  Mr* mr = nullptr;
+  const uint64_t iova = 0x100000;  // 8-aligned; the host address is region + 4
+  ASSERT_EQ(b_.dev->RegMr(b_.pd, region + 4, 3 * page, iova,
+                          kLocalWrite | kRemoteWrite | kRemoteRead | kRemoteAtomic, nullptr, &mr),
+            0);
+  // va iova + page -> host word region + page + 4: inside the whole pages
+  // [region + page, region + 3 page) that registration shares.
+  Sge s = SgeOf(a_, 0, 8);
+  SendWr wr = MakeWr(WrOpcode::kAtomicFetchAdd, 1, {&s, 1}, iova + page, b_.dev->MrRkey(mr));
+  wr.compare_add = 1;
+  ExpectRemoteFailure(wr, WcStatus::kRemInvReqErr, region, 4 * page, kGuard);
+  b_.dev->DeregMr(mr);
+  munmap(mem, 4 * page);
 }
 
 }  // namespace
