@@ -95,6 +95,13 @@ const std::vector<Group>& Groups() {
                   {"cq_overflows", "cq_overflows"}}},
       {"sequence", {{"duplicates", "rx_duplicates"}, {"out_of_seq", "rx_out_of_sequence"},
                     {"cnp", "rx_cnp"}}},
+      // Refused as forged or impossible (docs/security.md, "Packets from the network").
+      {"refused", {{"src_port", "rx_dropped_source_port"}, {"resp_unsent", "rx_responses_unsent"},
+                   {"resp_stale", "rx_responses_stale"}, {"rnr_invalid", "rx_rnr_naks_invalid"},
+                   {"cnp_ignored", "rx_cnp_ignored"}, {"sr_unneg", "rx_sr_unnegotiated"},
+                   {"ooo_conflicts", "rx_ooo_conflicts"}, {"ooo_forged", "rx_ooo_forgery_detected"},
+                   {"rd_atomic_limit", "tx_naks_rd_atomic_limit"},
+                   {"icrc_retry_crcs", "udp_rx_icrc_id_retry_crcs"}}},
       {"faults", {{"drops", "fault_drops"}, {"dups", "fault_dups"},
                   {"reorders", "fault_reorders"}, {"corrupts", "fault_corrupts"}}},
   };
