@@ -14,17 +14,23 @@
 namespace softrnic::transport {
 namespace {
 
+// The abstract unix address of `name` in *un: a leading NUL, scoped to the
+// network namespace. Returns the address length.
+socklen_t AbstractAddress(const std::string& name, sockaddr_un* un) {
+  *un = sockaddr_un{};
+  un->sun_family = AF_UNIX;
+  const size_t n = std::min(name.size(), sizeof(un->sun_path) - 1);
+  std::memcpy(un->sun_path + 1, name.data(), n);
+  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+}
+
 // Binds the abstract unix name `name` as a listening stream socket: the
 // socket, or -1 with errno.
 int BindClaimName(const std::string& name) {
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return -1;
-  sockaddr_un un{};
-  un.sun_family = AF_UNIX;
-  // Abstract name: a leading NUL, scoped to the network namespace.
-  const size_t n = std::min(name.size(), sizeof(un.sun_path) - 1);
-  std::memcpy(un.sun_path + 1, name.data(), n);
-  const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+  sockaddr_un un;
+  const socklen_t len = AbstractAddress(name, &un);
   if (bind(fd, reinterpret_cast<const sockaddr*>(&un), len) != 0 || listen(fd, SOMAXCONN) != 0) {
     const int err = errno;
     close(fd);
@@ -39,11 +45,8 @@ int BindClaimName(const std::string& name) {
 long ClaimHolderUid(const std::string& name) {
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return -1;
-  sockaddr_un un{};
-  un.sun_family = AF_UNIX;
-  const size_t n = std::min(name.size(), sizeof(un.sun_path) - 1);
-  std::memcpy(un.sun_path + 1, name.data(), n);
-  const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+  sockaddr_un un;
+  const socklen_t len = AbstractAddress(name, &un);
   long uid = -1;
   ucred cred{};
   socklen_t cred_len = sizeof(cred);
