@@ -22,6 +22,11 @@ struct Entry {
   int fd = -1;
   uint64_t ino = 0;
   int refs = 0;
+  // The page ranges of the registrations using this entry, one per ref: a
+  // registration nested in another shares its memfd, and when one goes,
+  // its pages that no remaining registration covers are made private again
+  // (UnshareRegion), so nothing stays shared beyond what is registered.
+  std::vector<std::pair<uint64_t, uint64_t>> live;
   // No longer whole (RetireEntry): never reused for a registration; kept
   // only so that fork() privatizes what is left of it.
   bool retired = false;
@@ -173,6 +178,7 @@ bool RetireEntry(Table& t, size_t i) {
   }
   e.retired = true;
   e.refs = 0;
+  e.live.clear();
   return false;
 }
 
@@ -193,6 +199,37 @@ bool BackedBy(uint64_t start, uint64_t end, uint64_t ino) {
   return MapsCover(start, end, [ino](const char* perms, unsigned long inode, const char*) {
     return inode == ino && perms[3] == 's';
   });
+}
+
+// True if [start, end) lies inside one of the entry's live registrations:
+// those pages are still on the memfd (pages leave it only when no
+// registration covers them any more).
+bool InsideLive(const Entry& e, uint64_t start, uint64_t end) {
+  return std::any_of(e.live.begin(), e.live.end(),
+                     [&](const auto& r) { return start >= r.first && end <= r.second; });
+}
+
+// True if every live registration's pages are still mapped from the memfd
+// (none was freed and reused without deregistration).
+bool LiveBacked(const Entry& e) {
+  return std::all_of(e.live.begin(), e.live.end(),
+                     [&](const auto& r) { return BackedBy(r.first, r.second, e.ino); });
+}
+
+// The parts of [start, end) that no live registration of `e` covers.
+std::vector<std::pair<uint64_t, uint64_t>> Uncovered(const Entry& e, uint64_t start, uint64_t end) {
+  std::vector<std::pair<uint64_t, uint64_t>> live = e.live;
+  std::sort(live.begin(), live.end());
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  uint64_t at = start;
+  for (const auto& [lo, hi] : live) {
+    if (hi <= at || lo >= end) continue;
+    if (lo > at) out.emplace_back(at, lo);
+    at = std::max(at, hi);
+    if (at >= end) break;
+  }
+  if (at < end) out.emplace_back(at, end);
+  return out;
 }
 
 }  // namespace
@@ -218,30 +255,31 @@ SharedRange ShareRegion(const void* addr, size_t length) {
     Entry& e = t.entries[i];
     const uint64_t e_end = e.start + e.length;
     if (end <= e.start || start >= e_end) continue;
-    if (e.retired || !BackedBy(e.start, e_end, e.ino)) {
+    if (e.retired || !LiveBacked(e)) {
       // Stale: the memory was unmapped without deregistration, in part or
       // whole, and the address reused. Its pages still on the memfd are
       // not private anonymous memory, so they are not shared again below.
       if (RetireEntry(t, i)) --i;
       continue;
     }
-    if (start == e.start && end == e_end) {
-      // The same pages as an existing shared range: reuse its memfd.
+    if (InsideLive(e, start, end)) {
+      // Inside a registration that shares these pages (the same pages, or
+      // nested: UCX registers buffers inside its registered pools): reuse
+      // its memfd. When a registration goes, the pages no other one covers
+      // are made private again (UnshareRegion), so an access still in
+      // flight for it never lands in memory no registration covers.
       ++e.refs;
+      e.live.emplace_back(start, end);
       out.start = start;
       out.length = end - start;
       out.fd = e.fd;
       out.ino = e.ino;
-      out.fd_offset = 0;
+      out.fd_offset = start - e.start;
       out.memfd_size = e.length;
       return out;
     }
-    // Any other overlap (nested or partial) is not shared; the ring path
-    // serves it. A range shared by registrations covering different pages
-    // would outlive the larger one: its pages would stay on the memfd after
-    // it is deregistered, and a peer's access still in flight (one that
-    // passed its checks before the deregistration) would land in memory no
-    // registration covers any more (docs/shm.md, "Deregistration").
+    // Any other overlap (partial, or pages a registration that went has
+    // already made private) is not shared; the ring path serves it.
     return out;
   }
   if (!PrivateAnonymous(start, end)) return out;
@@ -270,7 +308,7 @@ SharedRange ShareRegion(const void* addr, size_t length) {
     close(fd);
     return out;
   }
-  t.entries.push_back(Entry{start, len, fd, static_cast<uint64_t>(st.st_ino), 1});
+  t.entries.push_back(Entry{start, len, fd, static_cast<uint64_t>(st.st_ino), 1, {{start, end}}});
   out.start = start;
   out.length = len;
   out.fd = fd;
@@ -293,19 +331,30 @@ void UnshareRegion(const SharedRange& range) {
   for (size_t i = 0; i < t.entries.size(); ++i) {
     Entry& e = t.entries[i];
     if (e.fd != range.fd || e.ino != range.ino) continue;
+    const uint64_t r_end = range.start + range.length;
+    const auto it = std::find(e.live.begin(), e.live.end(), std::make_pair(range.start, r_end));
+    if (it != e.live.end()) e.live.erase(it);
     if (e.refs > 0) --e.refs;
-    if (e.refs > 0) return;
+    if (e.refs > 0) {
+      // Other registrations remain: this one's pages that none of them
+      // covers go back to private memory now, as at the last release.
+      if (!range.privatize) return;
+      for (const auto& [lo, hi] : Uncovered(e, range.start, r_end))
+        if (BackedBy(lo, hi, e.ino)) (void)Privatize(lo, hi - lo, e.fd, lo - e.start);
+      return;
+    }
     // Last user: back to private memory, so the memfd (which peers may still
-    // map) no longer aliases this process's memory. Only if the range is
-    // still whole: memory unmapped before deregistration is left alone.
+    // map) no longer aliases this process's memory. Earlier releases made
+    // their own uncovered pages private, so what is still on the memfd is
+    // this registration's range. Only if it is still whole: memory unmapped
+    // before deregistration is left alone.
     if (!range.privatize) return;  // orphaned: see ReleaseRegion
-    if (!BackedBy(e.start, e.start + e.length, e.ino)) {
+    if (!BackedBy(range.start, r_end, e.ino)) {
       (void)RetireEntry(t, i);  // freed (in part) before deregistration
       return;
     }
-    (void)Privatize(e.start, e.length, e.fd, 0);
-    close(e.fd);
-    t.entries.erase(t.entries.begin() + static_cast<long>(i));
+    (void)Privatize(range.start, range.length, e.fd, range.start - e.start);
+    (void)RetireEntry(t, i);  // forgotten, unless a privatization failed
     return;
   }
 }

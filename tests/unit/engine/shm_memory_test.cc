@@ -80,15 +80,20 @@ TEST(ShmMemory, RemapPreservesContentsAndNeighbours) {
   base[kPage + 11] = 0xDD;
   EXPECT_EQ(peer[r.fd_offset + 11], 0xDD);
 
-  // A second registration of the same pages reuses the range; one nested
-  // inside it is not shared (the range would outlive the larger one's
-  // deregistration: shm_memory.h).
+  // A second registration of the same pages reuses the range, and so does
+  // one nested inside it (at its offset in the memfd). Released while the
+  // outer one stays, the nested one's pages stay shared: the outer one
+  // still covers them.
   const SharedRange r2 = ShareRegion(base + kPage, 3 * kPage);
   EXPECT_EQ(r2.ino, r.ino);
   EXPECT_EQ(r2.fd_offset, 0u);
   UnshareRegion(r2);
   EXPECT_EQ(SharedRangeCount(), before + 1);
-  EXPECT_EQ(ShareRegion(base + kPage, 2 * kPage).length, 0u);
+  const SharedRange nested = ShareRegion(base + 2 * kPage, kPage);
+  EXPECT_EQ(nested.ino, r.ino);
+  EXPECT_EQ(nested.fd_offset, kPage);
+  UnshareRegion(nested);
+  EXPECT_NE(MappingOf(base + 2 * kPage).find("memfd:softrnic-mr"), std::string::npos);
 
   // Last deregistration: private again, contents kept, the peer's mapping no
   // longer reaches this memory.
@@ -99,6 +104,49 @@ TEST(ShmMemory, RemapPreservesContentsAndNeighbours) {
   peer[r.fd_offset + 12] = 0x11;
   EXPECT_NE(base[kPage + 12], 0x11);
   munmap(peer, r.memfd_size);
+  munmap(base, size);
+}
+
+// The outer registration goes first while a nested one stays (UCX registers
+// buffers inside its registered pools): the outer one's pages that the
+// nested one does not cover become private at once, so a peer's access still
+// in flight for the outer one lands in the orphaned memfd; the nested pages
+// stay shared until their own deregistration.
+TEST(ShmMemory, OuterReleasedFirstPrivatizesOnlyWhatNoRegistrationCovers) {
+  const size_t size = 4 * kPage;
+  auto* base = static_cast<uint8_t*>(
+      mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(base, MAP_FAILED);
+  std::memset(base, 0x5A, size);
+  const size_t before = SharedRangeCount();
+  const SharedRange outer = ShareRegion(base, size);
+  ASSERT_EQ(outer.length, size);
+  const SharedRange inner = ShareRegion(base + kPage, kPage);
+  ASSERT_EQ(inner.ino, outer.ino);
+  const std::string path = "/proc/self/fd/" + std::to_string(outer.fd);
+  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  auto* peer = static_cast<uint8_t*>(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  close(fd);
+  ASSERT_NE(peer, MAP_FAILED);
+
+  UnshareRegion(outer);
+  EXPECT_EQ(SharedRangeCount(), before + 1);
+  EXPECT_EQ(MappingOf(base).find("memfd"), std::string::npos);
+  EXPECT_EQ(MappingOf(base + 3 * kPage).find("memfd"), std::string::npos);
+  EXPECT_NE(MappingOf(base + kPage).find("memfd:softrnic-mr"), std::string::npos);
+  peer[5] = 0x11;  // a late access for the outer registration
+  EXPECT_EQ(base[5], 0x5A);
+  peer[kPage + 5] = 0x22;  // the nested registration is still live
+  EXPECT_EQ(base[kPage + 5], 0x22);
+
+  UnshareRegion(inner);
+  EXPECT_EQ(SharedRangeCount(), before);
+  EXPECT_EQ(MappingOf(base + kPage).find("memfd"), std::string::npos);
+  EXPECT_EQ(base[kPage + 5], 0x22);
+  peer[kPage + 6] = 0x33;
+  EXPECT_EQ(base[kPage + 6], 0x5A);
+  munmap(peer, size);
   munmap(base, size);
 }
 
