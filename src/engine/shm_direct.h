@@ -26,9 +26,8 @@
 // mapped in the requester, never through the owner's address space
 // (no process_vm_writev/readv, which write wherever the address points
 // when they run), and only MRs with shared pages are exported. When the
-// last registration of those pages goes, the owner turns them back into
-// private memory before DeregMr returns (shm_memory.h; a range is shared
-// only by registrations of exactly the same pages), so an access that
+// last registration covering a page goes, the owner turns it back into
+// private memory before DeregMr returns (shm_memory.h), so an access that
 // passed its checks before the deregistration and runs after it, however
 // late, lands in the orphaned memfd and never in memory the application
 // has freed or reused. A slot whose count did not drain is quarantined

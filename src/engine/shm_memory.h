@@ -9,10 +9,11 @@
 // pages are left alone: other threads may be writing heap neighbours there
 // at this very moment, and a copy would lose those writes. The table is
 // process-wide (several devices may register the same buffer) and
-// refcounted; a registration of exactly the same pages reuses a shared
-// range, one that overlaps it in any other way (nested or partial) is not
-// shared (it falls back to the ring), so that every page of a shared range
-// is covered by every registration using it.
+// refcounted; a registration of the same pages, or nested inside a live
+// registration of a shared range, reuses it at its offset; a partial
+// overlap is not shared (it falls back to the ring). When a registration
+// goes while others remain, its pages that none of them covers are made
+// private at once, so no page stays shared without a registration.
 //
 // When the last registration of a range goes away, the range is turned back
 // into private memory (copy + mremap), so a peer that still maps the old
