@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,6 +40,17 @@ struct Table {
 
 Table& GetTable();
 
+// Moves the mapping at `from` over [to, to+length) (MREMAP_FIXED), by the
+// system call itself, not libc's mremap(): UCX's memory hooks (ucm) replace
+// that function, and before UCX 1.15 (Debian 12 has 1.13) the replacement
+// forwards only four arguments, so the fifth, the new address, arrives as
+// garbage and every MREMAP_FIXED fails with EINVAL inside a UCX process (no
+// buffer of UCX's was ever shared before; docs/middleware.md).
+bool RemapFixed(void* from, uint64_t length, uint64_t to) {
+  return syscall(SYS_mremap, from, length, length, MREMAP_MAYMOVE | MREMAP_FIXED,
+                 reinterpret_cast<void*>(to)) != -1;
+}
+
 // Turns [start, start+length), backed by `fd` from `fd_offset`, back into
 // private anonymous memory with the same contents. The contents are read
 // from the memfd (pread), not from the address: the memory may have been
@@ -58,8 +70,7 @@ bool Privatize(uint64_t start, uint64_t length, int fd, uint64_t fd_offset) {
     }
     done += static_cast<uint64_t>(n);
   }
-  if (mremap(tmp, length, length, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(start)) ==
-      MAP_FAILED) {
+  if (!RemapFixed(tmp, length, start)) {
     munmap(tmp, length);
     return false;
   }
@@ -302,8 +313,7 @@ SharedRange ShareRegion(const void* addr, size_t length) {
   std::memcpy(shared, reinterpret_cast<void*>(start), len);
   // Atomically replaces the private pages with the shared ones at the same
   // address (MREMAP_FIXED unmaps whatever was there).
-  if (mremap(shared, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(start)) ==
-      MAP_FAILED) {
+  if (!RemapFixed(shared, len, start)) {
     munmap(shared, len);
     close(fd);
     return out;
