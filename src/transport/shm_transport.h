@@ -48,8 +48,6 @@ struct ShmPeer {
   bool dirty = false;  // slots written, not yet published
   int pidfd = -1;
   bool dead = false;
-  // process_vm_writev/readv to this peer is allowed (cleared on EPERM).
-  bool vm_ok = true;
   ~ShmPeer();
 };
 
