@@ -46,17 +46,9 @@ Table& GetTable();
 // forwards only four arguments, so the fifth, the new address, arrives as
 // garbage and every MREMAP_FIXED fails with EINVAL inside a UCX process (no
 // buffer of UCX's was ever shared before; docs/middleware.md).
-// ThreadSanitizer's runtime must see the move (its shadow memory follows
-// mremap through its interceptor, and a raw system call leaves stale shadow
-// that reports races on reused memory), so a TSan build calls libc's.
 bool RemapFixed(void* from, uint64_t length, uint64_t to) {
-#if defined(__SANITIZE_THREAD__)
-  return mremap(from, length, length, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(to)) !=
-         MAP_FAILED;
-#else
   return syscall(SYS_mremap, from, length, length, MREMAP_MAYMOVE | MREMAP_FIXED,
                  reinterpret_cast<void*>(to)) != -1;
-#endif
 }
 
 // Turns [start, start+length), backed by `fd` from `fd_offset`, back into
