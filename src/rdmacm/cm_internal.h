@@ -189,21 +189,52 @@ struct Cm {
   // Replies to MADs of no connection (REJ, DREP, SIDR_REP): a token bucket.
   double reply_tokens = 0;
   Clock::time_point reply_refill{};
+  // Where MADs go (QP1's sender, set at start-up; a unit test's capture)
+  // and the clock of every CM deadline (a unit test's fake clock).
+  int (*send_mad)(int sgid_index, const ibv_gid& dgid, const uint8_t* mad) = nullptr;
+  Clock::time_point (*now)() = &Clock::now;
 };
 
 Cm& G();
 
-// ---------------------------------------------------------------- helpers (cma.cc)
+// ---------------------------------------------------------------- shared state (cm_state.cc)
+// The clock every CM deadline is read from (Cm::now: a unit test's fake).
+inline Clock::time_point Now() { return G().now(); }
+// A forked child's fresh CM (pthread_atfork).
+void AtForkChild();
 void SetGidFromIp(ibv_gid* g, uint32_t ip_host);
 uint32_t IpFromGid(const uint8_t* raw);
 std::string IpStr(uint32_t ip_host);
 int GidIndexForIp(uint32_t ip);
 uint16_t SinPort(const sockaddr_in& s);
-Id* NewIdLocked(Channel* c, void* ctx, rdma_port_space ps, ibv_qp_type qpt);
+// The host registry of same-host listeners (host_registry.h), G().mu held.
+bool RegRead(int ps, uint16_t port, long* pid, uint32_t* ip);
+int RegAdd(int ps, uint16_t port);
+void RegRemove(int ps, uint16_t port);
+ibv_pd* DefaultPd(ibv_context* ctx);
 void AttachDevice(Id* id);
-int QpToRts(Id* id);
+Id* NewIdLocked(Channel* c, void* ctx, rdma_port_space ps, ibv_qp_type qpt);
 uint8_t ClampRd(uint8_t v);
-void PollGsiCq();
+
+// ---------------------------------------------------------------- addresses (addrinfo.cc)
+bool IsLocalIp(uint32_t ip);
+// The source address the kernel would use to reach `dst` (errno-style error
+// if there is no route).
+int RouteSource(uint32_t dst, uint32_t* src);
+
+// ---------------------------------------------------------------- the data QP (cm_qp_attr.cc)
+void QpToErr(Id* id);
+int InitQpAttr(Id* id, ibv_qp_attr* a, int* mask);
+int ModifyTo(Id* id, ibv_qp_state s);
+int QpToRts(Id* id);
+
+// ---------------------------------------------------------------- QP1 and the CM thread (cm_qp1.cc)
+// Starts the process's CM once (device, QP1, CM thread); 0 or an errno.
+int Start();
+
+// ---------------------------------------------------------------- API helpers (cma.cc)
+// errno = err, returns -1.
+int Fail(int err);
 
 // ---------------------------------------------------------------- events (cm_channel.cc)
 Event* NewEvent(Id* id, rdma_cm_event_type t, int status);
@@ -222,6 +253,7 @@ void PurgeEvents(Channel* c, const Id* id);
 int PopEvent(Channel* c, rdma_cm_event** out);
 
 // ---------------------------------------------------------------- protocol (cm_protocol.cc)
+// Sends a MAD through the CM's MAD port (Cm::send_mad).
 int SendRaw(int sgid_index, const ibv_gid& dgid, const uint8_t* mad);
 int SendMsg(int sgid_index, const ibv_gid& dgid, const CmMsg& m, Id* remember = nullptr);
 void ArmTimer(Id* id, Timer t);
@@ -230,7 +262,15 @@ uint32_t NewCommId(Id* id);
 uint32_t NewPsn();
 void FillCmaHdr(uint8_t* p, uint32_t src_ip, uint16_t sport, uint32_t dst_ip);
 void SendRtu(Id* id);
+// A DREQ for the id's connection; `remember`: kept for retransmission.
+void SendDreq(Id* id, bool remember);
+// rdma_connect's REQ / SIDR_REQ: sent now with timer `t`, or (`defer`: a
+// same-host listener not registered yet) kept while the registry is polled.
+void SendOrDefer(Id* id, const CmMsg& m, Timer t, bool defer);
+// A MAD QP1 received: GRH (40 bytes) + MAD.
 void HandleMad(const uint8_t* buf, size_t len);
+// Retransmissions and timeouts that are due (the CM thread, every pass).
+void RunTimers();
 // Listener bookkeeping: rdma_listen / rdma_destroy_id.
 void AddListener(Id* l, int backlog);
 void ReleaseListener(Id* l);

@@ -49,7 +49,7 @@ Clock::duration UnclaimedLifetime() {
 
 bool ReplyAllowed(const char* why) {
   Cm& g = G();
-  const auto now = Clock::now();
+  const auto now = Now();
   const double elapsed = std::chrono::duration<double>(now - g.reply_refill).count();
   g.reply_refill = now;
   g.reply_tokens = std::min(kRepliesPerSecond, g.reply_tokens + elapsed * kRepliesPerSecond);
@@ -61,22 +61,6 @@ bool ReplyAllowed(const char* why) {
   CM_DBG("no answer (%s): over %g replies/s (%llu suppressed)", why, kRepliesPerSecond,
          (unsigned long long)g.replies_suppressed);
   return false;
-}
-
-ibv_ah* GetAh(int sgid_index, const ibv_gid& dgid) {
-  Cm& g = G();
-  auto key = std::make_pair(sgid_index, std::string(reinterpret_cast<const char*>(dgid.raw), 16));
-  auto it = g.ahs.find(key);
-  if (it != g.ahs.end()) return it->second;
-  ibv_ah_attr a{};
-  a.is_global = 1;
-  a.grh.dgid = dgid;
-  a.grh.sgid_index = uint8_t(sgid_index);
-  a.grh.hop_limit = 64;
-  a.port_num = 1;
-  ibv_ah* ah = ibv_create_ah(g.pd, &a);
-  if (ah) g.ahs[key] = ah;
-  return ah;
 }
 
 Id* FindComm(uint32_t c) {
@@ -158,35 +142,11 @@ void DestroyUnclaimed(Id* c) {
 
 }  // namespace
 
-// Copies the MAD into a free send buffer (cm_send_slots.h) and posts it.
-// While every buffer is still queued nothing is copied and the MAD is
-// dropped (ENOMEM: the CM retransmits what matters), so a send can never
-// overwrite the buffer of one still waiting to go out (security review L7).
+// The MAD goes to the CM's MAD port: QP1 (cm_qp1.cc), or a unit test's
+// capture.
 int SendRaw(int sgid_index, const ibv_gid& dgid, const uint8_t* mad) {
   Cm& g = G();
-  ibv_ah* ah = GetAh(sgid_index, dgid);
-  if (!ah) return errno ? errno : EINVAL;
-  if (g.send_slots.Free() < 0) PollGsiCq();
-  const int slot = g.send_slots.Free();
-  if (slot < 0) {
-    CM_DBG("QP1 send queue full: %s dropped", CmAttrName(uint16_t(mad[16] << 8 | mad[17])));
-    return ENOMEM;
-  }
-  uint8_t* b = g.bufs + size_t(slot) * kSlotSize;
-  std::memcpy(b, mad, kMadSize);
-  ibv_sge sge{reinterpret_cast<uintptr_t>(b), uint32_t(kMadSize), g.mr->lkey};
-  ibv_send_wr wr{}, *bad = nullptr;
-  wr.wr_id = uint64_t(slot);
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_SEND;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.ud.ah = ah;
-  wr.wr.ud.remote_qpn = 1;
-  wr.wr.ud.remote_qkey = kGsiQkey;
-  int rc = ibv_post_send(g.qp, &wr, &bad);
-  if (!rc) g.send_slots.Posted();
-  return rc;
+  return g.send_mad ? g.send_mad(sgid_index, dgid, mad) : ENODEV;
 }
 
 int SendMsg(int sgid_index, const ibv_gid& dgid, const CmMsg& m, Id* remember) {
@@ -204,7 +164,7 @@ int SendMsg(int sgid_index, const ibv_gid& dgid, const CmMsg& m, Id* remember) {
 void ArmTimer(Id* id, Timer t) {
   id->timer = t;
   id->retries_left = Retries();
-  id->deadline = Clock::now() + std::chrono::milliseconds(RetryMs());
+  id->deadline = Now() + std::chrono::milliseconds(RetryMs());
 }
 void StopTimer(Id* id) { id->timer = Timer::kNone; }
 
@@ -239,6 +199,32 @@ void SendRtu(Id* id) {
   SendMsg(id->sgid_index, id->dgid, r);
 }
 
+void SendDreq(Id* id, bool remember) {
+  CmMsg m;
+  m.attr = kAttrDreq;
+  m.local_comm_id = id->local_comm_id;
+  m.remote_comm_id = id->remote_comm_id;
+  m.qpn = id->remote_qpn;
+  SendMsg(id->sgid_index, id->dgid, m, remember ? id : nullptr);
+}
+
+void SendOrDefer(Id* id, const CmMsg& m, Timer t, bool defer) {
+  id->invalid_sid_retries = kLookups;
+  if (!defer) {
+    SendMsg(id->sgid_index, id->dgid, m, id);
+    ArmTimer(id, t);
+    return;
+  }
+  EncodeCm(m, id->last_mad);
+  id->have_last = true;
+  id->pending_lookup = true;
+  id->lookups_left = kLookups;
+  id->timer = t;
+  id->deadline = Now() + std::chrono::milliseconds(kLookupMs);
+}
+
+
+
 void AddListener(Id* l, int backlog) {
   l->backlog = backlog > 0 && backlog < kMaxBacklog ? backlog : kMaxBacklog;
   G().listeners[ListenKey(l->id.ps, SinPort(l->id.route.addr.src_sin))] = l;
@@ -265,7 +251,7 @@ void ForgetId(Id* id) {
 
 void ReclaimUnclaimedRequests() {
   Cm& g = G();
-  const auto cutoff = Clock::now() - UnclaimedLifetime();
+  const auto cutoff = Now() - UnclaimedLifetime();
   std::vector<Id*> old;
   for (Id* i : g.ids)
     if (i->unclaimed_of && i->requested_at < cutoff) old.push_back(i);
@@ -340,7 +326,7 @@ void HandleReq(const CmMsg& m, int sgid, const ibv_gid& peer, uint32_t dst_ip) {
   g.by_peer[PeerKey(IpFromGid(peer.raw), c->remote_comm_id)] = c;
   c->unclaimed_of = l;
   c->request_chan = l->chan;
-  c->requested_at = Clock::now();
+  c->requested_at = Now();
   ++l->unclaimed_requests;
   // Addresses from rdma_cm's IP header (peer's view), else from the packet.
   uint32_t hsrc, hdst;
@@ -459,7 +445,7 @@ void HandleRej(const CmMsg& m, const ibv_gid& peer) {
     --id->invalid_sid_retries;
     id->timer = Timer::kReq;
     id->retries_left = std::max(id->retries_left, 1);
-    id->deadline = Clock::now() + std::chrono::milliseconds(kLookupMs);
+    id->deadline = Now() + std::chrono::milliseconds(kLookupMs);
     return;
   }
   StopTimer(id);
@@ -561,6 +547,69 @@ void HandleMad(const uint8_t* buf, size_t len) {
     case kAttrDrep: HandleDrep(m, peer); break;
     case kAttrSidrRep: HandleSidrRep(m, peer); break;
     default: break;  // MRA: our timers are generous enough
+  }
+}
+
+void RunTimers() {
+  auto now = Now();
+  for (Id* id : G().ids) {
+    if (id->timer == Timer::kNone || now < id->deadline) continue;
+    if (id->pending_lookup) {
+      long pid;
+      uint32_t lip;
+      if (RegRead(id->id.ps, SinPort(id->id.route.addr.dst_sin), &pid, &lip)) {
+        id->pending_lookup = false;
+        SetGidFromIp(&id->dgid, lip);
+        id->id.route.addr.addr.ibaddr.dgid = id->dgid;
+        if (id->id.route.path_rec) id->id.route.path_rec->dgid = id->dgid;
+        if (id->id.qp_type != IBV_QPT_UD) std::memcpy(id->last_mad + kMadHeader + 72, id->dgid.raw, 16);
+        SendRaw(id->sgid_index, id->dgid, id->last_mad);
+        ArmTimer(id, id->timer);
+      } else if (--id->lookups_left > 0) {
+        id->deadline = now + std::chrono::milliseconds(kLookupMs);
+      } else {
+        // Nobody on this host listens on the port: what the destination's
+        // CM answers (REJ, invalid service ID), without a round trip.
+        id->pending_lookup = false;
+        StopTimer(id);
+        id->st = St::kRejected;
+        bool ud = id->id.qp_type == IBV_QPT_UD;
+        Simple(id, ud ? RDMA_CM_EVENT_UNREACHABLE : RDMA_CM_EVENT_REJECTED,
+               ud ? -ECONNREFUSED : kRejInvalidServiceId);
+      }
+      continue;
+    }
+    if (id->retries_left > 0 && id->have_last) {
+      --id->retries_left;
+      id->deadline = now + std::chrono::milliseconds(RetryMs());
+      CM_DBG("retransmit");
+      SendRaw(id->sgid_index, id->dgid, id->last_mad);
+      continue;
+    }
+    Timer t = id->timer;
+    StopTimer(id);
+    switch (t) {
+      case Timer::kReq:
+      case Timer::kSidr:
+        id->st = St::kError;
+        // The QP is the application's: it moves it (rdma_disconnect) or destroys it,
+        // possibly right now on its own thread, so the CM thread leaves it alone
+        // (as rdma-core's librdmacm does).
+        Simple(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
+        break;
+      case Timer::kRep:
+        id->st = St::kError;
+        // The QP is the application's: it moves it (rdma_disconnect) or destroys it,
+        // possibly right now on its own thread, so the CM thread leaves it alone
+        // (as rdma-core's librdmacm does).
+        Simple(id, RDMA_CM_EVENT_CONNECT_ERROR, -ETIMEDOUT);
+        break;
+      case Timer::kDreq:
+        id->st = St::kDisconnected;
+        Simple(id, RDMA_CM_EVENT_DISCONNECTED, 0);
+        break;
+      case Timer::kNone: break;
+    }
   }
 }
 

@@ -1,0 +1,272 @@
+// QP1, the CM's MAD port: start-up of the process's CM (device, QP1, its CQ
+// and buffers, the CM thread), MADs out (Qp1Send) and in (PollGsiCq), the CM
+// thread's loop, and the exit hook that disconnects every connected id.
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rdmacm/cm_internal.h"
+#include "rdmacm/cma.h"
+
+namespace softrnic::rdmacm {
+namespace {
+
+ibv_ah* GetAh(int sgid_index, const ibv_gid& dgid) {
+  Cm& g = G();
+  auto key = std::make_pair(sgid_index, std::string(reinterpret_cast<const char*>(dgid.raw), 16));
+  auto it = g.ahs.find(key);
+  if (it != g.ahs.end()) return it->second;
+  ibv_ah_attr a{};
+  a.is_global = 1;
+  a.grh.dgid = dgid;
+  a.grh.sgid_index = uint8_t(sgid_index);
+  a.grh.hop_limit = 64;
+  a.port_num = 1;
+  ibv_ah* ah = ibv_create_ah(g.pd, &a);
+  if (ah) g.ahs[key] = ah;
+  return ah;
+}
+
+void PollGsiCq();
+
+// The CM's MAD port (Cm::send_mad): copies the MAD into a free send buffer
+// (cm_send_slots.h) and posts it. While every buffer is still queued nothing
+// is copied and the MAD is dropped (ENOMEM: the CM retransmits what
+// matters), so a send can never overwrite the buffer of one still waiting to
+// go out (security review L7).
+int Qp1Send(int sgid_index, const ibv_gid& dgid, const uint8_t* mad) {
+  Cm& g = G();
+  ibv_ah* ah = GetAh(sgid_index, dgid);
+  if (!ah) return errno ? errno : EINVAL;
+  if (g.send_slots.Free() < 0) PollGsiCq();
+  const int slot = g.send_slots.Free();
+  if (slot < 0) {
+    CM_DBG("QP1 send queue full: %s dropped", CmAttrName(uint16_t(mad[16] << 8 | mad[17])));
+    return ENOMEM;
+  }
+  uint8_t* b = g.bufs + size_t(slot) * kSlotSize;
+  std::memcpy(b, mad, kMadSize);
+  ibv_sge sge{reinterpret_cast<uintptr_t>(b), uint32_t(kMadSize), g.mr->lkey};
+  ibv_send_wr wr{}, *bad = nullptr;
+  wr.wr_id = uint64_t(slot);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.ud.ah = ah;
+  wr.wr.ud.remote_qpn = 1;
+  wr.wr.ud.remote_qkey = kGsiQkey;
+  int rc = ibv_post_send(g.qp, &wr, &bad);
+  if (!rc) g.send_slots.Posted();
+  return rc;
+}
+
+void PollGsiCq() {
+  Cm& g = G();
+  ibv_wc wc[16];
+  int n;
+  while ((n = ibv_poll_cq(g.cq, 16, wc)) > 0) {
+    for (int i = 0; i < n; ++i) {
+      if (!(wc[i].wr_id & kRecvTag)) {  // send completion
+        g.send_slots.Completed();
+        continue;
+      }
+      int slot = int(wc[i].wr_id & 0xffffffff);
+      uint8_t* b = g.bufs + size_t(kSendSlots + slot) * kSlotSize;
+      if (wc[i].status == IBV_WC_SUCCESS) HandleMad(b, wc[i].byte_len);
+      ibv_sge sge{reinterpret_cast<uintptr_t>(b), kSlotSize, g.mr->lkey};
+      ibv_recv_wr wr{}, *bad = nullptr;
+      wr.wr_id = kRecvTag | uint64_t(slot);
+      wr.sg_list = &sge;
+      wr.num_sge = 1;
+      ibv_post_recv(g.qp, &wr, &bad);
+    }
+  }
+}
+
+void CmThread() {
+  Cm& g = G();
+  for (;;) {
+    pollfd p{g.cc->fd, POLLIN, 0};
+    poll(&p, 1, 50);
+    if (p.revents & POLLIN) {
+      ibv_cq* cq;
+      void* ctx;
+      if (ibv_get_cq_event(g.cc, &cq, &ctx) == 0) ibv_ack_cq_events(cq, 1);
+    }
+    ibv_req_notify_cq(g.cq, 0);
+    std::lock_guard<std::mutex> l(g.mu);
+    PollGsiCq();
+    RunTimers();
+    ReclaimUnclaimedRequests();
+  }
+}
+
+// ---------------------------------------------------------------- start-up
+std::string NetnsId() {
+  char b[128] = {};
+  ssize_t n = readlink("/proc/self/ns/net", b, sizeof b - 1);
+  std::string s;
+  for (ssize_t i = 0; i < n; ++i)
+    if (b[i] >= '0' && b[i] <= '9') s += b[i];
+  return s.empty() ? "0" : s;
+}
+
+// At exit, tell the peers of connected ids, as the kernel's CM does when a
+// process's rdma_cm fd is closed: a DREQ each, then passes over QP1's CQ
+// until the engine has transmitted them and the DREPs are in. A DREQ lost on
+// the way would leave the peer waiting for a disconnect that nothing else
+// announces (the kernel's CM keeps retrying after the process is gone), so
+// an unanswered one is sent again every 30 ms, for at most ~300 ms
+// in all. (Seen: rping's server waiting forever at 10 % loss when the
+// client's DREQ and its one copy at exit were both dropped.)
+void DisconnectAllAtExit() {
+  Cm& g = G();
+  if (!g.started || g.exited) return;
+  std::unique_lock<std::mutex> l(g.mu, std::defer_lock);
+  for (int i = 0; i < 200 && !l.try_lock(); ++i) usleep(500);  // the CM thread's pass
+  if (!l.owns_lock()) return;
+  g.exited = true;  // once: a handler inherited across fork finds it done
+  std::vector<Id*> told;
+  for (Id* id : g.ids) {
+    if (id->id.qp_type == IBV_QPT_UD) continue;
+    if (id->st != St::kConnected && id->st != St::kRepSent && id->st != St::kRepRcvd &&
+        id->st != St::kDreqSent)
+      continue;
+    SendDreq(id, /*remember=*/false);
+    StopTimer(id);  // the CM thread's retransmissions do not run any more
+    id->st = St::kDreqSent;  // HandleDrep ends it
+    told.push_back(id);
+  }
+  constexpr int kPassUs = 500;
+  constexpr int kPassesPerRetry = 30 * 1000 / kPassUs;  // 30 ms
+  for (int i = 0; !told.empty() && i < 600; ++i) {
+    PollGsiCq();
+    bool unanswered = false;
+    for (Id* id : told) unanswered |= id->st == St::kDreqSent;
+    if (!unanswered && g.send_slots.done() >= g.send_slots.posted()) break;
+    if (unanswered && i % kPassesPerRetry == kPassesPerRetry - 1) {
+      for (Id* id : told)
+        if (id->st == St::kDreqSent) SendDreq(id, /*remember=*/false);
+    }
+    usleep(kPassUs);
+  }
+  for (Id* id : told) id->st = St::kDisconnected;
+}
+
+int StartLocked() {
+  Cm& g = G();
+  if (g.started) return 0;
+  if (g.init_error) return g.init_error;
+  auto fail = [&](const char* what) {
+    int e = errno ? errno : ENODEV;
+    fprintf(stderr, "softrnic-cm: %s failed: %s\n", what, strerror(e));
+    g.init_error = e;
+    return e;
+  };
+  static bool atfork = (pthread_atfork(nullptr, nullptr, AtForkChild), true);
+  (void)atfork;
+  g.netns = NetnsId();
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  if (!list || n < 1) {
+    if (list) ibv_free_device_list(list);
+    errno = ENODEV;
+    return fail("ibv_get_device_list");
+  }
+  g.ctx = ibv_open_device(list[0]);
+  ibv_free_device_list(list);
+  if (!g.ctx) return fail("ibv_open_device");
+  ibv_port_attr pa{};
+  int tbl = 16;
+  if (ibv_query_port(g.ctx, 1, &pa) == 0 && pa.gid_tbl_len > 0) tbl = pa.gid_tbl_len;
+  g.gid_ip.assign(size_t(tbl), 0);
+  for (int i = 0; i < tbl; ++i) {
+    ibv_gid gid{};
+    if (ibv_query_gid(g.ctx, 1, i, &gid) != 0) continue;
+    if (gid.raw[10] != 0xff || gid.raw[11] != 0xff) continue;
+    g.gid_ip[size_t(i)] = IpFromGid(gid.raw);
+    if ((g.gid_ip[size_t(i)] >> 24) == 127 && g.loop_idx < 0) g.loop_idx = i;
+  }
+  g.pd = ibv_alloc_pd(g.ctx);
+  if (!g.pd) return fail("ibv_alloc_pd");
+  g.cc = ibv_create_comp_channel(g.ctx);
+  if (!g.cc) return fail("ibv_create_comp_channel");
+  g.cq = ibv_create_cq(g.ctx, kSendSlots + kRecvSlots + 16, nullptr, g.cc, 0);
+  if (!g.cq) return fail("ibv_create_cq");
+  ibv_qp_cap cap{};
+  cap.max_send_wr = kSendSlots;
+  cap.max_recv_wr = kRecvSlots;
+  cap.max_send_sge = 1;
+  cap.max_recv_sge = 1;
+  g.qp = softrnic_create_gsi_qp(g.pd, g.cq, g.cq, &cap);
+  if (!g.qp) return fail("creating QP1 (softrnic_create_gsi_qp)");
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.pkey_index = 0;
+  a.port_num = 1;
+  a.qkey = kGsiQkey;
+  if (int rc = ibv_modify_qp(g.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY)) {
+    errno = rc;
+    return fail("QP1 to INIT");
+  }
+  a = ibv_qp_attr{};
+  a.qp_state = IBV_QPS_RTR;
+  if (int rc = ibv_modify_qp(g.qp, &a, IBV_QP_STATE)) {
+    errno = rc;
+    return fail("QP1 to RTR");
+  }
+  a.qp_state = IBV_QPS_RTS;
+  a.sq_psn = 0;
+  if (int rc = ibv_modify_qp(g.qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN)) {
+    errno = rc;
+    return fail("QP1 to RTS");
+  }
+  size_t sz = size_t(kSendSlots + kRecvSlots) * kSlotSize;
+  g.bufs = static_cast<uint8_t*>(aligned_alloc(4096, sz));
+  if (!g.bufs) return fail("buffer allocation");
+  std::memset(g.bufs, 0, sz);
+  g.mr = ibv_reg_mr(g.pd, g.bufs, sz, IBV_ACCESS_LOCAL_WRITE);
+  if (!g.mr) return fail("ibv_reg_mr");
+  for (int i = 0; i < kRecvSlots; ++i) {
+    uint8_t* b = g.bufs + size_t(kSendSlots + i) * kSlotSize;
+    ibv_sge sge{reinterpret_cast<uintptr_t>(b), kSlotSize, g.mr->lkey};
+    ibv_recv_wr wr{}, *bad = nullptr;
+    wr.wr_id = kRecvTag | uint64_t(i);
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    if (int rc = ibv_post_recv(g.qp, &wr, &bad)) {
+      errno = rc;
+      return fail("ibv_post_recv on QP1");
+    }
+  }
+  ibv_req_notify_cq(g.cq, 0);
+  // Registered per CM (a forked child registers its own, after its own
+  // device exists, so that it runs before that device is torn down).
+  atexit(DisconnectAllAtExit);
+  g.th = std::thread(CmThread);
+  g.th.detach();
+  g.send_mad = Qp1Send;
+  g.started = true;
+  return 0;
+}
+
+}  // namespace
+
+int Start() {
+  std::lock_guard<std::mutex> l(G().mu);
+  return StartLocked();
+}
+
+
+}  // namespace softrnic::rdmacm

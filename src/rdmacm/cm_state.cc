@@ -1,0 +1,167 @@
+// The state softrnic's librdmacm shares between its parts: the process's
+// CM (G()), the tunables, the IPv4 <-> GID helpers, the host registry of
+// same-host listeners, the device an id is bound to, and the id objects
+// themselves. See cm_internal.h for the file map and the locking rules.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+
+#include "rdmacm/cm_internal.h"
+#include "rdmacm/cma.h"
+#include "rdmacm/host_registry.h"
+
+namespace softrnic::rdmacm {
+
+// ---------------------------------------------------------------- tunables
+// Retransmission of REQ / REP / DREQ / SIDR_REQ: every kRetryMs, kRetries
+// times, then the timeout event. SOFTRNIC_CM_TIMEOUT_MS overrides the
+// interval, SOFTRNIC_CM_RETRIES the count.
+int RetryMs() {
+  static int v = [] {
+    const char* s = getenv("SOFTRNIC_CM_TIMEOUT_MS");
+    int x = s ? atoi(s) : 0;
+    return x > 0 ? x : 500;
+  }();
+  return v;
+}
+int Retries() {
+  static int v = [] {
+    const char* s = getenv("SOFTRNIC_CM_RETRIES");
+    int x = s ? atoi(s) : -1;
+    return x >= 0 ? x : 9;
+  }();
+  return v;
+}
+bool Debug() {
+  static bool v = getenv("SOFTRNIC_CM_DEBUG") != nullptr;
+  return v;
+}
+
+// Never destroyed: the CM thread may outlive static destructors. A forked
+// child starts over with a fresh CM (its own device, QP1 and thread, as the
+// verbs shim gives it its own device); ids inherited from the parent are not
+// usable in the child.
+Cm* g_cm = new Cm;
+Cm& G() { return *g_cm; }
+void AtForkChild() { g_cm = new Cm; }
+
+// ---------------------------------------------------------------- helpers
+void SetGidFromIp(ibv_gid* g, uint32_t ip_host) {
+  std::memset(g, 0, sizeof(*g));
+  g->raw[10] = 0xff;
+  g->raw[11] = 0xff;
+  uint32_t n = htonl(ip_host);
+  std::memcpy(&g->raw[12], &n, 4);
+}
+uint32_t IpFromGid(const uint8_t* raw) {
+  uint32_t n;
+  std::memcpy(&n, raw + 12, 4);
+  return ntohl(n);
+}
+std::string IpStr(uint32_t ip_host) {
+  in_addr a{htonl(ip_host)};
+  char b[INET_ADDRSTRLEN];
+  inet_ntop(AF_INET, &a, b, sizeof b);
+  return b;
+}
+
+int GidIndexForIp(uint32_t ip) {
+  Cm& g = G();
+  for (size_t i = 0; i < g.gid_ip.size(); ++i)
+    if (g.gid_ip[i] == ip && ip) return int(i);
+  return -1;
+}
+
+uint16_t SinPort(const sockaddr_in& s) { return ntohs(s.sin_port); }
+
+// ---------------------------------------------------------------- host registry
+// Same-host listeners are found through the per-user registry
+// (rdmacm/host_registry.h: /dev/shm/softrnic-cm-<euid>, security review H3).
+// Called with G().mu held.
+HostRegistry& Registry() {
+  static HostRegistry* registry = new HostRegistry(HostRegistry::DefaultDirectory(),  // outlives exit
+                                                     HostRegistry::FallbackDirectory());
+  return *registry;
+}
+
+bool RegRead(int ps, uint16_t port, long* pid, uint32_t* ip) {
+  const std::optional<RegistryEntry> e = Registry().Lookup(G().netns, ps, port);
+  if (!e) return false;
+  *pid = e->pid;
+  *ip = e->ip;
+  return true;
+}
+
+int RegAdd(int ps, uint16_t port) {
+  Cm& g = G();
+  if (g.loop_idx < 0) return 0;  // nothing to publish (explicit SOFTRNIC_BIND)
+  return Registry().Add(g.netns, ps, port, g.gid_ip[g.loop_idx]);
+}
+
+void RegRemove(int ps, uint16_t port) { Registry().Remove(G().netns, ps, port); }
+
+// ---------------------------------------------------------------- devices
+ibv_pd* DefaultPd(ibv_context* ctx) {
+  Cm& g = G();
+  if (!ctx) return nullptr;  // a CM with no device (unit tests)
+  auto it = g.default_pd.find(ctx);
+  if (it != g.default_pd.end()) return it->second;
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  if (pd) g.default_pd[ctx] = pd;
+  return pd;
+}
+
+// Binds the id to the process's device, as librdmacm's ucma_get_device
+// does: verbs context, port and the device's shared PD (rdma_cm_id.pd is
+// set as soon as the id has a device; applications and pyverbs read it
+// before they create a QP).
+void AttachDevice(Id* id) {
+  Cm& g = G();
+  id->id.verbs = g.ctx;
+  id->id.port_num = 1;
+  if (!id->id.pd) id->id.pd = DefaultPd(g.ctx);
+}
+
+Id* NewIdLocked(Channel* c, void* ctx, rdma_port_space ps, ibv_qp_type qpt) {
+  auto* id = new Id;
+  std::memset(&id->id, 0, sizeof id->id);
+  id->chan = c;
+  id->id.channel = &c->ch;
+  id->id.context = ctx;
+  id->id.ps = ps;
+  id->id.qp_type = qpt;
+  G().ids.insert(id);
+  return id;
+}
+
+uint8_t ClampRd(uint8_t v) { return v > kMaxRdAtomic ? kMaxRdAtomic : v; }
+
+}  // namespace softrnic::rdmacm
+
+using namespace softrnic::rdmacm;
+
+CMA_EXPORT const char* rdma_event_str(rdma_cm_event_type event) {
+  switch (event) {
+    case RDMA_CM_EVENT_ADDR_RESOLVED: return "RDMA_CM_EVENT_ADDR_RESOLVED";
+    case RDMA_CM_EVENT_ADDR_ERROR: return "RDMA_CM_EVENT_ADDR_ERROR";
+    case RDMA_CM_EVENT_ROUTE_RESOLVED: return "RDMA_CM_EVENT_ROUTE_RESOLVED";
+    case RDMA_CM_EVENT_ROUTE_ERROR: return "RDMA_CM_EVENT_ROUTE_ERROR";
+    case RDMA_CM_EVENT_CONNECT_REQUEST: return "RDMA_CM_EVENT_CONNECT_REQUEST";
+    case RDMA_CM_EVENT_CONNECT_RESPONSE: return "RDMA_CM_EVENT_CONNECT_RESPONSE";
+    case RDMA_CM_EVENT_CONNECT_ERROR: return "RDMA_CM_EVENT_CONNECT_ERROR";
+    case RDMA_CM_EVENT_UNREACHABLE: return "RDMA_CM_EVENT_UNREACHABLE";
+    case RDMA_CM_EVENT_REJECTED: return "RDMA_CM_EVENT_REJECTED";
+    case RDMA_CM_EVENT_ESTABLISHED: return "RDMA_CM_EVENT_ESTABLISHED";
+    case RDMA_CM_EVENT_DISCONNECTED: return "RDMA_CM_EVENT_DISCONNECTED";
+    case RDMA_CM_EVENT_DEVICE_REMOVAL: return "RDMA_CM_EVENT_DEVICE_REMOVAL";
+    case RDMA_CM_EVENT_MULTICAST_JOIN: return "RDMA_CM_EVENT_MULTICAST_JOIN";
+    case RDMA_CM_EVENT_MULTICAST_ERROR: return "RDMA_CM_EVENT_MULTICAST_ERROR";
+    case RDMA_CM_EVENT_ADDR_CHANGE: return "RDMA_CM_EVENT_ADDR_CHANGE";
+    case RDMA_CM_EVENT_TIMEWAIT_EXIT: return "RDMA_CM_EVENT_TIMEWAIT_EXIT";
+  }
+  return "UNKNOWN EVENT";
+}
