@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# ab_compare.sh - two softrnic builds side by side, alternated (A B A B ...),
+# with Debian's unmodified perftest over each build's libibverbs.so.1.
+#
+#   bench/ab_compare.sh A_LIB_DIR B_LIB_DIR [ROUNDS]      (default 5 rounds)
+#
+#   e.g. git worktree add --detach /tmp/base <commit> &&
+#        (cd /tmp/base && scripts/build.sh RelWithDebInfo build --target softrnic_verbs_libs)
+#        bench/ab_compare.sh /tmp/base/build/lib build/lib 5
+#
+# Why alternated: these 2-vCPU VMs drift by 10-20% over minutes (other
+# tenants, frequency), so A's runs and B's runs are interleaved round by
+# round and compared by median; a difference smaller than the spread
+# (min-max of either side) is noise.
+#
+# Placement: server and client on this host, unpinned (as users run
+# perftest), one pair at a time; each figure is perftest's own: t_typical
+# (median) for latency in us, BW average for bandwidth in MB/s.
+# Prints one TSV row per run on stderr and a markdown table on stdout.
+set -u
+A=${1:?A_LIB_DIR}; B=${2:?B_LIB_DIR}; ROUNDS=${3:-5}
+for d in "$A" "$B"; do
+  [[ -e "$d/libibverbs.so.1" ]] || { echo "ab_compare: no libibverbs.so.1 in $d" >&2; exit 2; }
+done
+for t in ib_write_lat ib_send_lat ib_write_bw; do
+  command -v "$t" >/dev/null || { echo "ab_compare: $t missing (apt-get install perftest)" >&2; exit 2; }
+done
+TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
+port=$((20000 + RANDOM % 20000))
+
+# run LIB TRANSPORT TOOL SIZE ITERS: prints the figure, or NA
+run() {
+  local lib=$1 tr=$2 tool=$3 size=$4 n=$5
+  port=$((port + 1))
+  local env=(env LD_LIBRARY_PATH="$lib" SOFTRNIC_TRANSPORT="$tr" SOFTRNIC_MTU=4096)
+  timeout 90 "${env[@]}" "$tool" -F -p "$port" -s "$size" -n "$n" >"$TMP/srv" 2>&1 &
+  local srv=$!
+  local i
+  for i in $(seq 50); do ss -ltn "sport = :$port" | grep -q LISTEN && break; sleep 0.05; done
+  timeout 90 "${env[@]}" "$tool" -F -p "$port" -s "$size" -n "$n" 127.0.0.1 >"$TMP/cli" 2>&1
+  wait "$srv"
+  # perftest rows: lat "bytes iters t_min t_max t_typical ...", bw "bytes iters peak avg msgrate"
+  local col=5; [[ $tool == *bw ]] && col=4
+  awk -v c=$col '/^ *[0-9]+ +[0-9]+ +[0-9.]+/ { print $c; f = 1 } END { if (!f) print "NA" }' "$TMP/cli"
+}
+
+FIGS=(
+  "shm_write_lat_8B_us shm ib_write_lat 8 20000"
+  "shm_send_lat_8B_us shm ib_send_lat 8 20000"
+  "shm_write_bw_64KiB_MBps shm ib_write_bw 65536 20000"
+  "udp_write_lat_8B_us udp ib_write_lat 8 20000"
+  "udp_send_lat_8B_us udp ib_send_lat 8 20000"
+  "udp_write_bw_64KiB_MBps udp ib_write_bw 65536 5000"
+)
+: >"$TMP/rows"
+for r in $(seq "$ROUNDS"); do
+  for side in A B; do
+    lib=$A; [[ $side == B ]] && lib=$B
+    for f in "${FIGS[@]}"; do
+      read -r name tr tool size n <<<"$f"
+      v=$(run "$lib" "$tr" "$tool" "$size" "$n")
+      printf '%s\t%s\t%s\t%s\n' "$r" "$side" "$name" "$v" | tee -a "$TMP/rows" >&2
+    done
+  done
+done
+
+python3 - "$TMP/rows" "$A" "$B" "$ROUNDS" <<'EOF'
+import statistics, sys
+rows = [l.split('\t') for l in open(sys.argv[1]).read().splitlines()]
+vals = {}
+for _, side, name, v in rows:
+    if v != 'NA':
+        vals.setdefault((name, side), []).append(float(v))
+print(f"A = {sys.argv[2]}, B = {sys.argv[3]}, {sys.argv[4]} alternated rounds\n")
+print("| figure | A median (min-max) | B median (min-max) | B/A |")
+print("| --- | --- | --- | --- |")
+names = list(dict.fromkeys(r[2] for r in rows))
+for n in names:
+    a, b = vals.get((n, 'A'), []), vals.get((n, 'B'), [])
+    def cell(x):
+        return f"{statistics.median(x):.2f} ({min(x):.2f}-{max(x):.2f}) n={len(x)}" if x else "NA"
+    ratio = f"{statistics.median(b) / statistics.median(a):.3f}" if a and b else "NA"
+    print(f"| {n} | {cell(a)} | {cell(b)} | {ratio} |")
+EOF
