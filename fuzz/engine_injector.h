@@ -75,7 +75,7 @@ inline RecordingTransport* DetachTransport(engine::Device& device) {
   // the swap, and with it direct one-sided operations and the exports that
   // live in its segment.
   e.shm_direct_.reset();
-  e.shm_ = nullptr;
+  e.peer_memory_ = nullptr;
   e.transport_ = std::move(rec);
   return raw;
 }

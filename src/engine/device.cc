@@ -16,6 +16,7 @@
 #include "common/secure_random.h"
 #include "engine/engine.h"
 #include "engine/stats_publisher.h"
+#include "transport/factory.h"
 
 namespace softrnic::engine {
 namespace {
@@ -138,12 +139,12 @@ std::shared_ptr<Device> Device::Create(const transport::UdpConfig& config, std::
     if (error) *error = "softrnic: cannot open UDP transport: " + err;
     return nullptr;
   }
-  auto* shm = dynamic_cast<transport::ShmTransport*>(transport.get());
+  transport::PeerMemory* peer_memory = transport->peer_memory();
   DeviceAttr attr;
   auto engine = std::make_unique<Engine>(std::move(transport), attr);
-  engine->shm_ = shm;
-  if (shm != nullptr && ShmDirectEnabled())
-    engine->shm_direct_ = std::make_unique<ShmDirect>(&shm->own());
+  engine->peer_memory_ = peer_memory;
+  if (peer_memory != nullptr && ShmDirectEnabled())
+    engine->shm_direct_ = std::make_unique<ShmDirect>(&peer_memory->own_segment());
   engine->udp_port_ = config.port;
   engine->StartProgressThread();
   return std::shared_ptr<Device>(new Device(std::move(engine)));

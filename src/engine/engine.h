@@ -27,7 +27,7 @@
 #include "engine/spin_mutex.h"
 #include "engine/queues.h"
 #include "engine/stats.h"
-#include "transport/shm_transport.h"
+#include "transport/peer_memory.h"
 #include "transport/transport.h"
 #include "wire/packet.h"
 
@@ -100,18 +100,18 @@ class Engine {
   std::atomic<bool> app_owns_packets_{false};
   bool watching_requests_ = true;  // progress thread only
   // Whether PostSend may leave a streaming QP's packets in the transmit
-  // batch (device.cc, doorbell batching): UDP only (a shared-memory ring
-  // needs no system call to batch), SOFTRNIC_TX_BATCH=0 turns it off.
+  // batch (device.cc, doorbell batching): only while that saves system
+  // calls (Transport::batching_saves_syscalls), SOFTRNIC_TX_BATCH=0 turns
+  // it off.
   bool hold_tx_ = true;
   // The transport takes packets in pieces: RC/UC/UD payloads are sent from
   // registered memory without a staging copy (requester.cc);
   // SOFTRNIC_ZEROCOPY_TX=0 turns it off.
   bool split_tx_ = false;
   bool MayHoldTx() const {
-    return hold_tx_ && app_owns_packets_.load(std::memory_order_relaxed) && !ShmActive();
+    return hold_tx_ && app_owns_packets_.load(std::memory_order_relaxed) &&
+           transport_->batching_saves_syscalls();
   }
-  // Shared-memory traffic is possible now (lock-free, ShmTransport::Active).
-  bool ShmActive() const { return shm_ != nullptr && shm_->Active(); }
   void WatchRequests(bool on);     // progress thread only
   // Sleeps while an application polls; returns whether it still does.
   bool SleepWhileAppPolls(std::chrono::nanoseconds period);
@@ -175,9 +175,9 @@ class Engine {
   void TxCommit(uint32_t length, uint16_t local_index, const Gid& dst);
   void FlushTx();
   std::unique_ptr<transport::Transport> transport_;
-  // The shared-memory transport when transport_ is one (else null): peers
-  // for direct one-sided operations and this device's exports.
-  transport::ShmTransport* shm_ = nullptr;
+  // transport_'s peer memory capability (else null): peers for direct
+  // one-sided operations and this device's exports.
+  transport::PeerMemory* peer_memory_ = nullptr;
   // Exports and direct one-sided operations (shm_direct.h); null without shm.
   std::unique_ptr<ShmDirect> shm_direct_;
   uint32_t next_pd_id_ = 0;

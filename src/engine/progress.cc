@@ -279,7 +279,7 @@ void Engine::ProgressThreadMain() {
     // keeps polling. The price: up to kShmMaxPollingWindow before this
     // thread takes over when the application stops polling.
     const uint64_t activity = app_activity_.load(std::memory_order_relaxed);
-    if (activity != seen_activity && ShmActive()) {
+    if (activity != seen_activity && transport_->sleeping_costs_senders()) {
       seen_activity = activity;
       polling_window = std::min<std::chrono::nanoseconds>(polling_window * 2, kShmMaxPollingWindow);
       const timespec ts{0, static_cast<long>(polling_window.count())};

@@ -252,7 +252,7 @@ uint8_t* ShmDirect::MapPeerMemory(const std::shared_ptr<transport::ShmPeer>& pee
 
 bool Engine::TryDirect(Qp* qp, SendWqe& w, uint64_t index) {
   using transport::ShmPeer;
-  if (shm_ == nullptr || !shm_direct_ || qp->type != QpType::kRc) return false;
+  if (peer_memory_ == nullptr || !shm_direct_ || qp->type != QpType::kRc) return false;
   uint32_t right = 0;
   switch (w.opcode) {
     case WrOpcode::kRdmaWrite: right = kRemoteWrite; break;
@@ -267,7 +267,7 @@ bool Engine::TryDirect(Qp* qp, SendWqe& w, uint64_t index) {
   // The peer device (cached per QP; revalidated when it dies or the path changes).
   const Gid& dgid = qp->attr.ah_attr.dgid;
   if (!qp->shm_peer || qp->shm_peer->dead || !(qp->shm_peer_gid == dgid)) {
-    qp->shm_peer = shm_->PeerFor(transport::Endpoint{dgid, udp_port_});
+    qp->shm_peer = peer_memory_->PeerFor(transport::Endpoint{dgid, udp_port_});
     qp->shm_peer_gid = dgid;
     qp->shm_peer_qp_slot = -1;
     if (!qp->shm_peer) return false;

@@ -33,13 +33,13 @@ bool PidAlive(uint32_t pid) { return kill(static_cast<pid_t>(pid), 0) == 0 || er
 
 }  // namespace
 
-ShmPeer::~ShmPeer() {
+ShmRingPeer::~ShmRingPeer() {
   if (pidfd >= 0) close(pidfd);
 }
 
 std::unique_ptr<ShmTransport> ShmTransport::Create(std::unique_ptr<Transport> udp,
-                                                   TransportMode mode, std::string* error) {
-  std::unique_ptr<ShmTransport> t(new ShmTransport(std::move(udp), mode));
+                                                   bool report_fallbacks, std::string* error) {
+  std::unique_ptr<ShmTransport> t(new ShmTransport(std::move(udp), report_fallbacks));
   if (!t->Init(error)) return nullptr;
   return t;
 }
@@ -94,7 +94,7 @@ const TransportCounters& ShmTransport::counters() const {
   return merged_;
 }
 
-bool ShmTransport::ClaimRing(ShmPeer* peer) {
+bool ShmTransport::ClaimRing(ShmRingPeer* peer) {
   for (uint32_t i = 0; i < kShmRings; ++i) {
     ShmRingHeader* r = peer->seg.ring(i);
     uint64_t owner = r->owner.load(std::memory_order_acquire);
@@ -114,15 +114,15 @@ bool ShmTransport::ClaimRing(ShmPeer* peer) {
   return false;
 }
 
-std::shared_ptr<ShmPeer> ShmTransport::Attach(uint32_t ip, uint16_t port) {
+std::shared_ptr<ShmRingPeer> ShmTransport::Attach(uint32_t ip, uint16_t port) {
   uint32_t pid = 0;
   const int fd = ShmLookup(netns_, ip, port, &pid);
   if (fd < 0) return nullptr;
   // The same peer device may already be mapped under another endpoint.
-  auto peer = std::make_shared<ShmPeer>();
+  auto peer = std::make_shared<ShmRingPeer>();
   std::string error;
   if (!peer->seg.Attach(fd, pid, &error)) {
-    if (mode_ == TransportMode::kShm && !warned_) {
+    if (report_fallbacks_ && !warned_) {
       warned_ = true;
       std::fprintf(stderr, "softrnic: SOFTRNIC_TRANSPORT=shm: peer pid %u: %s; using UDP\n", pid,
                    error.c_str());
@@ -148,7 +148,7 @@ std::shared_ptr<ShmPeer> ShmTransport::Attach(uint32_t ip, uint16_t port) {
   if (!listed) return nullptr;  // the link was replaced between readlink and open
   peer->pidfd = static_cast<int>(syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0));
   if (!ClaimRing(peer.get())) {
-    if (mode_ == TransportMode::kShm && !warned_) {
+    if (report_fallbacks_ && !warned_) {
       warned_ = true;
       std::fprintf(stderr,
                    "softrnic: SOFTRNIC_TRANSPORT=shm: peer pid %u has no free ring; using UDP\n",
@@ -187,7 +187,7 @@ ShmTransport::Route* ShmTransport::Lookup(const Endpoint& dst) {
       if (r.peer->locals[i].first == ip && r.peer->locals[i].second == dst.port)
         r.peer_local_index = static_cast<uint16_t>(i);
   } else {
-    if (mode_ == TransportMode::kShm && !warned_) {
+    if (report_fallbacks_ && !warned_) {
       warned_ = true;
       std::fprintf(stderr,
                    "softrnic: SOFTRNIC_TRANSPORT=shm: %s:%u is not a same-host softrnic peer "
@@ -210,7 +210,7 @@ std::shared_ptr<ShmPeer> ShmTransport::PeerFor(const Endpoint& dst) {
 }
 
 void ShmTransport::PublishDirty() {
-  for (ShmPeer* p : dirty_) {
+  for (ShmRingPeer* p : dirty_) {
     p->dirty = false;
     p->producer.Publish();
     // Dekker with the target's PrepareToSleep: our tail store, then its flag;
@@ -237,7 +237,7 @@ int ShmTransport::SendBurst(const TxPacket* packets, int n) {
   ring_full_ = false;
   const auto eps = udp_->locals();
   // The shared-memory peer a packet goes to, or null for UDP.
-  auto peer_of = [&](const TxPacket& p, uint16_t* peer_index) -> ShmPeer* {
+  auto peer_of = [&](const TxPacket& p, uint16_t* peer_index) -> ShmRingPeer* {
     if (p.local_index >= eps.size() || !eps[p.local_index].gid.IsV4Mapped()) return nullptr;
     Route* r = Lookup(p.dst);
     if (r == nullptr || !r->peer) return nullptr;
@@ -249,7 +249,7 @@ int ShmTransport::SendBurst(const TxPacket* packets, int n) {
   while (i < n) {
     const TxPacket& p = packets[i];
     uint16_t peer_index = 0;
-    ShmPeer* peer = peer_of(p, &peer_index);
+    ShmRingPeer* peer = peer_of(p, &peer_index);
     if (peer == nullptr) {
       // A run of UDP packets goes out in one call.
       int j = i + 1;
@@ -426,7 +426,7 @@ void ShmTransport::CheckPeers() {
   if (now < next_peer_check_) return;
   next_peer_check_ = now + kPeerCheckInterval;
   for (size_t i = 0; i < peers_.size();) {
-    ShmPeer* p = peers_[i].get();
+    ShmRingPeer* p = peers_[i].get();
     bool dead = false;
     if (p->pidfd >= 0) {
       pollfd pfd{p->pidfd, POLLIN, 0};
@@ -442,52 +442,13 @@ void ShmTransport::CheckPeers() {
   }
 }
 
-void ShmTransport::DropPeer(const std::shared_ptr<ShmPeer>& peer) {
+void ShmTransport::DropPeer(const std::shared_ptr<ShmRingPeer>& peer) {
   peer->dead = true;
   last_route_ = nullptr;
   std::erase_if(routes_, [&](const auto& kv) { return kv.second.peer == peer; });
-  std::erase_if(dirty_, [&](ShmPeer* p) { return p == peer.get(); });
+  std::erase_if(dirty_, [&](ShmRingPeer* p) { return p == peer.get(); });
   std::erase(peers_, peer);
   has_peers_.store(!peers_.empty(), std::memory_order_relaxed);
-}
-
-bool ParseTransportMode(const char* text, TransportMode* out) {
-  if (text == nullptr || *text == '\0' || std::strcmp(text, "auto") == 0) {
-    *out = TransportMode::kAuto;
-    return true;
-  }
-  if (std::strcmp(text, "udp") == 0) {
-    *out = TransportMode::kUdp;
-    return true;
-  }
-  if (std::strcmp(text, "shm") == 0) {
-    *out = TransportMode::kShm;
-    return true;
-  }
-  return false;
-}
-
-std::unique_ptr<Transport> CreateTransport(const UdpConfig& config, TransportMode mode,
-                                           std::string* error) {
-  auto udp = CreateUdpTransport(config, error);
-  if (!udp || mode == TransportMode::kUdp) return udp;
-  if (config.faults.enabled()) {
-    // Fault injection tests the wire: shared memory would bypass it.
-    if (mode == TransportMode::kShm)
-      std::fprintf(stderr,
-                   "softrnic: SOFTRNIC_TRANSPORT=shm ignored: SOFTRNIC_FAULTS needs the UDP path\n");
-    return udp;
-  }
-  std::string shm_error;
-  auto shm = ShmTransport::Create(std::move(udp), mode, &shm_error);
-  if (!shm) {
-    // The UDP transport was consumed; build it again.
-    if (mode == TransportMode::kShm)
-      std::fprintf(stderr, "softrnic: shared-memory transport unavailable (%s); using UDP\n",
-                   shm_error.c_str());
-    return CreateUdpTransport(config, error);
-  }
-  return shm;
 }
 
 }  // namespace softrnic::transport

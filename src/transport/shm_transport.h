@@ -30,33 +30,33 @@
 #include <unordered_map>
 #include <vector>
 
+#include "transport/peer_memory.h"
 #include "transport/shm_ring.h"
 #include "transport/shm_segment.h"
 #include "transport/transport.h"
 
 namespace softrnic::transport {
 
-// A same-host peer device whose segment this device has mapped.
-struct ShmPeer {
-  uint32_t pid = 0;
-  uint64_t nonce = 0;
-  ShmSegment seg;
+// A same-host peer device whose segment this device has mapped (what the
+// engine sees of it, peer_memory.h), with this transport's state for it.
+struct ShmRingPeer : ShmPeer {
   // The peer's endpoints (copied once from its header, bounded).
   std::vector<std::pair<uint32_t, uint16_t>> locals;
   int ring = -1;  // the ring this device claimed in the peer's segment
   ShmRingProducer producer;
   bool dirty = false;  // slots written, not yet published
   int pidfd = -1;
-  bool dead = false;
-  ~ShmPeer();
+  ~ShmRingPeer();
 };
 
-class ShmTransport final : public Transport {
+class ShmTransport final : public Transport, public PeerMemory {
  public:
   // Wraps `udp`. Returns nullptr (and *error) if the control segment cannot
   // be created.
-  static std::unique_ptr<ShmTransport> Create(std::unique_ptr<Transport> udp, TransportMode mode,
-                                              std::string* error);
+  // `report_fallbacks` (SOFTRNIC_TRANSPORT=shm): say on stderr, once, when a
+  // peer cannot be reached through shared memory.
+  static std::unique_ptr<ShmTransport> Create(std::unique_ptr<Transport> udp,
+                                              bool report_fallbacks, std::string* error);
   ~ShmTransport() override;
 
   std::span<const Endpoint> locals() const override { return udp_->locals(); }
@@ -75,6 +75,24 @@ class ShmTransport final : public Transport {
   // lossless link (RoCE expects PFC), rather than dropping UC messages.
   bool WaitWhenBusy() const override { return ring_full_; }
 
+  // While shared-memory traffic is possible, a ring push costs no system
+  // call, an ACK has no wake-up to save (deferral measured ~0.5 us slower
+  // per ib_send_lat iteration) and a sleeping engine costs its senders a
+  // doorbell per packet.
+  bool batching_saves_syscalls() const override {
+    return !Active() && udp_->batching_saves_syscalls();
+  }
+  bool delayed_acks_save_wakeups() const override {
+    return !Active() && udp_->delayed_acks_save_wakeups();
+  }
+  bool sleeping_costs_senders() const override { return Active(); }
+
+  PeerMemory* peer_memory() override { return this; }
+  // PeerMemory: the peer reachable through shared memory at `dst`, or null
+  // (UDP); this device's own control segment (exports live there).
+  std::shared_ptr<ShmPeer> PeerFor(const Endpoint& dst) override;
+  const ShmSegment& own_segment() const override { return own_; }
+
   // True while shared-memory traffic is possible (a sender uses one of our
   // rings, or we use a peer's). Lock-free: read by the progress thread.
   bool Active() const {
@@ -82,22 +100,17 @@ class ShmTransport final : public Transport {
            has_peers_.load(std::memory_order_relaxed);
   }
 
-  // The peer reachable through shared memory at `dst`, or null (UDP).
-  std::shared_ptr<ShmPeer> PeerFor(const Endpoint& dst);
-  // This device's own control segment (exports live there).
-  const ShmSegment& own() const { return own_; }
-
  private:
   // A packet in pieces joined for a ring slot (SendBurst).
   std::array<uint8_t, kShmSlotPayload> flat_{};
-  ShmTransport(std::unique_ptr<Transport> udp, TransportMode mode)
-      : udp_(std::move(udp)), mode_(mode) {}
+  ShmTransport(std::unique_ptr<Transport> udp, bool report_fallbacks)
+      : udp_(std::move(udp)), report_fallbacks_(report_fallbacks) {}
   bool Init(std::string* error);
-  std::shared_ptr<ShmPeer> Attach(uint32_t ip, uint16_t port);
-  bool ClaimRing(ShmPeer* peer);
+  std::shared_ptr<ShmRingPeer> Attach(uint32_t ip, uint16_t port);
+  bool ClaimRing(ShmRingPeer* peer);
   void PublishDirty();
   void CheckPeers();
-  void DropPeer(const std::shared_ptr<ShmPeer>& peer);
+  void DropPeer(const std::shared_ptr<ShmRingPeer>& peer);
   // Moves packets from our inbound rings into the backlog (see SendBurst).
   void DrainInboundToBacklog();
   // Pops one packet of inbound ring `ri` into `buf`; false if none. Counts
@@ -105,7 +118,7 @@ class ShmTransport final : public Transport {
   bool PopInbound(uint32_t ri, uint8_t* buf, RxPacket* out);
 
   struct Route {
-    std::shared_ptr<ShmPeer> peer;  // null: UDP
+    std::shared_ptr<ShmRingPeer> peer;  // null: UDP
     uint16_t peer_local_index = 0;
     std::chrono::steady_clock::time_point retry_at{};
   };
@@ -113,14 +126,14 @@ class ShmTransport final : public Transport {
   Route* Lookup(const Endpoint& dst);
 
   std::unique_ptr<Transport> udp_;
-  TransportMode mode_;
+  const bool report_fallbacks_;
   ShmSegment own_;
   uint64_t netns_ = 0;
   uint64_t sender_id_ = 0;
   std::vector<std::string> links_;
   std::unordered_map<uint64_t, Route> routes_;
-  std::vector<std::shared_ptr<ShmPeer>> peers_;
-  std::vector<ShmPeer*> dirty_;
+  std::vector<std::shared_ptr<ShmRingPeer>> peers_;
+  std::vector<ShmRingPeer*> dirty_;
   ShmRingConsumer consumers_[kShmRings];
   uint32_t rr_ = 0;
   std::unique_ptr<uint8_t[]> rx_buf_;

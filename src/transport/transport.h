@@ -22,6 +22,8 @@
 
 namespace softrnic::transport {
 
+class PeerMemory;  // peer_memory.h
+
 struct TxPacket {
   const uint8_t* data = nullptr;  // BTH .. ICRC (ICRC bytes are written by the transport)
   uint32_t length = 0;            // including the 4 ICRC bytes
@@ -135,6 +137,26 @@ class Transport {
   // soon, so the caller should keep offering for a while (bounded) instead
   // of giving up after a few tries as for a full socket buffer.
   virtual bool WaitWhenBusy() const { return false; }
+
+  // --- What the engine decides by (docs/engine.md, "Transports") ---
+  // Properties of the transport's current traffic, not of its kind: they
+  // may change as peers come and go. Lock-free: the progress thread reads
+  // them without the engine lock.
+  //
+  // Each SendBurst costs a system call, so PostSend's doorbell batching
+  // (holding a streaming QP's packets for the next burst) saves one per post.
+  virtual bool batching_saves_syscalls() const { return true; }
+  // A plain ACK delayed to ride behind its QP's next request saves the peer
+  // a wake-up (engine/ack_delay.cc).
+  virtual bool delayed_acks_save_wakeups() const { return true; }
+  // While the engine's progress thread sleeps, senders pay per packet to
+  // wake it (a doorbell), so it stays awake, off the CPU, while an
+  // application polls (engine/progress.cc).
+  virtual bool sleeping_costs_senders() const { return false; }
+
+  // --- Capabilities (null: not offered) ---
+  // Same-host peers' memory for direct one-sided operations (peer_memory.h).
+  virtual PeerMemory* peer_memory() { return nullptr; }
 };
 
 // Fault injection, applied to transmitted packets after the ICRC is
@@ -165,24 +187,6 @@ struct UdpConfig {
   // SOFTRNIC_REPLY_SOCKET=0 turns it off.
   bool reply_sockets = true;
 };
-
-// SOFTRNIC_TRANSPORT: which packet path reaches same-host peers.
-//   kUdp  never shared memory;
-//   kAuto shared memory to a peer on this host, in this network namespace,
-//         of this user and mappable; UDP otherwise (and always UDP when
-//         fault injection is configured: it is a UDP-layer test tool);
-//   kShm  as kAuto, but says so on stderr (once) when a peer cannot use it.
-enum class TransportMode : uint8_t { kUdp, kAuto, kShm };
-// Parses "udp" | "auto" | "shm" (nullptr or "" = kAuto). False if unknown.
-bool ParseTransportMode(const char* text, TransportMode* out);
-
-// Creates the UDP transport. On failure returns nullptr and sets *error.
-std::unique_ptr<Transport> CreateUdpTransport(const UdpConfig& config, std::string* error);
-
-// The transport a device uses: UDP, wrapped by the shared-memory transport
-// unless mode is kUdp or faults are configured.
-std::unique_ptr<Transport> CreateTransport(const UdpConfig& config, TransportMode mode,
-                                           std::string* error);
 
 // Reads SOFTRNIC_BIND, SOFTRNIC_PORT and SOFTRNIC_FAULTS from the environment.
 UdpConfig UdpConfigFromEnvironment();

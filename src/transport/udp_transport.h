@@ -1,6 +1,7 @@
-// Internals of the RoCE v2 UDP transport, exposed for tests and tools.
-// The public entry points are CreateUdpTransport / UdpConfigFromEnvironment
-// in transport.h; docs/addressing.md describes the addressing scheme.
+// The RoCE v2 UDP transport: its constructor (for the factory, factory.h,
+// and tests) and internals exposed for tests and tools.
+// UdpConfigFromEnvironment is in transport.h; docs/addressing.md describes
+// the addressing scheme.
 //
 // Contract of the UDP Transport (CreateUdpTransport):
 // - Thread-safety: not internally synchronised. One thread at a time (the
@@ -23,12 +24,17 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "transport/transport.h"
 
 namespace softrnic::transport {
+
+// Creates the UDP transport. On failure returns nullptr and sets *error.
+// A device gets its transport from CreateTransport (factory.h).
+std::unique_ptr<Transport> CreateUdpTransport(const UdpConfig& config, std::string* error);
 
 // The per-process loopback address 127.a.b.c (host byte order) for `pid`,
 // candidate number `attempt` (0 first; later ones are tried when the earlier

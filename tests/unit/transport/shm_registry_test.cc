@@ -14,7 +14,9 @@
 
 #include "transport/shm_registry.h"
 #include "transport/shm_segment.h"
+#include "transport/factory.h"
 #include "transport/shm_transport.h"
+#include "transport/udp_transport.h"
 
 namespace softrnic::transport {
 namespace {
@@ -133,7 +135,7 @@ std::unique_ptr<ShmTransport> MakeShm(int which) {
   auto udp = CreateUdpTransport(c, &error);
   EXPECT_NE(udp, nullptr) << error;
   if (!udp) return nullptr;
-  auto shm = ShmTransport::Create(std::move(udp), TransportMode::kAuto, &error);
+  auto shm = ShmTransport::Create(std::move(udp), false, &error);
   EXPECT_NE(shm, nullptr) << error;
   return shm;
 }

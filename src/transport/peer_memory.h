@@ -1,0 +1,44 @@
+// A transport capability: the memory of same-host peer devices, for the
+// engine's direct one-sided operations (engine/shm_direct.h, docs/shm.md).
+//
+// The engine never names a concrete transport. It asks its transport for
+// this capability (Transport::peer_memory(), null when the transport has
+// none) and, when it gets one, exports its MRs and QPs in the device's own
+// control segment and executes RC WRITE/READ/atomics on a peer's memory
+// itself. The shared-memory transport (shm_transport.h) implements it.
+//
+// Thread-safety: like the Transport that returns it, called under the
+// engine lock.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "transport/address.h"
+#include "transport/shm_segment.h"
+
+namespace softrnic::transport {
+
+// A same-host peer device whose control segment this device has mapped:
+// what the engine reads to go direct (its exports, and who it is).
+struct ShmPeer {
+  uint32_t pid = 0;
+  uint64_t nonce = 0;  // tells a restarted device with a reused pid apart
+  ShmSegment seg;
+  // The peer died and its mapping was dropped: look it up again (PeerFor).
+  bool dead = false;
+};
+
+class PeerMemory {
+ public:
+  // This device's own control segment: its exports live there.
+  virtual const ShmSegment& own_segment() const = 0;
+  // The peer device reachable at `dst` through shared memory, or null (its
+  // packets go another way, and so must its one-sided operations).
+  virtual std::shared_ptr<ShmPeer> PeerFor(const Endpoint& dst) = 0;
+
+ protected:
+  ~PeerMemory() = default;  // owned by the transport that implements it
+};
+
+}  // namespace softrnic::transport
