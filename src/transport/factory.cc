@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "transport/fault_transport.h"
 #include "transport/shm_transport.h"
 #include "transport/udp_transport.h"
 
@@ -28,14 +29,15 @@ bool ParseTransportMode(const char* text, TransportMode* out) {
 std::unique_ptr<Transport> CreateTransport(const UdpConfig& config, TransportMode mode,
                                            std::string* error) {
   auto udp = CreateUdpTransport(config, error);
-  if (!udp || mode == TransportMode::kUdp) return udp;
+  if (!udp) return nullptr;
   if (config.faults.enabled()) {
     // Fault injection tests the wire: shared memory would bypass it.
     if (mode == TransportMode::kShm)
       std::fprintf(stderr,
                    "softrnic: SOFTRNIC_TRANSPORT=shm ignored: SOFTRNIC_FAULTS needs the UDP path\n");
-    return udp;
+    return std::make_unique<FaultTransport>(std::move(udp), config.faults);
   }
+  if (mode == TransportMode::kUdp) return udp;
   std::string shm_error;
   auto shm = ShmTransport::Create(std::move(udp), mode == TransportMode::kShm, &shm_error);
   if (!shm) {

@@ -27,9 +27,9 @@ enum class TransportMode : uint8_t { kUdp, kAuto, kShm };
 // Parses "udp" | "auto" | "shm" (nullptr or "" = kAuto). False if unknown.
 bool ParseTransportMode(const char* text, TransportMode* out);
 
-// The transport a device uses: UDP, wrapped by the shared-memory transport
-// unless mode is kUdp or faults are configured. On failure returns nullptr
-// and sets *error.
+// The transport a device uses: UDP, wrapped by fault injection when faults
+// are configured (fault_transport.h), else by the shared-memory transport
+// unless mode is kUdp. On failure returns nullptr and sets *error.
 std::unique_ptr<Transport> CreateTransport(const UdpConfig& config, TransportMode mode,
                                            std::string* error);
 

@@ -3,9 +3,14 @@
 //
 // A transport owns one or more local endpoints (each one is a GID of the
 // device, in order). The engine hands it packets laid out from the BTH to
-// the end with 4 bytes of room for the ICRC; the transport fills the ICRC
-// for the IP/UDP headers the kernel will put on (UDP) or skips it (shared
-// memory), and verifies it on receive, dropping and counting bad packets.
+// the end with 4 bytes of room for the ICRC; the transport frames the ICRC
+// for the IP/UDP headers the kernel will put on (UDP, icrc_framing.h) or
+// skips it (shared memory), and verifies it on receive, dropping and
+// counting bad packets.
+//
+// The engine sees only this interface: which transport a device gets is
+// decided in factory.cc, and what the engine needs beyond packets it asks
+// for as properties and capabilities (the end of the class below).
 //
 // Thread-safety: a Transport is not internally synchronised; the engine
 // calls it under its own lock.
@@ -24,6 +29,9 @@ namespace softrnic::transport {
 
 class PeerMemory;  // peer_memory.h
 
+// The shortest packet: a BTH and the ICRC.
+inline constexpr uint32_t kMinPacketLength = 12 + 4;
+
 struct TxPacket {
   const uint8_t* data = nullptr;  // BTH .. ICRC (ICRC bytes are written by the transport)
   uint32_t length = 0;            // including the 4 ICRC bytes
@@ -38,6 +46,10 @@ struct TxPacket {
   const uint8_t* payload = nullptr;
   uint32_t payload_length = 0;
   uint32_t head_length = 0;
+  // The last 4 bytes already hold the ICRC, framed for IPv4 ID 0 (a fault
+  // injector's corrupted copy, fault_transport.h): sent as they are, alone
+  // in their datagram. Whole packets only.
+  bool icrc_included = false;
 };
 
 // Whether a packet in pieces adds up: a head holding at least the BTH,
@@ -159,9 +171,10 @@ class Transport {
   virtual PeerMemory* peer_memory() { return nullptr; }
 };
 
-// Fault injection, applied to transmitted packets after the ICRC is
-// computed, so a corrupted packet is caught by the receiver's ICRC check the
-// way a real bit error would be. Probabilities are in [0, 1].
+// Fault injection (SOFTRNIC_FAULTS), a transport wrapped around the UDP one
+// (fault_transport.h): a corrupted packet's bit is flipped after its ICRC
+// is framed, so the receiver's ICRC check catches it the way a real bit
+// error would be. Probabilities are in [0, 1].
 struct FaultConfig {
   double drop = 0, duplicate = 0, reorder = 0, corrupt = 0;
   uint64_t seed = 1;

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "transport/icrc_framing.h"
+
 namespace softrnic::transport {
 
 namespace {
@@ -66,7 +68,7 @@ void DatagramSplitter::NoteValid(uint32_t ip, uint16_t port, uint64_t now_ns) {
 bool DatagramSplitter::CheckSegmentIcrc(wire::IpUdpFields& ip, const uint8_t* data, uint32_t len,
                                         uint32_t segment, bool retry_allowed) {
   ip.ipv4_id = static_cast<uint16_t>(segment);
-  if (wire::CheckIcrc(ip, data, len)) return true;
+  if (IcrcValid(ip, data, len)) return true;
   if (!retry_allowed) return false;
   // A run segmented before it reached us (by a NIC, a veth without GSO, a
   // router) arrives as single datagrams whose IPv4 IDs are their index in
@@ -77,7 +79,7 @@ bool DatagramSplitter::CheckSegmentIcrc(wire::IpUdpFields& ip, const uint8_t* da
     if (id == segment) continue;
     ip.ipv4_id = static_cast<uint16_t>(id);
     ++counters_->rx_icrc_id_retry_crcs;
-    if (wire::CheckIcrc(ip, data, len)) {
+    if (IcrcValid(ip, data, len)) {
       ++counters_->rx_icrc_id_retries;
       return true;
     }
@@ -100,11 +102,7 @@ bool DatagramSplitter::Split(const ReceivedDatagram& d, uint16_t local_index, ui
   }
   const bool coalesced = d.gro_segment_size > 0 && d.gro_segment_size < len;
   const uint32_t segment_size = coalesced ? d.gro_segment_size : len;
-  wire::IpUdpFields ip;
-  std::memcpy(ip.src_ip, &d.src_ip, 4);
-  std::memcpy(ip.dst_ip, &d.dst_ip, 4);
-  ip.src_port = d.src_port;
-  ip.dst_port = d.dst_port;
+  wire::IpUdpFields ip = IcrcFields(d.src_ip, d.src_port, d.dst_ip, d.dst_port);
   // Whether segments of this datagram may be tried with other IPv4 IDs: its
   // source sent a valid packet lately, possibly an earlier segment of this
   // very datagram (coalescing alone proves nothing: GRO merges any flow's

@@ -7,20 +7,21 @@
 // - Thread-safety: not internally synchronised. One thread at a time (the
 //   engine's lock); the functions below are pure and thread-safe.
 // - SendBurst never writes into TxPacket::data (the ICRC goes out from
-//   transport-owned staging), and the caller's buffers may be reused as soon
-//   as it returns. The return value is how many packets from the front were
-//   consumed: sent, or dropped for good (malformed request -> tx_errors, hard
-//   send error such as EMSGSIZE -> tx_errors, injected drop). When a socket
+//   transport-owned staging, udp_tx.h), and the caller's buffers may be
+//   reused as soon as it returns. The return value is how many packets from
+//   the front were consumed: sent, or dropped for good (malformed request ->
+//   tx_errors, hard send error such as EMSGSIZE -> tx_errors). When a socket
 //   buffer is full (EAGAIN/ENOBUFS -> tx_busy) it returns early and the
 //   caller offers the rest again later.
 // - RxPacket::data points into transport-owned buffers (kUdpMaxRecvBurst of
 //   kUdpRecvBufferSize bytes); they are valid until the next RecvBurst call
 //   on the same transport. RecvBurst returns at most kUdpMaxRecvBurst.
-// - Counters: tx_packets/tx_bytes count datagrams the kernel accepted,
-//   including injected duplicates and released held-back packets.
-// - Fault injection "reorder" holds one packet back and sends it after the
-//   next packet, or at the start of the next RecvBurst call at the latest,
-//   so the engine's progress loop never leaves a packet held while idle.
+// - Counters: tx_packets/tx_bytes count datagrams the kernel accepted
+//   (with fault injection above it: injected duplicates and released
+//   held-back packets too).
+// - UdpConfig::faults is not applied here (the factory wraps this transport
+//   in fault_transport.h); it only turns segmented sending off, since faults
+//   act per packet.
 #pragma once
 
 #include <cstdint>

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "transport/factory.h"
 #include "wire/icrc.h"
 
 namespace softrnic::transport::test_helpers {
@@ -50,7 +51,9 @@ inline std::unique_ptr<Transport> MakeExplicit(const std::vector<std::string>& a
     config.faults = faults;
     config.segmentation = segmentation;
     std::string error;
-    auto t = CreateUdpTransport(config, &error);
+    // Through the factory: it wraps the UDP transport in fault injection
+    // when `faults` asks for it (fault_transport.h).
+    auto t = CreateTransport(config, TransportMode::kUdp, &error);
     if (t) {
       if (port_out) *port_out = config.port;
       return t;

@@ -1,0 +1,67 @@
+// Socket setup of the UDP transport (udp_transport.cc): opening, binding and
+// claiming endpoints, the per-process loopback address, and the reply-socket
+// steering program. Internal to src/transport/.
+//
+// One non-blocking, never-connected UDP socket per local endpoint, each bound
+// to a specific IPv4 address (the ICRC covers the source address and port, so
+// the transport must know exactly what the kernel will put in the IP/UDP
+// headers; a wildcard bind would leave the source address to routing).
+//
+// Reply sockets: each endpoint is a SO_REUSEPORT group of two sockets on the
+// same address and port, with a classic BPF program (unprivileged) that
+// steers RC responses (opcodes 0x0D-0x12: read responses, ACK, atomic ACK)
+// to the second socket and everything else to the first. The wire is
+// unchanged (every packet to and from port 4791); only the local delivery
+// differs. The engine's progress thread waits on the first sockets always
+// and on the reply sockets only when it must (docs/progress.md), so a
+// response that an application thread is polling for wakes nobody.
+// Who owns an address:port is decided by an abstract unix socket named after
+// it (per network namespace, gone when the process dies): a second process
+// that joined the group in a race sees the name taken and leaves at once.
+// A name held by another uid is ignored (ClaimEndpoint: SO_PEERCRED).
+// IP_MTU_DISCOVER=IP_PMTUDISC_DO sets DF, and an unconnected DF socket sends
+// IPv4 ID 0, which is what the ICRC framing assumes (a connected socket
+// would number IDs from a per-socket counter and break the ICRC).
+//
+// Thread-safety: setup only, one thread.
+#pragma once
+
+#include <netinet/in.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "transport/transport.h"
+
+namespace softrnic::transport {
+
+struct LocalSocket {
+  int fd = -1;
+  sockaddr_in addr{};  // the bound address and port (network order)
+  bool gro = false;    // UDP_GRO accepted: datagrams may hold several packets
+  uint16_t local = 0;  // the endpoint (index into the transport's locals) it belongs to
+  bool reply = false;  // the endpoint's reply socket (see the top of this file)
+};
+
+// The sockets of one endpoint (see the top of this file).
+struct EndpointSockets {
+  LocalSocket main;
+  LocalSocket reply;  // fd -1: none
+  int owner_fd = -1;  // abstract unix socket naming the address:port, or -1
+};
+
+// The most sockets a transport has (one RecvBurst's epoll_wait looks at all).
+inline constexpr int kMaxReadySockets = 64;
+
+// Opens the endpoints `config` asks for, in GID-table order, handing each to
+// `add` (which takes ownership of its descriptors; false stops with *error
+// set). Explicit bind addresses are all required; automatic binding takes
+// every host address whose port is free, then exactly one per-process
+// loopback address (docs/addressing.md). Returns false and *error on
+// failure.
+bool OpenEndpoints(const UdpConfig& config,
+                   const std::function<bool(const EndpointSockets&, std::string*)>& add,
+                   std::string* error);
+
+}  // namespace softrnic::transport
