@@ -1,8 +1,8 @@
 // Deterministic fault injection for transmitted packets (see FaultConfig in
-// transport.h). The transport asks for one decision per packet, after the
-// ICRC has been computed, and applies it: drop (do not send), corrupt (flip
-// one bit so the receiver's ICRC check rejects it), duplicate (send twice),
-// reorder (hold back and send after the next packet).
+// transport.h). FaultTransport (fault_transport.h) asks for one decision per
+// packet and applies it: drop (do not send), corrupt (flip one bit after the
+// ICRC is framed, so the receiver's ICRC check rejects it), duplicate (send
+// twice), reorder (hold back and send after the next packet).
 //
 // The PRNG is splitmix64 seeded from FaultConfig::seed, so a given seed and
 // packet sequence always produce the same faults (reproducible failures).
