@@ -70,7 +70,10 @@ void Push(Channel* c, Event* e) {
 
 void Deliver(Id* id, Event* e) {
   CM_DBG("event %s status %d id %p", rdma_event_str(e->ev.event), e->ev.status, (void*)id);
-  Push(id->chan, e);
+  // A CONNECT_REQUEST goes to its listener's channel (for a synchronous
+  // listener, rdma_get_request picks it up there).
+  const bool request = e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST && id->request_chan;
+  Push(request ? id->request_chan : id->chan, e);
 }
 
 void Simple(Id* id, rdma_cm_event_type t, int status) { Deliver(id, NewEvent(id, t, status)); }

@@ -1,7 +1,15 @@
 // What the parts of softrnic's librdmacm share: the id, event and channel
-// structures, the process's CM (QP1, tables, lock) and the helpers the API
-// (cma.cc), the CM protocol (cm_protocol.cc) and the event channels
-// (cm_channel.cc) call on each other. Private to the library.
+// structures, the process's CM (QP1, tables, lock) and the functions the
+// files call on each other. Private to the library. The files:
+//   cma.cc, cma_qp.cc   the rdma_* API (ids, channels; QPs and SRQs)
+//   addrinfo.cc         local addresses, routes, rdma_getaddrinfo
+//   cm_state.cc         the CM object, tunables, GID helpers, host registry
+//   cm_channel.cc       event channels and event delivery
+//   cm_transitions.cc   the CM state machine as a table (cm_transitions.h)
+//   cm_protocol.cc      MAD handlers, state changes (Apply), timers
+//   cm_qp1.cc           QP1: start-up, MADs in and out, CM thread, exit hook
+//   cm_qp_attr.cc       the data QP's attributes and moves
+//   mad.cc              every byte of the CM MADs (mad.h)
 //
 // Locking: one mutex (Cm::mu) guards every id and the CM's tables; each event
 // channel has its own mutex for its queue, always taken after Cm::mu.
@@ -25,6 +33,7 @@
 #include <vector>
 
 #include "rdmacm/cm_send_slots.h"
+#include "rdmacm/cm_transitions.h"
 #include "rdmacm/mad.h"
 
 namespace softrnic::rdmacm {
@@ -79,22 +88,6 @@ struct Channel {
 };
 
 inline Channel* ToChannel(rdma_event_channel* c) { return reinterpret_cast<Channel*>(c); }
-
-enum class St {
-  kIdle,
-  kAddrResolved,
-  kRouteResolved,
-  kListen,
-  kReqSent,      // active: REQ / SIDR_REQ sent, waiting for REP
-  kRepRcvd,      // active: REP received, no QP: CONNECT_RESPONSE delivered
-  kReqRcvd,      // passive: CONNECT_REQUEST delivered, waiting for accept
-  kRepSent,      // passive: REP sent, waiting for RTU
-  kConnected,
-  kDreqSent,
-  kDisconnected,
-  kRejected,
-  kError,
-};
 
 enum class Timer { kNone, kReq, kRep, kDreq, kSidr };
 
@@ -186,6 +179,9 @@ struct Cm {
   // or comm ID: forged or stale), REQs dropped for a full backlog, requests
   // reclaimed unclaimed, replies to unknown peers suppressed by the limit.
   uint64_t ignored_mads = 0, backlog_drops = 0, reclaimed_requests = 0, replies_suppressed = 0;
+  // MADs and timeouts of a known id that its state has no transition for
+  // (cm_transitions.h): dropped.
+  uint64_t unexpected_events = 0;
   // Replies to MADs of no connection (REJ, DREP, SIDR_REP): a token bucket.
   double reply_tokens = 0;
   Clock::time_point reply_refill{};
@@ -202,6 +198,9 @@ Cm& G();
 inline Clock::time_point Now() { return G().now(); }
 // A forked child's fresh CM (pthread_atfork).
 void AtForkChild();
+// A unit test's fresh CM; the previous one (no ids left, not started) is
+// freed.
+void ResetCmForTest();
 void SetGidFromIp(ibv_gid* g, uint32_t ip_host);
 uint32_t IpFromGid(const uint8_t* raw);
 std::string IpStr(uint32_t ip_host);
@@ -260,13 +259,24 @@ void ArmTimer(Id* id, Timer t);
 void StopTimer(Id* id);
 uint32_t NewCommId(Id* id);
 uint32_t NewPsn();
-void FillCmaHdr(uint8_t* p, uint32_t src_ip, uint16_t sport, uint32_t dst_ip);
 void SendRtu(Id* id);
 // A DREQ for the id's connection; `remember`: kept for retransmission.
 void SendDreq(Id* id, bool remember);
 // rdma_connect's REQ / SIDR_REQ: sent now with timer `t`, or (`defer`: a
 // same-host listener not registered yet) kept while the registry is polled.
 void SendOrDefer(Id* id, const CmMsg& m, Timer t, bool defer);
+// The state machine (cm_transitions.h). Expect: the row for `ev` in the
+// id's state, or nullptr, counted (Cm::unexpected_events) and logged, when
+// there is none. Apply: the one path of every state change: stops the
+// timer if the row says so, sets the next state, delivers the row's event
+// (`e` when the caller built it with data, else one with the row's status
+// or `status`). RunCmAction: the row's protocol action (the rdma_* calls do
+// their own); returns the row to apply (kTakeRep turns into kRepQpFailed's
+// when the QP refuses the REP).
+const CmTransition* Expect(Id* id, CmEvent ev);
+void Apply(Id* id, const CmTransition& t, Event* e = nullptr);
+void Apply(Id* id, const CmTransition& t, int status);
+const CmTransition* RunCmAction(Id* id, const CmTransition& t, const CmMsg& m);
 // A MAD QP1 received: GRH (40 bytes) + MAD.
 void HandleMad(const uint8_t* buf, size_t len);
 // Retransmissions and timeouts that are due (the CM thread, every pass).

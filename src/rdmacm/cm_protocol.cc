@@ -1,6 +1,9 @@
 // The CM protocol of softrnic's librdmacm: CM MADs in and out of QP1 and the
 // connection state they drive (IBA 12.6 and 12.9: REQ, REP, RTU, REJ, DREQ,
-// DREP; 12.11 SIDR), for the ids of cma.cc.
+// DREP; 12.11 SIDR), for the ids of cma.cc, and the retransmission timers.
+// Every state change goes through the transition table (cm_transitions.h):
+// a handler finds the id a MAD is for, picks the event, and Apply does what
+// the row says; an event without a row changes nothing.
 //
 // Who may change a connection (security review H2): a MAD is for one of our
 // ids only if it names our communication ID, comes from the connection's
@@ -181,16 +184,6 @@ uint32_t NewCommId(Id* id) {
 
 uint32_t NewPsn() { return SecureRandom32() & 0xffffff; }
 
-void FillCmaHdr(uint8_t* p, uint32_t src_ip, uint16_t sport, uint32_t dst_ip) {
-  p[0] = 0;     // cma_version
-  p[1] = 0x40;  // IPv4
-  uint16_t np = htons(sport);
-  std::memcpy(p + 2, &np, 2);
-  uint32_t s = htonl(src_ip), d = htonl(dst_ip);
-  std::memcpy(p + 16, &s, 4);
-  std::memcpy(p + 32, &d, 4);
-}
-
 void SendRtu(Id* id) {
   CmMsg r;
   r.attr = kAttrRtu;
@@ -265,13 +258,88 @@ void ReclaimUnclaimedRequests() {
 
 namespace {
 
+// The event a connection MAD is for the id it matched: the handler's
+// classification, so that every outcome is one row of the table.
+CmEvent Classify(const Id* id, const CmMsg& m) {
+  switch (m.attr) {
+    case kAttrRep: return id->id.qp ? CmEvent::kRep : CmEvent::kRepNoQp;
+    case kAttrRtu: return CmEvent::kRtu;
+    case kAttrRej:
+      // The client's REQ may still find a listener being set up: see
+      // kRetryReqSoon.
+      return m.reason == kRejInvalidServiceId && id->invalid_sid_retries > 0 && id->have_last
+                 ? CmEvent::kRejInvalidSid
+                 : CmEvent::kRej;
+    case kAttrDreq: return CmEvent::kDreq;
+    case kAttrDrep: return CmEvent::kDrep;
+    default:  // kAttrSidrRep
+      return m.sidr_status == kSidrOk       ? CmEvent::kSidrRepOk
+             : m.sidr_status == kSidrReject ? CmEvent::kSidrRepReject
+                                            : CmEvent::kSidrRepFailed;
+  }
+}
+
+// The event the application gets for row `t` on MAD `m`: the row's type and
+// status, with what the MAD carries for it (private data, the REJ reason,
+// the peer's connection or UD parameters). nullptr when the row delivers
+// nothing.
+Event* EventFor(Id* id, const CmTransition& t, const CmMsg& m) {
+  if (t.deliver == kNoEvent) return nullptr;
+  Event* e = NewEvent(id, rdma_cm_event_type(t.deliver), t.status);
+  const bool established = t.deliver == RDMA_CM_EVENT_ESTABLISHED || t.deliver == RDMA_CM_EVENT_CONNECT_RESPONSE;
+  if (m.attr == kAttrRep && established) {
+    SetConnPdata(e, m.pdata, kRepPdata);
+    rdma_conn_param& p = e->ev.param.conn;
+    p.responder_resources = m.initiator_depth;
+    p.initiator_depth = m.responder_resources;
+    p.flow_control = m.flow_control;
+    p.rnr_retry_count = m.rnr_retry_count;
+    p.srq = m.srq;
+    p.qp_num = m.qpn;
+  } else if (m.attr == kAttrRej) {
+    // The QP is the application's: it moves it (rdma_disconnect) or destroys it,
+    // possibly right now on its own thread, so the CM thread leaves it alone
+    // (as rdma-core's librdmacm does).
+    e->ev.status = m.reason;
+    SetConnPdata(e, m.pdata, kRejPdata);
+  } else if (m.attr == kAttrSidrRep) {
+    if (t.deliver == RDMA_CM_EVENT_ESTABLISHED) {
+      rdma_ud_param& u = e->ev.param.ud;
+      u.qp_num = m.qpn;
+      u.qkey = m.qkey;
+      u.ah_attr.is_global = 1;
+      u.ah_attr.grh.dgid = id->dgid;
+      u.ah_attr.grh.sgid_index = uint8_t(id->sgid_index);
+      u.ah_attr.grh.hop_limit = 64;
+      u.ah_attr.port_num = 1;
+    }
+    std::memcpy(e->pdata, m.pdata, kSidrRepPdata);
+    e->ev.param.ud.private_data = e->pdata;
+    e->ev.param.ud.private_data_len = uint8_t(kSidrRepPdata);
+  }
+  return e;
+}
+
+// The one path of every MAD of an existing connection (REP, RTU, REJ, DREQ,
+// DREP, SIDR_REP): the id it names (FindConnection: our comm ID, the
+// connection's peer address, the peer's comm ID once known), the row for
+// the id's state, the row's action, the transition with its event.
+// `ours` / `theirs`: the MAD's comm IDs naming us and the peer.
+void OnConnectionMad(const CmMsg& m, const ibv_gid& peer, uint32_t ours, uint32_t theirs) {
+  Id* id = FindConnection(m, ours, theirs, peer);
+  if (!id) return;
+  if (m.attr == kAttrSidrRep && id->id.qp_type != IBV_QPT_UD) return;  // not a SIDR id
+  const CmTransition* t = Expect(id, Classify(id, m));
+  if (!t) return;
+  t = RunCmAction(id, *t, m);
+  Apply(id, *t, EventFor(id, *t, m));
+}
+
 void HandleReq(const CmMsg& m, int sgid, const ibv_gid& peer, uint32_t dst_ip) {
   Cm& g = G();
   bool sidr = m.attr == kAttrSidrReq;
   if (Id* dup = FindChildByPeer(m.local_comm_id, peer)) {  // a retransmitted REQ
-    if (dup->have_last && (dup->st == St::kRepSent || dup->st == St::kConnected ||
-                           dup->st == St::kRejected))
-      SendRaw(dup->sgid_index, dup->dgid, dup->last_mad);
+    if (const CmTransition* t = Expect(dup, CmEvent::kReqDup)) RunCmAction(dup, *t, m);
     return;
   }
   int ps = int((m.service_id >> 16) & 0xffff);
@@ -304,7 +372,6 @@ void HandleReq(const CmMsg& m, int sgid, const ibv_gid& peer, uint32_t dst_ip) {
            l->backlog, (unsigned long long)g.backlog_drops);
     return;
   }
-  const uint8_t* hdr = m.pdata;
   Channel* chan = l->chan;
   if (l->sync) {
     chan = NewChannel();
@@ -329,25 +396,21 @@ void HandleReq(const CmMsg& m, int sgid, const ibv_gid& peer, uint32_t dst_ip) {
   c->requested_at = Now();
   ++l->unclaimed_requests;
   // Addresses from rdma_cm's IP header (peer's view), else from the packet.
-  uint32_t hsrc, hdst;
-  std::memcpy(&hsrc, hdr + 16, 4);
-  std::memcpy(&hdst, hdr + 32, 4);
-  uint16_t hport;
-  std::memcpy(&hport, hdr + 2, 2);
+  const CmaHdr h = DecodeCmaHdr(m.pdata);
   sockaddr_in& s = c->id.route.addr.src_sin;
   s.sin_family = AF_INET;
   s.sin_port = htons(port);
-  s.sin_addr.s_addr = hdst ? hdst : htonl(dst_ip);
+  s.sin_addr.s_addr = h.dst_addr ? h.dst_addr : htonl(dst_ip);
   sockaddr_in& d = c->id.route.addr.dst_sin;
   d.sin_family = AF_INET;
-  d.sin_port = hport;
-  d.sin_addr.s_addr = hsrc ? hsrc : htonl(IpFromGid(peer.raw));
+  d.sin_port = h.src_port;
+  d.sin_addr.s_addr = h.src_addr ? h.src_addr : htonl(IpFromGid(peer.raw));
   c->id.route.addr.addr.ibaddr.sgid.global.interface_id = 0;
   if (sgid >= 0 && size_t(sgid) < g.gid_ip.size()) SetGidFromIp(&c->id.route.addr.addr.ibaddr.sgid, g.gid_ip[size_t(sgid)]);
   c->id.route.addr.addr.ibaddr.dgid = peer;
   c->id.route.addr.addr.ibaddr.pkey = htons(0xffff);
-  c->st = St::kReqRcvd;
 
+  const CmTransition* t = FindTransition(c->st, CmEvent::kReq);  // a new id: always there
   Event* e = NewEvent(c, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
   e->ev.listen_id = &l->id;
   if (sidr) {
@@ -372,30 +435,64 @@ void HandleReq(const CmMsg& m, int sgid, const ibv_gid& peer, uint32_t dst_ip) {
     p.srq = m.srq;
     p.qp_num = m.qpn;
   }
-  // The CONNECT_REQUEST goes to the listener's channel (for a synchronous
-  // listener, rdma_get_request picks it up there).
-  CM_DBG("event CONNECT_REQUEST id %p", (void*)c);
-  Push(l->chan, e);
+  // The CONNECT_REQUEST goes to the listener's channel (Deliver: for a
+  // synchronous listener, rdma_get_request picks it up there).
+  Apply(c, *t, e);
 }
 
-void HandleRep(const CmMsg& m, const ibv_gid& peer) {
-  Id* id = FindConnection(m, m.remote_comm_id, m.local_comm_id, peer);
-  if (!id) return;
-  if (id->st == St::kConnected && id->remote_comm_id == m.local_comm_id) {
-    SendRtu(id);  // our RTU was lost
+}  // namespace
+
+const CmTransition* Expect(Id* id, CmEvent ev) {
+  const CmTransition* t = FindTransition(id->st, ev);
+  if (!t) {
+    Cm& g = G();
+    ++g.unexpected_events;
+    CM_DBG("%s in state %s: no transition, dropped (%llu unexpected)", CmEventName(ev), StName(id->st),
+           (unsigned long long)g.unexpected_events);
+  }
+  return t;
+}
+
+void Apply(Id* id, const CmTransition& t, Event* e) {
+  if (t.stop_timer) StopTimer(id);
+  id->st = t.next;
+  if (t.deliver == kNoEvent) {
+    delete e;
     return;
   }
-  if (id->st != St::kReqSent) return;
-  StopTimer(id);
-  id->remote_comm_id = m.local_comm_id;
-  id->remote_qpn = m.qpn;
-  id->remote_psn = m.starting_psn;
-  id->rnr_retry = m.rnr_retry_count;
-  // Our initiator depth cannot exceed what the peer will serve.
-  id->init_depth = std::min(id->init_depth, m.responder_resources);
-  Event* e;
-  if (id->id.qp) {
-    if (QpToRts(id) != 0) {
+  Deliver(id, e ? e : NewEvent(id, rdma_cm_event_type(t.deliver), t.status));
+}
+
+void Apply(Id* id, const CmTransition& t, int status) {
+  Apply(id, t, t.deliver == kNoEvent ? nullptr : NewEvent(id, rdma_cm_event_type(t.deliver), status));
+}
+
+const CmTransition* RunCmAction(Id* id, const CmTransition& t, const CmMsg& m) {
+  switch (t.action) {
+    case CmAction::kTakeRep: {
+      id->remote_comm_id = m.local_comm_id;
+      id->remote_qpn = m.qpn;
+      id->remote_psn = m.starting_psn;
+      id->rnr_retry = m.rnr_retry_count;
+      // Our initiator depth cannot exceed what the peer will serve.
+      id->init_depth = std::min(id->init_depth, m.responder_resources);
+      if (!id->id.qp) return &t;
+      if (QpToRts(id) != 0) {
+        const CmTransition* failed = FindTransition(id->st, CmEvent::kRepQpFailed);
+        return failed ? RunCmAction(id, *failed, m) : &t;
+      }
+      SendRtu(id);
+      return &t;
+    }
+    case CmAction::kTakeSidrRep:
+      id->remote_qpn = m.qpn;
+      id->remote_qkey = m.qkey;
+      return &t;
+    case CmAction::kSendRtu: SendRtu(id); return &t;
+    case CmAction::kResendReply:
+      if (id->have_last) SendRaw(id->sgid_index, id->dgid, id->last_mad);
+      return &t;
+    case CmAction::kRejectRep: {
       CmMsg r;
       r.attr = kAttrRej;
       r.local_comm_id = id->local_comm_id;
@@ -403,123 +500,29 @@ void HandleRep(const CmMsg& m, const ibv_gid& peer) {
       r.msg_rejected = 1;
       r.reason = kRejConsumer;
       SendMsg(id->sgid_index, id->dgid, r);
-      id->st = St::kError;
-      Simple(id, RDMA_CM_EVENT_CONNECT_ERROR, -EINVAL);
-      return;
+      return &t;
     }
-    SendRtu(id);
-    id->st = St::kConnected;
-    e = NewEvent(id, RDMA_CM_EVENT_ESTABLISHED, 0);
-  } else {
-    id->st = St::kRepRcvd;
-    e = NewEvent(id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0);
+    case CmAction::kRetryReqSoon:
+      // The listener may be just being set up (perftest closes its first
+      // listener and opens the next one right after its handshake): try
+      // again shortly, for about a second, before reporting REJECTED.
+      --id->invalid_sid_retries;
+      id->timer = Timer::kReq;
+      id->retries_left = std::max(id->retries_left, 1);
+      id->deadline = Now() + std::chrono::milliseconds(kLookupMs);
+      return &t;
+    case CmAction::kSendDrep: SendDrep(id->sgid_index, id->dgid, id->local_comm_id, id->remote_comm_id); return &t;
+    case CmAction::kSendDreqOnce: SendDreq(id, /*remember=*/false); return &t;
+    case CmAction::kNone:
+    case CmAction::kSendReq:
+    case CmAction::kSendRep:
+    case CmAction::kSendSidrRep:
+    case CmAction::kSendRej:
+    case CmAction::kDisconnectQp:
+    case CmAction::kQpToErr: return &t;  // done by the rdma_* call
   }
-  SetConnPdata(e, m.pdata, kRepPdata);
-  rdma_conn_param& p = e->ev.param.conn;
-  p.responder_resources = m.initiator_depth;
-  p.initiator_depth = m.responder_resources;
-  p.flow_control = m.flow_control;
-  p.rnr_retry_count = m.rnr_retry_count;
-  p.srq = m.srq;
-  p.qp_num = m.qpn;
-  Deliver(id, e);
+  return &t;
 }
-
-void HandleRtu(const CmMsg& m, const ibv_gid& peer) {
-  Id* id = FindConnection(m, m.remote_comm_id, m.local_comm_id, peer);
-  if (!id || id->st != St::kRepSent) return;
-  StopTimer(id);
-  id->st = St::kConnected;
-  Simple(id, RDMA_CM_EVENT_ESTABLISHED, 0);
-}
-
-void HandleRej(const CmMsg& m, const ibv_gid& peer) {
-  Id* id = FindConnection(m, m.remote_comm_id, m.local_comm_id, peer);
-  if (!id) return;
-  if (id->st != St::kReqSent && id->st != St::kRepSent && id->st != St::kRepRcvd) return;
-  if (id->st == St::kReqSent && m.reason == kRejInvalidServiceId && id->invalid_sid_retries > 0 &&
-      id->have_last) {
-    // The listener may be just being set up (perftest closes its first
-    // listener and opens the next one right after its handshake): try again
-    // shortly, for about a second, before reporting REJECTED.
-    --id->invalid_sid_retries;
-    id->timer = Timer::kReq;
-    id->retries_left = std::max(id->retries_left, 1);
-    id->deadline = Now() + std::chrono::milliseconds(kLookupMs);
-    return;
-  }
-  StopTimer(id);
-  // The QP is the application's: it moves it (rdma_disconnect) or destroys it,
-  // possibly right now on its own thread, so the CM thread leaves it alone
-  // (as rdma-core's librdmacm does).
-  id->st = St::kRejected;
-  Event* e = NewEvent(id, RDMA_CM_EVENT_REJECTED, m.reason);
-  SetConnPdata(e, m.pdata, kRejPdata);
-  Deliver(id, e);
-}
-
-void HandleDreq(const CmMsg& m, int sgid, const ibv_gid& peer) {
-  if (!FindComm(m.remote_comm_id)) {
-    // Our DREP was lost and the connection is gone here (IBA 12.9.6: answer
-    // a DREQ for an unknown connection anyway), or a forgery: rate-limited.
-    Ignore(m, peer, "unknown comm ID");
-    if (ReplyAllowed("DREQ for no connection")) SendDrep(sgid, peer, m.remote_comm_id, m.local_comm_id);
-    return;
-  }
-  Id* id = FindConnection(m, m.remote_comm_id, m.local_comm_id, peer);
-  if (!id) return;
-  SendDrep(id->sgid_index, id->dgid, id->local_comm_id, id->remote_comm_id);
-  if (id->st == St::kConnected || id->st == St::kRepSent || id->st == St::kDreqSent ||
-      id->st == St::kRepRcvd) {
-    StopTimer(id);
-    // The QP is the application's: it moves it (rdma_disconnect) or destroys it,
-    // possibly right now on its own thread, so the CM thread leaves it alone
-    // (as rdma-core's librdmacm does).
-    id->st = St::kDisconnected;
-    Simple(id, RDMA_CM_EVENT_DISCONNECTED, 0);
-  }
-}
-
-void HandleDrep(const CmMsg& m, const ibv_gid& peer) {
-  Id* id = FindConnection(m, m.remote_comm_id, m.local_comm_id, peer);
-  if (!id || id->st != St::kDreqSent) return;
-  StopTimer(id);
-  id->st = St::kDisconnected;
-  Simple(id, RDMA_CM_EVENT_DISCONNECTED, 0);
-}
-
-// SIDR_REP carries only our request ID (IBA 12.11.2): the peer address is
-// the rest of the match.
-void HandleSidrRep(const CmMsg& m, const ibv_gid& peer) {
-  Id* id = FindConnection(m, m.local_comm_id, 0, peer);
-  if (!id || id->st != St::kReqSent || id->id.qp_type != IBV_QPT_UD) return;
-  StopTimer(id);
-  Event* e;
-  if (m.sidr_status == kSidrOk) {
-    id->st = St::kConnected;
-    id->remote_qpn = m.qpn;
-    id->remote_qkey = m.qkey;
-    e = NewEvent(id, RDMA_CM_EVENT_ESTABLISHED, 0);
-    rdma_ud_param& u = e->ev.param.ud;
-    u.qp_num = m.qpn;
-    u.qkey = m.qkey;
-    u.ah_attr.is_global = 1;
-    u.ah_attr.grh.dgid = id->dgid;
-    u.ah_attr.grh.sgid_index = uint8_t(id->sgid_index);
-    u.ah_attr.grh.hop_limit = 64;
-    u.ah_attr.port_num = 1;
-  } else {
-    id->st = St::kRejected;
-    e = NewEvent(id, RDMA_CM_EVENT_UNREACHABLE, m.sidr_status == kSidrReject ? -ECONNREFUSED : -EPROTONOSUPPORT);
-    if (m.sidr_status == kSidrReject) e->ev.event = RDMA_CM_EVENT_REJECTED, e->ev.status = kRejConsumer;
-  }
-  std::memcpy(e->pdata, m.pdata, kSidrRepPdata);
-  e->ev.param.ud.private_data = e->pdata;
-  e->ev.param.ud.private_data_len = uint8_t(kSidrRepPdata);
-  Deliver(id, e);
-}
-
-}  // namespace
 
 void HandleMad(const uint8_t* buf, size_t len) {
   if (len < kGrh + kMadSize) return;
@@ -540,12 +543,24 @@ void HandleMad(const uint8_t* buf, size_t len) {
   switch (m.attr) {
     case kAttrReq:
     case kAttrSidrReq: HandleReq(m, sgid, peer, dst_ip); break;
-    case kAttrRep: HandleRep(m, peer); break;
-    case kAttrRtu: HandleRtu(m, peer); break;
-    case kAttrRej: HandleRej(m, peer); break;
-    case kAttrDreq: HandleDreq(m, sgid, peer); break;
-    case kAttrDrep: HandleDrep(m, peer); break;
-    case kAttrSidrRep: HandleSidrRep(m, peer); break;
+    case kAttrDreq:
+      if (!FindComm(m.remote_comm_id)) {
+        // Our DREP was lost and the connection is gone here (IBA 12.9.6:
+        // answer a DREQ for an unknown connection anyway), or a forgery:
+        // rate-limited.
+        Ignore(m, peer, "unknown comm ID");
+        if (ReplyAllowed("DREQ for no connection")) SendDrep(sgid, peer, m.remote_comm_id, m.local_comm_id);
+        break;
+      }
+      OnConnectionMad(m, peer, m.remote_comm_id, m.local_comm_id);
+      break;
+    case kAttrRep:
+    case kAttrRtu:
+    case kAttrRej:
+    case kAttrDrep: OnConnectionMad(m, peer, m.remote_comm_id, m.local_comm_id); break;
+    // SIDR_REP carries only our request ID (IBA 12.11.2): the peer address
+    // is the rest of the match.
+    case kAttrSidrRep: OnConnectionMad(m, peer, m.local_comm_id, 0); break;
     default: break;  // MRA: our timers are generous enough
   }
 }
@@ -562,7 +577,7 @@ void RunTimers() {
         SetGidFromIp(&id->dgid, lip);
         id->id.route.addr.addr.ibaddr.dgid = id->dgid;
         if (id->id.route.path_rec) id->id.route.path_rec->dgid = id->dgid;
-        if (id->id.qp_type != IBV_QPT_UD) std::memcpy(id->last_mad + kMadHeader + 72, id->dgid.raw, 16);
+        if (id->id.qp_type != IBV_QPT_UD) SetReqPrimaryDgid(id->last_mad, id->dgid.raw);
         SendRaw(id->sgid_index, id->dgid, id->last_mad);
         ArmTimer(id, id->timer);
       } else if (--id->lookups_left > 0) {
@@ -572,10 +587,9 @@ void RunTimers() {
         // CM answers (REJ, invalid service ID), without a round trip.
         id->pending_lookup = false;
         StopTimer(id);
-        id->st = St::kRejected;
-        bool ud = id->id.qp_type == IBV_QPT_UD;
-        Simple(id, ud ? RDMA_CM_EVENT_UNREACHABLE : RDMA_CM_EVENT_REJECTED,
-               ud ? -ECONNREFUSED : kRejInvalidServiceId);
+        const bool ud = id->id.qp_type == IBV_QPT_UD;
+        if (const CmTransition* t = Expect(id, ud ? CmEvent::kLookupFailedUd : CmEvent::kLookupFailed))
+          Apply(id, *t);
       }
       continue;
     }
@@ -586,30 +600,16 @@ void RunTimers() {
       SendRaw(id->sgid_index, id->dgid, id->last_mad);
       continue;
     }
-    Timer t = id->timer;
+    // Retries exhausted. The QP is the application's: it moves it
+    // (rdma_disconnect) or destroys it, possibly right now on its own
+    // thread, so the CM thread leaves it alone (as rdma-core's librdmacm
+    // does).
+    const Timer t = id->timer;
     StopTimer(id);
-    switch (t) {
-      case Timer::kReq:
-      case Timer::kSidr:
-        id->st = St::kError;
-        // The QP is the application's: it moves it (rdma_disconnect) or destroys it,
-        // possibly right now on its own thread, so the CM thread leaves it alone
-        // (as rdma-core's librdmacm does).
-        Simple(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
-        break;
-      case Timer::kRep:
-        id->st = St::kError;
-        // The QP is the application's: it moves it (rdma_disconnect) or destroys it,
-        // possibly right now on its own thread, so the CM thread leaves it alone
-        // (as rdma-core's librdmacm does).
-        Simple(id, RDMA_CM_EVENT_CONNECT_ERROR, -ETIMEDOUT);
-        break;
-      case Timer::kDreq:
-        id->st = St::kDisconnected;
-        Simple(id, RDMA_CM_EVENT_DISCONNECTED, 0);
-        break;
-      case Timer::kNone: break;
-    }
+    const CmEvent ev = t == Timer::kRep    ? CmEvent::kRepTimeout
+                       : t == Timer::kDreq ? CmEvent::kDreqTimeout
+                                           : CmEvent::kReqTimeout;
+    if (const CmTransition* tr = Expect(id, ev)) Apply(id, *tr);
   }
 }
 

@@ -51,7 +51,7 @@ int Qp1Send(int sgid_index, const ibv_gid& dgid, const uint8_t* mad) {
   if (g.send_slots.Free() < 0) PollGsiCq();
   const int slot = g.send_slots.Free();
   if (slot < 0) {
-    CM_DBG("QP1 send queue full: %s dropped", CmAttrName(uint16_t(mad[16] << 8 | mad[17])));
+    CM_DBG("QP1 send queue full: %s dropped", CmAttrName(MadAttr(mad)));
     return ENOMEM;
   }
   uint8_t* b = g.bufs + size_t(slot) * kSlotSize;
@@ -140,12 +140,10 @@ void DisconnectAllAtExit() {
   std::vector<Id*> told;
   for (Id* id : g.ids) {
     if (id->id.qp_type == IBV_QPT_UD) continue;
-    if (id->st != St::kConnected && id->st != St::kRepSent && id->st != St::kRepRcvd &&
-        id->st != St::kDreqSent)
-      continue;
+    const CmTransition* t = FindTransition(id->st, CmEvent::kExit);
+    if (!t) continue;
     SendDreq(id, /*remember=*/false);
-    StopTimer(id);  // the CM thread's retransmissions do not run any more
-    id->st = St::kDreqSent;  // HandleDrep ends it
+    Apply(id, *t);  // DREQ Sent, timer stopped: the CM thread's retransmissions do not run any more
     told.push_back(id);
   }
   constexpr int kPassUs = 500;
@@ -161,7 +159,9 @@ void DisconnectAllAtExit() {
     }
     usleep(kPassUs);
   }
-  for (Id* id : told) id->st = St::kDisconnected;
+  for (Id* id : told) {
+    if (const CmTransition* t = FindTransition(id->st, CmEvent::kExitDone)) Apply(id, *t);
+  }
 }
 
 int StartLocked() {

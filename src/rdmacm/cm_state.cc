@@ -48,6 +48,11 @@ bool Debug() {
 Cm* g_cm = new Cm;
 Cm& G() { return *g_cm; }
 void AtForkChild() { g_cm = new Cm; }
+void ResetCmForTest() {
+  Cm* old_cm = g_cm;
+  g_cm = new Cm;
+  delete old_cm;
+}
 
 // ---------------------------------------------------------------- helpers
 void SetGidFromIp(ibv_gid* g, uint32_t ip_host) {

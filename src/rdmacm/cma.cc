@@ -181,10 +181,13 @@ CMA_EXPORT int rdma_destroy_id(rdma_cm_id* cid) {
   {
     std::lock_guard<std::mutex> l(G().mu);
     Cm& g = G();
-    bool rc_conn = id->id.qp_type != IBV_QPT_UD;
-    if (rc_conn && (id->st == St::kConnected || id->st == St::kRepSent || id->st == St::kRepRcvd)) {
-      SendDreq(id, /*remember=*/false);  // tell the peer, as the kernel CM does when an id goes away
-    } else if (id->st == St::kReqRcvd) {
+    const bool rc_conn = id->id.qp_type != IBV_QPT_UD;
+    // The peer hears of it (the table: a DREQ for a connection, a REJ for
+    // a request not answered yet), as from the kernel CM when an id goes.
+    const CmTransition* t = FindTransition(id->st, rc_conn ? CmEvent::kDestroy : CmEvent::kDestroyUd);
+    if (t && t->action == CmAction::kSendDreqOnce) {
+      SendDreq(id, /*remember=*/false);
+    } else if (t && t->action == CmAction::kSendRej) {
       CmMsg m;
       if (rc_conn) {
         m.attr = kAttrRej;
@@ -198,6 +201,7 @@ CMA_EXPORT int rdma_destroy_id(rdma_cm_id* cid) {
       }
       SendMsg(id->sgid_index, id->dgid, m);
     }
+    if (t) Apply(id, *t);
     if (id->registered) RegRemove(id->id.ps, SinPort(id->id.route.addr.src_sin));
     if (id->st == St::kListen) ReleaseListener(id);
     ForgetId(id);
@@ -260,7 +264,7 @@ CMA_EXPORT int rdma_resolve_addr(rdma_cm_id* cid, sockaddr* src, sockaddr* dst, 
     }
     if (err) {
       CM_DBG("resolve_addr %s: %s", IpStr(dip).c_str(), strerror(err));
-      Simple(id, RDMA_CM_EVENT_ADDR_ERROR, -err);
+      Apply(id, *FindTransition(id->st, CmEvent::kAddrError), -err);  // a row in every state
     } else {
       id->sgid_index = gi;
       sockaddr_in& s = id->id.route.addr.src_sin;
@@ -281,8 +285,7 @@ CMA_EXPORT int rdma_resolve_addr(rdma_cm_id* cid, sockaddr* src, sockaddr* dst, 
       }
       id->id.route.addr.addr.ibaddr.dgid = id->dgid;
       id->id.route.addr.addr.ibaddr.pkey = htons(0xffff);
-      id->st = St::kAddrResolved;
-      Simple(id, RDMA_CM_EVENT_ADDR_RESOLVED, 0);
+      Apply(id, *FindTransition(id->st, CmEvent::kResolveAddr));  // a row in every state
     }
   }
   return Complete(id);
@@ -294,7 +297,8 @@ CMA_EXPORT int rdma_resolve_route(rdma_cm_id* cid, int timeout_ms) {
   Id* id = ToId(cid);
   {
     std::lock_guard<std::mutex> l(G().mu);
-    if (id->st != St::kAddrResolved && id->st != St::kRouteResolved) return Fail(EINVAL);
+    const CmTransition* t = FindTransition(id->st, CmEvent::kResolveRoute);
+    if (!t) return Fail(EINVAL);
     if (!id->id.route.path_rec) {
       id->id.route.path_rec = static_cast<ibv_sa_path_rec*>(calloc(1, sizeof(ibv_sa_path_rec)));
       if (!id->id.route.path_rec) return Fail(ENOMEM);
@@ -313,8 +317,7 @@ CMA_EXPORT int rdma_resolve_route(rdma_cm_id* cid, int timeout_ms) {
     p->packet_life_time_selector = 2;
     p->packet_life_time = 14;
     id->id.route.num_paths = 1;
-    id->st = St::kRouteResolved;
-    Simple(id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0);
+    Apply(id, *t);
   }
   return Complete(id);
 }
@@ -324,8 +327,9 @@ CMA_EXPORT int rdma_connect(rdma_cm_id* cid, rdma_conn_param* param) {
   Id* id = ToId(cid);
   {
     std::lock_guard<std::mutex> l(G().mu);
-    if (id->st != St::kRouteResolved) return Fail(EINVAL);
-    bool ud = id->id.qp_type == IBV_QPT_UD;
+    const bool ud = id->id.qp_type == IBV_QPT_UD;
+    const CmTransition* t = FindTransition(id->st, ud ? CmEvent::kConnectUd : CmEvent::kConnect);
+    if (!t) return Fail(EINVAL);
     size_t max_user = (ud ? kSidrReqPdata : kReqPdata) - kCmaHdr;
     if (param && param->private_data_len > max_user) return Fail(EINVAL);
     uint16_t dport = SinPort(id->id.route.addr.dst_sin);
@@ -346,11 +350,12 @@ CMA_EXPORT int rdma_connect(rdma_cm_id* cid, rdma_conn_param* param) {
       m.service_id = (uint64_t(id->id.ps) << 16) | dport;
       NewCommId(id);
       m.local_comm_id = id->local_comm_id;
-      uint32_t sip = ntohl(id->id.route.addr.src_sin.sin_addr.s_addr);
-      FillCmaHdr(m.pdata, sip, SinPort(id->id.route.addr.src_sin), IpFromGid(id->dgid.raw));
       // The header names the address the client asked for, not the GID.
-      uint32_t dn = id->id.route.addr.dst_sin.sin_addr.s_addr;
-      std::memcpy(m.pdata + 32, &dn, 4);
+      CmaHdr h;
+      h.src_addr = id->id.route.addr.src_sin.sin_addr.s_addr;
+      h.src_port = id->id.route.addr.src_sin.sin_port;
+      h.dst_addr = id->id.route.addr.dst_sin.sin_addr.s_addr;
+      EncodeCmaHdr(m.pdata, h);
       if (param && param->private_data_len)
         std::memcpy(m.pdata + kCmaHdr, param->private_data, param->private_data_len);
       m.pdata_len = kCmaHdr + (param ? param->private_data_len : 0);
@@ -380,7 +385,7 @@ CMA_EXPORT int rdma_connect(rdma_cm_id* cid, rdma_conn_param* param) {
         std::memcpy(m.dgid, id->dgid.raw, 16);
         SendOrDefer(id, m, Timer::kReq, defer);
       }
-      id->st = St::kReqSent;
+      Apply(id, *t);
     }
   }
   return Complete(id);
@@ -390,9 +395,10 @@ CMA_EXPORT int rdma_establish(rdma_cm_id* cid) {
   if (!cid) return Fail(EINVAL);
   Id* id = ToId(cid);
   std::lock_guard<std::mutex> l(G().mu);
-  if (id->st != St::kRepRcvd) return Fail(EINVAL);
+  const CmTransition* t = FindTransition(id->st, CmEvent::kEstablish);
+  if (!t) return Fail(EINVAL);
   SendRtu(id);
-  id->st = St::kConnected;
+  Apply(id, *t);
   return 0;
 }
 
@@ -409,7 +415,7 @@ CMA_EXPORT int rdma_listen(rdma_cm_id* cid, int backlog) {
   uint16_t port = SinPort(id->id.route.addr.src_sin);
   if (int rc = RegAdd(id->id.ps, port)) return Fail(rc);
   id->registered = true;
-  id->st = St::kListen;
+  Apply(id, *FindTransition(id->st, CmEvent::kListen));  // a row in every state but Listen
   AddListener(id, backlog);
   return 0;
 }
@@ -450,8 +456,9 @@ CMA_EXPORT int rdma_accept(rdma_cm_id* cid, rdma_conn_param* param) {
   bool wait = false;
   {
     std::lock_guard<std::mutex> l(G().mu);
-    if (id->st != St::kReqRcvd) return Fail(EINVAL);
-    bool ud = id->id.qp_type == IBV_QPT_UD;
+    const bool ud = id->id.qp_type == IBV_QPT_UD;
+    const CmTransition* t = FindTransition(id->st, ud ? CmEvent::kAcceptUd : CmEvent::kAccept);
+    if (!t) return Fail(EINVAL);
     size_t max_user = ud ? kSidrRepPdata : kRepPdata;
     if (param && param->private_data_len > max_user) return Fail(EINVAL);
     CmMsg m;
@@ -465,7 +472,7 @@ CMA_EXPORT int rdma_accept(rdma_cm_id* cid, rdma_conn_param* param) {
       m.qkey = RDMA_UDP_QKEY;
       m.service_id = (uint64_t(id->id.ps) << 16) | SinPort(id->id.route.addr.src_sin);
       SendMsg(id->sgid_index, id->dgid, m, id);
-      id->st = St::kConnected;
+      Apply(id, *t);
       return 0;
     }
     id->resp_res = ClampRd(param ? param->responder_resources : kMaxRdAtomic);
@@ -485,7 +492,7 @@ CMA_EXPORT int rdma_accept(rdma_cm_id* cid, rdma_conn_param* param) {
     m.srq = id->id.srq || (param && param->srq) ? 1 : 0;
     SendMsg(id->sgid_index, id->dgid, m, id);
     ArmTimer(id, Timer::kRep);
-    id->st = St::kRepSent;
+    Apply(id, *t);
     wait = id->sync;
   }
   return wait ? Complete(id) : 0;
@@ -495,9 +502,10 @@ static int RejectImpl(rdma_cm_id* cid, const void* pdata, uint8_t len) {
   if (!cid) return Fail(EINVAL);
   Id* id = ToId(cid);
   std::lock_guard<std::mutex> l(G().mu);
-  if (id->st != St::kReqRcvd) return Fail(EINVAL);
+  const bool ud = id->id.qp_type == IBV_QPT_UD;
+  const CmTransition* t = FindTransition(id->st, ud ? CmEvent::kRejectUd : CmEvent::kReject);
+  if (!t) return Fail(EINVAL);
   CmMsg m;
-  bool ud = id->id.qp_type == IBV_QPT_UD;
   size_t max = ud ? kSidrRepPdata : kRejPdata;
   if (len > max) return Fail(EINVAL);
   if (len && pdata) std::memcpy(m.pdata, pdata, len);
@@ -514,7 +522,7 @@ static int RejectImpl(rdma_cm_id* cid, const void* pdata, uint8_t len) {
     m.reason = kRejConsumer;
   }
   SendMsg(id->sgid_index, id->dgid, m, id);
-  id->st = St::kRejected;
+  Apply(id, *t);
   return 0;
 }
 
@@ -533,26 +541,17 @@ CMA_EXPORT int rdma_disconnect(rdma_cm_id* cid) {
   Id* id = ToId(cid);
   std::lock_guard<std::mutex> l(G().mu);
   if (id->id.qp_type == IBV_QPT_UD) return 0;
-  switch (id->st) {
-    case St::kConnected:
-    case St::kRepSent:
-    case St::kRepRcvd: {
-      StopTimer(id);
-      QpToErr(id);
-      SendDreq(id, /*remember=*/true);
-      ArmTimer(id, Timer::kDreq);
-      id->st = St::kDreqSent;
-      return 0;
-    }
-    case St::kDreqSent:
-    case St::kDisconnected:
-      // Already disconnecting / disconnected by the peer; like rdma-core,
-      // still move the application's QP to ERR so its WRs flush.
-      QpToErr(id);
-      return 0;
-    default:
-      return Fail(EINVAL);
+  const CmTransition* t = FindTransition(id->st, CmEvent::kDisconnect);
+  if (!t) return Fail(EINVAL);
+  Apply(id, *t);  // stops a running timer first (REP Sent)
+  // Like rdma-core, the application's QP goes to ERR so that its WRs flush,
+  // also when the peer disconnected first or a DREQ is out already.
+  QpToErr(id);
+  if (t->action == CmAction::kDisconnectQp) {
+    SendDreq(id, /*remember=*/true);
+    ArmTimer(id, Timer::kDreq);
   }
+  return 0;
 }
 
 CMA_EXPORT int rdma_init_qp_attr(rdma_cm_id* cid, ibv_qp_attr* qp_attr, int* qp_attr_mask) {

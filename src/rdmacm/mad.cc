@@ -235,4 +235,24 @@ bool DecodeCm(const uint8_t* buf, size_t len, CmMsg* m) {
   return true;
 }
 
+uint16_t MadAttr(const uint8_t* mad) { return Get16(mad, 16); }
+
+void SetReqPrimaryDgid(uint8_t* mad, const uint8_t dgid[16]) { std::memcpy(mad + kMadHeader + 72, dgid, 16); }
+
+void EncodeCmaHdr(uint8_t* pdata, const CmaHdr& h) {
+  pdata[0] = 0;     // cma_version
+  pdata[1] = 0x40;  // IP version 4, in the high nibble
+  std::memcpy(pdata + 2, &h.src_port, 2);
+  std::memcpy(pdata + 16, &h.src_addr, 4);  // the last 4 bytes of a 16-byte field
+  std::memcpy(pdata + 32, &h.dst_addr, 4);
+}
+
+CmaHdr DecodeCmaHdr(const uint8_t* pdata) {
+  CmaHdr h;
+  std::memcpy(&h.src_port, pdata + 2, 2);
+  std::memcpy(&h.src_addr, pdata + 16, 4);
+  std::memcpy(&h.dst_addr, pdata + 32, 4);
+  return h;
+}
+
 }  // namespace softrnic::rdmacm

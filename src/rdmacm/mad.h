@@ -64,6 +64,22 @@ struct CmMsg {
 };
 
 size_t PrivateDataSize(uint16_t attr);
+// The attribute ID of an encoded MAD (kMadSize bytes).
+uint16_t MadAttr(const uint8_t* mad);
+// Rewrites the primary path's destination GID of an encoded REQ (a
+// same-host listener found after the REQ was built).
+void SetReqPrimaryDgid(uint8_t* mad, const uint8_t dgid[16]);
+
+// rdma_cm's IP header at the start of REQ / SIDR_REQ private data (IBA
+// Annex A11 "RDMA IP CM Service"; kCmaHdr bytes): version 0, IPv4, the
+// source port and both IPv4 addresses. Addresses and port in network byte
+// order, as sockaddr_in holds them.
+struct CmaHdr {
+  uint32_t src_addr = 0, dst_addr = 0;
+  uint16_t src_port = 0;
+};
+void EncodeCmaHdr(uint8_t* pdata, const CmaHdr& h);
+CmaHdr DecodeCmaHdr(const uint8_t* pdata);
 // buf: kMadSize bytes.
 void EncodeCm(const CmMsg& m, uint8_t* buf);
 // false if not a CM MAD we understand.
