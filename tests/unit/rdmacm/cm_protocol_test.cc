@@ -1,0 +1,712 @@
+// The CM protocol (src/rdmacm/cm_protocol.cc) and its transition table
+// (cm_transitions.h) against fakes of the layer below: no device, no QP1,
+// no sockets. MADs the CM sends are captured from its MAD port
+// (Cm::send_mad), MADs from the peer are injected as QP1 would hand them
+// over (GRH + MAD into HandleMad), and the retransmission timers run on a
+// fake clock (Cm::now). Ids carry no QP, so no verbs call is made.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "rdmacm/cm_internal.h"
+#include "rdmacm/cm_transitions.h"
+#include "rdmacm/mad.h"
+
+namespace softrnic::rdmacm {
+namespace {
+
+constexpr uint32_t kLocalIp = 0x0a000001;  // 10.0.0.1: this process's GID 1
+constexpr uint32_t kPeerIp = 0x0a000002;   // 10.0.0.2: the peer
+constexpr uint32_t kOtherIp = 0x0a000063;  // 10.0.0.99: a third host
+constexpr uint16_t kListenPort = 7000;
+constexpr uint32_t kPeerComm = 0x5eed0001;  // the peer's comm ID
+
+struct Sent {
+  int sgid_index;
+  uint32_t dst_ip;
+  CmMsg msg;
+  std::vector<uint8_t> bytes;
+};
+std::vector<Sent>* g_sent = nullptr;
+Clock::time_point g_now;
+
+int CaptureMad(int sgid_index, const ibv_gid& dgid, const uint8_t* mad) {
+  Sent s;
+  s.sgid_index = sgid_index;
+  s.dst_ip = IpFromGid(dgid.raw);
+  EXPECT_TRUE(DecodeCm(mad, kMadSize, &s.msg)) << "the CM sent a MAD it cannot decode";
+  s.bytes.assign(mad, mad + kMadSize);
+  g_sent->push_back(s);
+  return 0;
+}
+Clock::time_point FakeNow() { return g_now; }
+
+class CmProtocolTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ResetCmForTest();
+    g_sent = &sent_;
+    g_now = Clock::time_point{} + std::chrono::hours(1);
+    Cm& g = G();
+    g.started = true;  // rdma_* calls find the CM up (no device: ids get none)
+    g.send_mad = &CaptureMad;
+    g.now = &FakeNow;
+    g.gid_ip = {0, kLocalIp};
+    g.loop_idx = -1;  // nothing to publish in the host registry
+    chan_ = NewChannel();
+    ASSERT_NE(chan_, nullptr);
+    fcntl(chan_->ch.fd, F_SETFL, O_NONBLOCK);  // NextEvent never blocks
+  }
+
+  void TearDown() override {
+    std::vector<Id*> ids(G().ids.begin(), G().ids.end());
+    for (Id* id : ids) {
+      id->registered = false;  // never published (loop_idx < 0)
+      rdma_destroy_id(&id->id);
+    }
+    FreeChannel(chan_);
+    g_sent = nullptr;
+  }
+
+  // An id with its route resolved to the peer (what rdma_resolve_addr and
+  // rdma_resolve_route leave behind), on chan_.
+  Id* ActiveId(ibv_qp_type qpt = IBV_QPT_RC) {
+    std::lock_guard<std::mutex> l(G().mu);
+    Id* id = NewIdLocked(chan_, nullptr, qpt == IBV_QPT_UD ? RDMA_PS_UDP : RDMA_PS_TCP, qpt);
+    sockaddr_in& s = id->id.route.addr.src_sin;
+    s.sin_family = AF_INET;
+    s.sin_port = htons(40000);
+    s.sin_addr.s_addr = htonl(kLocalIp);
+    sockaddr_in& d = id->id.route.addr.dst_sin;
+    d.sin_family = AF_INET;
+    d.sin_port = htons(kListenPort);
+    d.sin_addr.s_addr = htonl(kPeerIp);
+    id->bound = true;
+    id->sgid_index = 1;
+    SetGidFromIp(&id->dgid, kPeerIp);
+    id->st = St::kRouteResolved;
+    return id;
+  }
+
+  Id* Listener(ibv_qp_type qpt = IBV_QPT_RC) {
+    Id* l;
+    {
+      std::lock_guard<std::mutex> lock(G().mu);
+      l = NewIdLocked(chan_, nullptr, qpt == IBV_QPT_UD ? RDMA_PS_UDP : RDMA_PS_TCP, qpt);
+      sockaddr_in& s = l->id.route.addr.src_sin;
+      s.sin_family = AF_INET;
+      s.sin_port = htons(kListenPort);
+      s.sin_addr.s_addr = htonl(kLocalIp);
+      l->bound = true;
+    }
+    EXPECT_EQ(rdma_listen(&l->id, 8), 0);
+    EXPECT_EQ(l->st, St::kListen);
+    return l;
+  }
+
+  // A MAD from `src_ip` as QP1 hands it to the CM: GRH (IPv4 addresses in
+  // bytes 32..39) + the MAD.
+  void Inject(const CmMsg& m, uint32_t src_ip = kPeerIp) {
+    uint8_t buf[kGrh + kMadSize] = {};
+    const uint32_t s = htonl(src_ip), d = htonl(kLocalIp);
+    std::memcpy(buf + 32, &s, 4);
+    std::memcpy(buf + 36, &d, 4);
+    EncodeCm(m, buf + kGrh);
+    std::lock_guard<std::mutex> l(G().mu);  // as the CM thread holds it
+    HandleMad(buf, sizeof buf);
+  }
+
+  // What the peer sends next on a connection: its comm ID, ours.
+  static CmMsg FromPeer(uint16_t attr, const Id* id) {
+    CmMsg m;
+    m.attr = attr;
+    m.local_comm_id = kPeerComm;
+    m.remote_comm_id = id->local_comm_id;
+    m.pdata_len = PrivateDataSize(attr);
+    return m;
+  }
+
+  static CmMsg Req(uint16_t attr = kAttrReq, int ps = RDMA_PS_TCP) {
+    CmMsg m;
+    m.attr = attr;
+    m.local_comm_id = kPeerComm;
+    m.service_id = uint64_t(ps) << 16 | kListenPort;
+    m.qpn = 0x123;
+    m.starting_psn = 0x4567;
+    m.responder_resources = 4;
+    m.initiator_depth = 2;
+    m.retry_count = 7;
+    m.rnr_retry_count = 7;
+    CmaHdr h;
+    h.src_addr = htonl(kPeerIp);
+    h.dst_addr = htonl(kLocalIp);
+    h.src_port = htons(41000);
+    EncodeCmaHdr(m.pdata, h);
+    m.pdata[kCmaHdr] = 0xab;  // the first byte of the application's data
+    m.pdata_len = PrivateDataSize(attr);
+    return m;
+  }
+
+  void AdvanceAndRunTimers(int ms) {
+    g_now += std::chrono::milliseconds(ms);
+    std::lock_guard<std::mutex> l(G().mu);
+    RunTimers();
+  }
+
+  // The next event on chan_ (acked), or type -1 when there is none.
+  struct Ev {
+    int type = -1;
+    int status = 0;
+    rdma_cm_id* id = nullptr;
+    rdma_cm_id* listen_id = nullptr;
+    uint8_t first_pdata = 0;
+    int pdata_len = 0;
+  };
+  Ev NextEvent() {
+    Ev out;
+    rdma_cm_event* e = nullptr;
+    if (rdma_get_cm_event(&chan_->ch, &e) != 0) {
+      EXPECT_EQ(errno, EAGAIN);
+      return out;
+    }
+    out.type = e->event;
+    out.status = e->status;
+    out.id = e->id;
+    out.listen_id = e->listen_id;
+    out.pdata_len = e->param.conn.private_data_len;
+    if (e->param.conn.private_data_len) out.first_pdata = static_cast<const uint8_t*>(e->param.conn.private_data)[0];
+    rdma_ack_cm_event(e);
+    return out;
+  }
+
+  // An active id in REQ Sent; the REQ is the last MAD sent.
+  Id* Connecting(ibv_qp_type qpt = IBV_QPT_RC) {
+    Id* id = ActiveId(qpt);
+    rdma_conn_param p{};
+    p.responder_resources = 3;
+    p.initiator_depth = 3;
+    p.retry_count = 5;
+    p.rnr_retry_count = 6;
+    p.qp_num = 0x99;
+    EXPECT_EQ(rdma_connect(&id->id, &p), 0);
+    EXPECT_EQ(id->st, St::kReqSent);
+    return id;
+  }
+
+  // A passive id in REQ Rcvd (its CONNECT_REQUEST taken).
+  Id* Requested(Id* listener) {
+    Inject(Req(listener->id.qp_type == IBV_QPT_UD ? kAttrSidrReq : kAttrReq,
+               listener->id.qp_type == IBV_QPT_UD ? RDMA_PS_UDP : RDMA_PS_TCP));
+    const Ev e = NextEvent();
+    EXPECT_EQ(e.type, RDMA_CM_EVENT_CONNECT_REQUEST);
+    EXPECT_EQ(e.listen_id, &listener->id);
+    Id* c = e.id ? ToId(e.id) : nullptr;
+    if (c) {
+      EXPECT_EQ(c->st, St::kReqRcvd);
+    }
+    return c;
+  }
+
+  Id* Accepted(Id* listener) {
+    Id* c = Requested(listener);
+    rdma_conn_param p{};
+    p.qp_num = 0x77;
+    EXPECT_EQ(rdma_accept(&c->id, &p), 0);
+    EXPECT_EQ(c->st, St::kRepSent);
+    return c;
+  }
+
+  std::vector<Sent> sent_;
+  Channel* chan_ = nullptr;
+};
+
+TEST_F(CmProtocolTest, ConnectSendsReqWithTheParameters) {
+  Id* id = Connecting();
+  ASSERT_EQ(sent_.size(), 1u);
+  const CmMsg& req = sent_[0].msg;
+  EXPECT_EQ(req.attr, kAttrReq);
+  EXPECT_EQ(sent_[0].dst_ip, kPeerIp);
+  EXPECT_EQ(req.local_comm_id, id->local_comm_id);
+  EXPECT_NE(req.local_comm_id, 0u);
+  EXPECT_EQ(req.service_id, uint64_t(RDMA_PS_TCP) << 16 | kListenPort);
+  EXPECT_EQ(req.qpn, 0x99u);
+  EXPECT_EQ(req.starting_psn, id->local_psn);
+  EXPECT_EQ(req.responder_resources, 3);
+  EXPECT_EQ(req.retry_count, 5);
+  EXPECT_EQ(req.rnr_retry_count, 6);
+  const CmaHdr h = DecodeCmaHdr(req.pdata);
+  EXPECT_EQ(ntohl(h.src_addr), kLocalIp);
+  EXPECT_EQ(ntohl(h.dst_addr), kPeerIp);
+  EXPECT_EQ(ntohs(h.src_port), 40000);
+  EXPECT_EQ(id->timer, Timer::kReq);
+}
+
+TEST_F(CmProtocolTest, ActiveRepWithoutQpThenEstablishSendsRtu) {
+  Id* id = Connecting();
+  CmMsg rep = FromPeer(kAttrRep, id);
+  rep.qpn = 0x321;
+  rep.starting_psn = 0x777;
+  rep.responder_resources = 1;
+  rep.pdata[0] = 0x42;
+  Inject(rep);
+  EXPECT_EQ(id->st, St::kRepRcvd);
+  EXPECT_EQ(id->timer, Timer::kNone);
+  EXPECT_EQ(id->remote_comm_id, kPeerComm);
+  EXPECT_EQ(id->remote_qpn, 0x321u);
+  EXPECT_EQ(id->remote_psn, 0x777u);
+  EXPECT_EQ(id->init_depth, 1) << "our initiator depth is capped by the peer's responder resources";
+  Ev e = NextEvent();
+  EXPECT_EQ(e.type, RDMA_CM_EVENT_CONNECT_RESPONSE);
+  EXPECT_EQ(e.first_pdata, 0x42);
+  EXPECT_EQ(e.pdata_len, int(kRepPdata));
+  ASSERT_EQ(sent_.size(), 1u) << "no RTU before rdma_establish";
+
+  ASSERT_EQ(rdma_establish(&id->id), 0);
+  EXPECT_EQ(id->st, St::kConnected);
+  ASSERT_EQ(sent_.size(), 2u);
+  EXPECT_EQ(sent_[1].msg.attr, kAttrRtu);
+  EXPECT_EQ(sent_[1].msg.local_comm_id, id->local_comm_id);
+  EXPECT_EQ(sent_[1].msg.remote_comm_id, kPeerComm);
+
+  // The REP again: our RTU was lost, it goes again; nothing else changes.
+  Inject(rep);
+  EXPECT_EQ(id->st, St::kConnected);
+  ASSERT_EQ(sent_.size(), 3u);
+  EXPECT_EQ(sent_[2].msg.attr, kAttrRtu);
+  EXPECT_EQ(NextEvent().type, -1);
+}
+
+TEST_F(CmProtocolTest, PassiveReqRepRtuEstablishes) {
+  Id* l = Listener();
+  Inject(Req());
+  const Ev req_ev = NextEvent();
+  ASSERT_EQ(req_ev.type, RDMA_CM_EVENT_CONNECT_REQUEST);
+  EXPECT_EQ(req_ev.listen_id, &l->id);
+  EXPECT_EQ(req_ev.first_pdata, 0xab) << "the application's data follows rdma_cm's IP header";
+  Id* c = ToId(req_ev.id);
+  EXPECT_EQ(c->st, St::kReqRcvd);
+  EXPECT_EQ(c->remote_comm_id, kPeerComm);
+  EXPECT_EQ(c->remote_qpn, 0x123u);
+  EXPECT_EQ(ntohs(c->id.route.addr.dst_sin.sin_port), 41000);
+  EXPECT_EQ(ntohl(c->id.route.addr.dst_sin.sin_addr.s_addr), kPeerIp);
+
+  rdma_conn_param p{};
+  p.qp_num = 0x77;
+  p.private_data = "\x11";
+  p.private_data_len = 1;
+  ASSERT_EQ(rdma_accept(&c->id, &p), 0);
+  EXPECT_EQ(c->st, St::kRepSent);
+  ASSERT_EQ(sent_.size(), 1u);
+  const CmMsg& rep = sent_[0].msg;
+  EXPECT_EQ(rep.attr, kAttrRep);
+  EXPECT_EQ(rep.local_comm_id, c->local_comm_id);
+  EXPECT_EQ(rep.remote_comm_id, kPeerComm);
+  EXPECT_EQ(rep.qpn, 0x77u);
+  EXPECT_EQ(rep.starting_psn, c->local_psn);
+  EXPECT_EQ(rep.pdata[0], 0x11);
+  EXPECT_EQ(c->timer, Timer::kRep);
+
+  Inject(FromPeer(kAttrRtu, c));
+  EXPECT_EQ(c->st, St::kConnected);
+  EXPECT_EQ(c->timer, Timer::kNone);
+  const Ev est = NextEvent();
+  EXPECT_EQ(est.type, RDMA_CM_EVENT_ESTABLISHED);
+  EXPECT_EQ(est.id, &c->id);
+}
+
+TEST_F(CmProtocolTest, DuplicateReqGetsTheStoredRepAgain) {
+  Id* l = Listener();
+  Id* c = Accepted(l);
+  ASSERT_EQ(sent_.size(), 1u);
+  Inject(Req());  // the client missed our REP
+  ASSERT_EQ(sent_.size(), 2u);
+  EXPECT_EQ(sent_[1].bytes, sent_[0].bytes);
+  EXPECT_EQ(c->st, St::kRepSent);
+  EXPECT_EQ(NextEvent().type, -1) << "no second CONNECT_REQUEST";
+  EXPECT_EQ(G().ids.size(), 2u) << "no second passive id";
+}
+
+TEST_F(CmProtocolTest, DuplicateReqAfterRejectGetsTheStoredRej) {
+  Id* l = Listener();
+  Id* c = Requested(l);
+  ASSERT_EQ(rdma_reject(&c->id, "no", 2), 0);
+  EXPECT_EQ(c->st, St::kRejected);
+  ASSERT_EQ(sent_.size(), 1u);
+  EXPECT_EQ(sent_[0].msg.attr, kAttrRej);
+  EXPECT_EQ(sent_[0].msg.reason, kRejConsumer);
+  Inject(Req());
+  ASSERT_EQ(sent_.size(), 2u);
+  EXPECT_EQ(sent_[1].bytes, sent_[0].bytes);
+}
+
+TEST_F(CmProtocolTest, DuplicateReqBeforeTheAnswerIsDropped) {
+  Id* l = Listener();
+  Id* c = Requested(l);
+  const uint64_t unexpected = G().unexpected_events;
+  Inject(Req());
+  EXPECT_TRUE(sent_.empty()) << "nothing to answer with yet";
+  EXPECT_EQ(c->st, St::kReqRcvd);
+  EXPECT_EQ(G().unexpected_events, unexpected + 1);
+}
+
+TEST_F(CmProtocolTest, ReqForAPortNobodyListensOnIsRejectedWithReason8) {
+  Inject(Req());
+  ASSERT_EQ(sent_.size(), 1u);
+  EXPECT_EQ(sent_[0].msg.attr, kAttrRej);
+  EXPECT_EQ(sent_[0].msg.reason, kRejInvalidServiceId);
+  EXPECT_EQ(sent_[0].msg.remote_comm_id, kPeerComm);
+  EXPECT_TRUE(G().ids.empty());
+}
+
+TEST_F(CmProtocolTest, DreqFromTheWrongAddressOrCommIdIsIgnored) {
+  Id* l = Listener();
+  Id* c = Accepted(l);
+  Inject(FromPeer(kAttrRtu, c));
+  ASSERT_EQ(NextEvent().type, RDMA_CM_EVENT_ESTABLISHED);
+  sent_.clear();
+  const uint64_t ignored = G().ignored_mads;
+
+  Inject(FromPeer(kAttrDreq, c), kOtherIp);  // right IDs, wrong address
+  CmMsg wrong_peer_id = FromPeer(kAttrDreq, c);
+  wrong_peer_id.local_comm_id = kPeerComm + 1;
+  Inject(wrong_peer_id);  // right address, another peer comm ID
+  EXPECT_EQ(c->st, St::kConnected);
+  EXPECT_EQ(G().ignored_mads, ignored + 2);
+  EXPECT_EQ(NextEvent().type, -1);
+  EXPECT_TRUE(sent_.empty()) << "no DREP to a forged DREQ of a known connection";
+
+  Inject(FromPeer(kAttrDreq, c));
+  EXPECT_EQ(c->st, St::kDisconnected);
+  ASSERT_EQ(sent_.size(), 1u);
+  EXPECT_EQ(sent_[0].msg.attr, kAttrDrep);
+  EXPECT_EQ(sent_[0].msg.local_comm_id, c->local_comm_id);
+  EXPECT_EQ(sent_[0].msg.remote_comm_id, kPeerComm);
+  EXPECT_EQ(NextEvent().type, RDMA_CM_EVENT_DISCONNECTED);
+
+  // Again (our DREP was lost): answered, but DISCONNECTED only once.
+  Inject(FromPeer(kAttrDreq, c));
+  EXPECT_EQ(sent_.size(), 2u);
+  EXPECT_EQ(NextEvent().type, -1);
+}
+
+TEST_F(CmProtocolTest, DreqForNoConnectionIsAnsweredWithADrep) {
+  CmMsg m;
+  m.attr = kAttrDreq;
+  m.local_comm_id = kPeerComm;
+  m.remote_comm_id = 0xdead;
+  Inject(m);
+  ASSERT_EQ(sent_.size(), 1u);
+  EXPECT_EQ(sent_[0].msg.attr, kAttrDrep);
+  EXPECT_EQ(sent_[0].msg.remote_comm_id, kPeerComm);
+}
+
+TEST_F(CmProtocolTest, DisconnectSendsDreqAndDrepEndsIt) {
+  Id* id = Connecting();
+  Inject(FromPeer(kAttrRep, id));
+  ASSERT_EQ(rdma_establish(&id->id), 0);
+  while (NextEvent().type != -1) {
+  }
+  sent_.clear();
+  ASSERT_EQ(rdma_disconnect(&id->id), 0);
+  EXPECT_EQ(id->st, St::kDreqSent);
+  EXPECT_EQ(id->timer, Timer::kDreq);
+  ASSERT_EQ(sent_.size(), 1u);
+  EXPECT_EQ(sent_[0].msg.attr, kAttrDreq);
+  Inject(FromPeer(kAttrDrep, id));
+  EXPECT_EQ(id->st, St::kDisconnected);
+  EXPECT_EQ(id->timer, Timer::kNone);
+  EXPECT_EQ(NextEvent().type, RDMA_CM_EVENT_DISCONNECTED);
+  // A second rdma_disconnect is fine (the QP would go to ERR) and sends nothing.
+  EXPECT_EQ(rdma_disconnect(&id->id), 0);
+  EXPECT_EQ(sent_.size(), 1u);
+}
+
+TEST_F(CmProtocolTest, RejInEachStateThatExpectsOne) {
+  // REQ Sent (active, before any REP).
+  Id* active = Connecting();
+  CmMsg rej = FromPeer(kAttrRej, active);
+  rej.local_comm_id = 0;  // the peer's ID is not known yet here: not checked
+  rej.reason = kRejConsumer;
+  rej.pdata[0] = 0x5a;
+  Inject(rej);
+  EXPECT_EQ(active->st, St::kRejected);
+  EXPECT_EQ(active->timer, Timer::kNone);
+  Ev e = NextEvent();
+  EXPECT_EQ(e.type, RDMA_CM_EVENT_REJECTED);
+  EXPECT_EQ(e.status, kRejConsumer);
+  EXPECT_EQ(e.first_pdata, 0x5a);
+  EXPECT_EQ(e.pdata_len, int(kRejPdata));
+
+  // REP Rcvd (active, REP taken, no rdma_establish yet).
+  Id* active2 = Connecting();
+  Inject(FromPeer(kAttrRep, active2));
+  ASSERT_EQ(NextEvent().type, RDMA_CM_EVENT_CONNECT_RESPONSE);
+  CmMsg rej2 = FromPeer(kAttrRej, active2);
+  rej2.reason = kRejConsumer;
+  Inject(rej2);
+  EXPECT_EQ(active2->st, St::kRejected);
+  EXPECT_EQ(NextEvent().type, RDMA_CM_EVENT_REJECTED);
+
+  // REP Sent (passive, waiting for the RTU).
+  Id* l = Listener();
+  Id* c = Accepted(l);
+  CmMsg rej3 = FromPeer(kAttrRej, c);
+  rej3.reason = kRejConsumer;
+  Inject(rej3);
+  EXPECT_EQ(c->st, St::kRejected);
+  EXPECT_EQ(c->timer, Timer::kNone);
+  EXPECT_EQ(NextEvent().type, RDMA_CM_EVENT_REJECTED);
+
+  // Established: not in the table, dropped.
+  Id* l2 = l;  // reuse the listener: a second client comm ID
+  (void)l2;
+  Id* est = Connecting();
+  Inject(FromPeer(kAttrRep, est));
+  ASSERT_EQ(rdma_establish(&est->id), 0);
+  while (NextEvent().type != -1) {
+  }
+  const uint64_t unexpected = G().unexpected_events;
+  CmMsg rej4 = FromPeer(kAttrRej, est);
+  rej4.reason = kRejConsumer;
+  Inject(rej4);
+  EXPECT_EQ(est->st, St::kConnected);
+  EXPECT_EQ(G().unexpected_events, unexpected + 1);
+  EXPECT_EQ(NextEvent().type, -1);
+}
+
+TEST_F(CmProtocolTest, RejInvalidServiceIdRetriesTheReqBeforeRejected) {
+  Id* id = Connecting();
+  CmMsg rej = FromPeer(kAttrRej, id);
+  rej.local_comm_id = 0;
+  rej.reason = kRejInvalidServiceId;
+  int reqs = 1;
+  for (int i = 0; i < kLookups; ++i) {
+    Inject(rej);
+    ASSERT_EQ(id->st, St::kReqSent) << "retry " << i;
+    AdvanceAndRunTimers(kLookupMs);
+    ++reqs;
+    ASSERT_EQ(int(sent_.size()), reqs);
+    EXPECT_EQ(sent_.back().bytes, sent_[0].bytes) << "the same REQ again";
+  }
+  Inject(rej);
+  EXPECT_EQ(id->st, St::kRejected);
+  const Ev e = NextEvent();
+  EXPECT_EQ(e.type, RDMA_CM_EVENT_REJECTED);
+  EXPECT_EQ(e.status, kRejInvalidServiceId);
+}
+
+TEST_F(CmProtocolTest, ReqRetriesThenUnreachable) {
+  Id* id = Connecting();
+  for (int i = 0; i < Retries(); ++i) {
+    AdvanceAndRunTimers(RetryMs() - 1);
+    ASSERT_EQ(int(sent_.size()), 1 + i) << "not before the interval";
+    AdvanceAndRunTimers(1);
+    ASSERT_EQ(int(sent_.size()), 2 + i);
+    EXPECT_EQ(sent_.back().bytes, sent_[0].bytes);
+    EXPECT_EQ(id->st, St::kReqSent);
+  }
+  EXPECT_EQ(NextEvent().type, -1);
+  AdvanceAndRunTimers(RetryMs());
+  EXPECT_EQ(int(sent_.size()), 1 + Retries()) << "no more REQs";
+  EXPECT_EQ(id->st, St::kError);
+  EXPECT_EQ(id->timer, Timer::kNone);
+  const Ev e = NextEvent();
+  EXPECT_EQ(e.type, RDMA_CM_EVENT_UNREACHABLE);
+  EXPECT_EQ(e.status, -ETIMEDOUT);
+  AdvanceAndRunTimers(10 * RetryMs());
+  EXPECT_EQ(NextEvent().type, -1) << "the timeout is reported once";
+}
+
+TEST_F(CmProtocolTest, RepRetriesThenConnectError) {
+  Id* l = Listener();
+  Id* c = Accepted(l);
+  for (int i = 0; i <= Retries(); ++i) AdvanceAndRunTimers(RetryMs());
+  EXPECT_EQ(int(sent_.size()), 1 + Retries());
+  EXPECT_EQ(c->st, St::kError);
+  const Ev e = NextEvent();
+  EXPECT_EQ(e.type, RDMA_CM_EVENT_CONNECT_ERROR);
+  EXPECT_EQ(e.status, -ETIMEDOUT);
+  Inject(FromPeer(kAttrRtu, c));  // too late
+  EXPECT_EQ(c->st, St::kError);
+  EXPECT_EQ(NextEvent().type, -1);
+}
+
+TEST_F(CmProtocolTest, SidrReqRepEstablishesAUdId) {
+  Id* id = Connecting(IBV_QPT_UD);
+  ASSERT_EQ(sent_.size(), 1u);
+  EXPECT_EQ(sent_[0].msg.attr, kAttrSidrReq);
+  CmMsg rep;
+  rep.attr = kAttrSidrRep;
+  rep.local_comm_id = id->local_comm_id;  // SIDR_REP names the request ID only
+  rep.sidr_status = kSidrOk;
+  rep.qpn = 0x55;
+  rep.qkey = 0x1234;
+  Inject(rep);
+  EXPECT_EQ(id->st, St::kConnected);
+  EXPECT_EQ(id->remote_qpn, 0x55u);
+  EXPECT_EQ(id->remote_qkey, 0x1234u);
+  EXPECT_EQ(NextEvent().type, RDMA_CM_EVENT_ESTABLISHED);
+
+  Id* id2 = Connecting(IBV_QPT_UD);
+  rep.local_comm_id = id2->local_comm_id;
+  rep.sidr_status = kSidrReject;
+  Inject(rep);
+  EXPECT_EQ(id2->st, St::kRejected);
+  const Ev e = NextEvent();
+  EXPECT_EQ(e.type, RDMA_CM_EVENT_REJECTED);
+  EXPECT_EQ(e.status, kRejConsumer);
+}
+
+TEST_F(CmProtocolTest, ApiCallsOutsideTheTableFailWithEinval) {
+  Id* id = ActiveId();
+  id->st = St::kIdle;
+  EXPECT_EQ(rdma_connect(&id->id, nullptr), -1);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(rdma_accept(&id->id, nullptr), -1);
+  EXPECT_EQ(rdma_reject(&id->id, nullptr, 0), -1);
+  EXPECT_EQ(rdma_establish(&id->id), -1);
+  EXPECT_EQ(rdma_disconnect(&id->id), -1);
+  EXPECT_EQ(rdma_resolve_route(&id->id, 0), -1);
+  EXPECT_EQ(id->st, St::kIdle);
+  EXPECT_TRUE(sent_.empty());
+}
+
+TEST_F(CmProtocolTest, DestroyTellsThePeer) {
+  Id* l = Listener();
+  Id* requested = Requested(l);
+  ASSERT_EQ(rdma_destroy_id(&requested->id), 0);  // an unanswered request: REJ
+  ASSERT_EQ(sent_.size(), 1u);
+  EXPECT_EQ(sent_[0].msg.attr, kAttrRej);
+  EXPECT_EQ(sent_[0].msg.remote_comm_id, kPeerComm);
+
+  Id* c = Accepted(l);  // a new REQ from the same peer comm ID: a new id
+  Inject(FromPeer(kAttrRtu, c));
+  sent_.clear();
+  ASSERT_EQ(rdma_destroy_id(&c->id), 0);  // a connection: DREQ
+  ASSERT_EQ(sent_.size(), 1u);
+  EXPECT_EQ(sent_[0].msg.attr, kAttrDreq);
+}
+
+// Every (state, MAD) pair the table has no row for leaves the id as it
+// was: same state, same timer, no event, nothing sent (the handlers consult
+// the table, there is no other path). Driven through HandleMad on an id put
+// in each state in turn.
+TEST_F(CmProtocolTest, MadsNotInTheTableChangeNothing) {
+  const struct {
+    uint16_t attr;
+    CmEvent ev;
+  } kMads[] = {{kAttrRep, CmEvent::kRepNoQp}, {kAttrRtu, CmEvent::kRtu}, {kAttrRej, CmEvent::kRej},
+               {kAttrDrep, CmEvent::kDrep}};
+  constexpr St kAll[] = {St::kIdle,      St::kAddrResolved, St::kRouteResolved, St::kListen,   St::kReqSent,
+                         St::kRepRcvd,   St::kReqRcvd,      St::kRepSent,       St::kConnected, St::kDreqSent,
+                         St::kDisconnected, St::kRejected,  St::kError};
+  int checked = 0;
+  for (const auto& mad : kMads) {
+    for (St s : kAll) {
+      if (FindTransition(s, mad.ev)) continue;
+      Id* id = ActiveId();
+      {
+        std::lock_guard<std::mutex> l(G().mu);
+        NewCommId(id);
+      }
+      id->remote_comm_id = kPeerComm;
+      id->st = s;
+      id->timer = Timer::kReq;  // a timer the MAD must not stop
+      sent_.clear();
+      const uint64_t unexpected = G().unexpected_events;
+      CmMsg m = FromPeer(mad.attr, id);
+      m.reason = kRejConsumer;
+      Inject(m);
+      EXPECT_EQ(id->st, s) << CmAttrName(mad.attr) << " in " << StName(s);
+      EXPECT_EQ(id->timer, Timer::kReq) << CmAttrName(mad.attr) << " in " << StName(s);
+      EXPECT_TRUE(sent_.empty()) << CmAttrName(mad.attr) << " in " << StName(s);
+      EXPECT_EQ(NextEvent().type, -1) << CmAttrName(mad.attr) << " in " << StName(s);
+      EXPECT_EQ(G().unexpected_events, unexpected + 1) << CmAttrName(mad.attr) << " in " << StName(s);
+      id->timer = Timer::kNone;
+      ASSERT_EQ(rdma_destroy_id(&id->id), 0);
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 30);
+}
+
+// The same for the timers: a timeout an id's state has no row for is
+// dropped (the timer is stopped, nothing else happens).
+TEST_F(CmProtocolTest, TimeoutsNotInTheTableChangeNothing) {
+  constexpr St kAll[] = {St::kIdle,      St::kAddrResolved, St::kRouteResolved, St::kListen,   St::kReqSent,
+                         St::kRepRcvd,   St::kReqRcvd,      St::kRepSent,       St::kConnected, St::kDreqSent,
+                         St::kDisconnected, St::kRejected,  St::kError};
+  const struct {
+    Timer timer;
+    CmEvent ev;
+  } kTimers[] = {{Timer::kReq, CmEvent::kReqTimeout}, {Timer::kRep, CmEvent::kRepTimeout},
+                 {Timer::kDreq, CmEvent::kDreqTimeout}};
+  for (const auto& t : kTimers) {
+    for (St s : kAll) {
+      Id* id = ActiveId();
+      id->st = s;
+      id->timer = t.timer;
+      id->retries_left = 0;
+      id->deadline = g_now;
+      AdvanceAndRunTimers(1);
+      EXPECT_EQ(id->timer, Timer::kNone);
+      if (FindTransition(s, t.ev)) {
+        EXPECT_NE(NextEvent().type, -1) << StName(s);
+      } else {
+        EXPECT_EQ(id->st, s) << StName(s);
+        EXPECT_EQ(NextEvent().type, -1) << StName(s);
+      }
+      ASSERT_EQ(rdma_destroy_id(&id->id), 0);
+    }
+  }
+}
+
+TEST(CmTransitionTableTest, RowsFollowTheSpec) {
+  // The handshake (12.9): each message moves the state one step.
+  EXPECT_EQ(FindTransition(St::kRouteResolved, CmEvent::kConnect)->next, St::kReqSent);
+  EXPECT_EQ(FindTransition(St::kReqSent, CmEvent::kRep)->next, St::kConnected);
+  EXPECT_EQ(FindTransition(St::kReqRcvd, CmEvent::kAccept)->next, St::kRepSent);
+  EXPECT_EQ(FindTransition(St::kRepSent, CmEvent::kRtu)->next, St::kConnected);
+  EXPECT_EQ(FindTransition(St::kDreqSent, CmEvent::kDrep)->next, St::kDisconnected);
+  // A message the state does not wait for has no row.
+  EXPECT_EQ(FindTransition(St::kConnected, CmEvent::kRtu), nullptr);
+  EXPECT_EQ(FindTransition(St::kReqSent, CmEvent::kRtu), nullptr);
+  EXPECT_EQ(FindTransition(St::kConnected, CmEvent::kDrep), nullptr);
+  EXPECT_EQ(FindTransition(St::kListen, CmEvent::kAccept), nullptr);
+  // Every row: a citation. Every MAD or timeout that leaves a waiting state
+  // with an event stops the state's timer.
+  for (int s = 0; s < kStates; ++s) {
+    for (int e = 0; e < kCmEvents; ++e) {
+      const CmTransition* t = FindTransition(St(s), CmEvent(e));
+      if (!t) continue;
+      EXPECT_NE(t->spec[0], '\0') << StName(St(s)) << " / " << CmEventName(CmEvent(e)) << ": no citation";
+      const bool waiting = St(s) == St::kReqSent || St(s) == St::kRepSent || St(s) == St::kDreqSent;
+      const bool from_peer_or_timer = e >= int(CmEvent::kReq);
+      if (waiting && from_peer_or_timer && t->next != St(s) && t->deliver != kNoEvent) {
+        EXPECT_TRUE(t->stop_timer) << StName(St(s)) << " / " << CmEventName(CmEvent(e));
+      }
+    }
+  }
+}
+
+// docs/rdmacm.md prints the table as the code has it.
+TEST(CmTransitionTableTest, DocsShowTheTable) {
+  std::ifstream f(SOFTRNIC_SOURCE_DIR "/docs/rdmacm.md");
+  ASSERT_TRUE(f.good());
+  std::stringstream doc;
+  doc << f.rdbuf();
+  EXPECT_NE(doc.str().find(DumpTransitionTable()), std::string::npos)
+      << "docs/rdmacm.md is out of date; the table is:\n"
+      << DumpTransitionTable();
+}
+
+}  // namespace
+}  // namespace softrnic::rdmacm
