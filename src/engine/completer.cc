@@ -12,29 +12,14 @@
 #include <cstring>
 
 #include "engine/engine.h"
+#include "engine/wr_opcode.h"
 #include "wire/headers.h"
 #include "wire/opcode.h"
 
 namespace softrnic::engine {
 namespace {
 
-WcOpcode SendWcOpcode(WrOpcode op) {
-  switch (op) {
-    case WrOpcode::kRdmaWrite:
-    case WrOpcode::kRdmaWriteWithImm: return WcOpcode::kRdmaWrite;
-    case WrOpcode::kRdmaRead: return WcOpcode::kRdmaRead;
-    case WrOpcode::kAtomicCmpSwp: return WcOpcode::kCompSwap;
-    case WrOpcode::kAtomicFetchAdd: return WcOpcode::kFetchAdd;
-    case WrOpcode::kLocalInv: return WcOpcode::kLocalInv;
-    case WrOpcode::kBindMw: return WcOpcode::kBindMw;
-    default: return WcOpcode::kSend;
-  }
-}
-
-bool NeedsResponseData(WrOpcode op) {
-  return op == WrOpcode::kRdmaRead || op == WrOpcode::kAtomicCmpSwp ||
-         op == WrOpcode::kAtomicFetchAdd;
-}
+bool NeedsResponseData(WrOpcode op) { return GetWrOpcodeInfo(op).read_or_atomic(); }
 
 uint32_t LastPsn(const SendWqe& w) { return wire::PsnAdd(w.first_psn, w.npackets - 1); }
 
@@ -49,8 +34,7 @@ bool RnrNakPlausible(Qp* qp, uint32_t psn) {
     const int32_t into = wire::PsnDiff(psn, w.first_psn);
     if (into < 0) break;
     if (static_cast<uint32_t>(into) >= w.npackets) continue;
-    return w.opcode == WrOpcode::kSend || w.opcode == WrOpcode::kSendWithImm ||
-           w.opcode == WrOpcode::kSendWithInv || w.opcode == WrOpcode::kRdmaWriteWithImm;
+    return GetWrOpcodeInfo(w.opcode).consumes_recv_wqe;
   }
   return false;
 }
@@ -79,7 +63,7 @@ void Engine::CompleteSendWqe(Qp* qp, SendWqe& w, WcStatus status) {
   Completion c;
   c.wr_id = w.wr_id;
   c.status = status;
-  c.opcode = SendWcOpcode(w.opcode);
+  c.opcode = GetWrOpcodeInfo(w.opcode).wc_opcode;
   c.byte_len = w.length;
   c.qp_num = qp->qpn;
   if (!qp->send_cq->Push(c, false)) ReportCqOverflow(qp->send_cq);
@@ -353,9 +337,7 @@ void Engine::HandleResponse(Qp* qp, const wire::Packet& pkt) {
   if (!w.started || w.done) return;
 
   if (opcode == wire::op::kRcAtomicAck) {
-    if ((w.opcode != WrOpcode::kAtomicCmpSwp && w.opcode != WrOpcode::kAtomicFetchAdd) ||
-        w.first_psn != psn)
-      return;
+    if (!GetWrOpcodeInfo(w.opcode).atomic || w.first_psn != psn) return;
     const uint8_t syn = pkt.aeth().syndrome();
     if (wire::SyndromeKind(syn) != wire::AckKind::kAck) return;
     const uint64_t orig = pkt.atomic_ack_eth().orig();
@@ -383,7 +365,7 @@ void Engine::HandleResponse(Qp* qp, const wire::Packet& pkt) {
   }
 
   if (pkt.info->has(wire::kIsReadResponse)) {
-    if (w.opcode != WrOpcode::kRdmaRead) return;
+    if (!GetWrOpcodeInfo(w.opcode).read) return;
     const int32_t idx = wire::PsnDiff(psn, w.first_psn);
     if (idx < 0 || static_cast<uint32_t>(idx) >= w.npackets) return;
     const bool is_final = static_cast<uint32_t>(idx) == w.npackets - 1;

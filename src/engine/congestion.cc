@@ -44,6 +44,8 @@ constexpr double kMinCwnd = 4;
 // DCQCN's 50 us: the notification point's CNP interval and the reaction
 // point's minimum time between rate cuts.
 constexpr auto kCnpInterval = std::chrono::microseconds(50);
+// A CNP's reserved bytes after the BTH (A17.9.3).
+constexpr uint32_t kCnpReserved = 16;
 
 double MaxCwnd(const Qp* qp) { return qp->peer_sr ? double{kSrWindow} : kMaxInflightGbn; }
 
@@ -151,16 +153,10 @@ void Engine::MaybeSendCnp(Qp* qp, const transport::RxPacket& rx) {
   qp->last_cnp_sent = now;
   // A17.9.3: BTH (opcode 0x81, the congested flow's source QP, BECN set)
   // and 16 reserved bytes.
-  const wire::OpcodeInfo& info = wire::GetOpcodeInfo(wire::op::kCnp);
-  uint8_t* buf = TxBuffer();
-  wire::Bth bth;
-  bth.set_opcode(wire::op::kCnp);
-  bth.set_pkey(wire::kDefaultPkey);
-  bth.set_dest_qp(qp->attr.dest_qp_num);
-  bth.set_becn(true);
-  std::memcpy(buf, bth.b.data(), sizeof(bth));
-  std::memset(buf + info.header_length, 0, 16);
-  TxCommit(info.header_length + 16 + wire::kIcrcSize, SourceIndex(qp), qp->attr.ah_attr.dgid);
+  uint8_t* reserved = StartPacket(
+      {.opcode = wire::op::kCnp, .dest_qpn = qp->attr.dest_qp_num, .becn = true}, kCnpReserved);
+  std::memset(reserved, 0, kCnpReserved);
+  CommitToPeer(qp);
   ++stats_.tx_cnp;
 }
 

@@ -16,6 +16,7 @@
 #include "common/secure_random.h"
 #include "engine/engine.h"
 #include "engine/stats_publisher.h"
+#include "engine/wr_opcode.h"
 #include "transport/factory.h"
 
 namespace softrnic::engine {
@@ -302,7 +303,7 @@ int Device::PollCq(Cq* cq, int n, Completion* out) {
   if (n < 0) return -EINVAL;
   std::lock_guard<SpinMutex> lock(engine_->mu_);
   // Packets held back by PostSend (doorbell batching) leave first.
-  if (engine_->tx_count_ > 0) engine_->FlushTx();
+  if (engine_->tx_.count() > 0) engine_->FlushTx();
   // The polling application does the engine's work itself (no thread hop).
   if (cq->count < static_cast<size_t>(n)) {
     if (engine_->PollOnceLocked()) engine_->WakeProgressThreadFor(engine_->NextDeadlineLocked());
@@ -318,7 +319,7 @@ int Device::PollCq(Cq* cq, int n, Completion* out) {
 int Device::ArmCq(Cq* cq, bool solicited_only) {
   std::lock_guard<SpinMutex> lock(engine_->mu_);
   // The caller is about to block: nothing may stay held back.
-  if (engine_->tx_count_ > 0) engine_->FlushTx();
+  if (engine_->tx_.count() > 0) engine_->FlushTx();
   // Arming a CQ without a channel is allowed (and has no effect to observe).
   // Keep the stronger arm: "next completion" covers "next solicited".
   if (cq->armed != 1) cq->armed = solicited_only ? 2 : 1;
@@ -520,34 +521,18 @@ int Device::DestroyQp(Qp* qp, uint32_t* async_events_reported) {
 }
 
 int Device::PostSend(Qp* qp, const SendWr& wr) {
-  const bool rc = qp->type == QpType::kRc;
   const bool ud = qp->type == QpType::kUd;
-  switch (wr.opcode) {
-    case WrOpcode::kSend:
-    case WrOpcode::kSendWithImm:
-      break;
-    case WrOpcode::kRdmaWrite:
-    case WrOpcode::kRdmaWriteWithImm:
-      if (ud) return EINVAL;
-      break;
-    case WrOpcode::kRdmaRead:
-    case WrOpcode::kAtomicCmpSwp:
-    case WrOpcode::kAtomicFetchAdd:
-    case WrOpcode::kSendWithInv:
-      if (!rc) return EINVAL;
-      break;
-    default:
-      return EINVAL;  // LOCAL_INV, BIND_MW: no memory windows in softrnic
-  }
+  // wr_opcode.h: where each opcode may be posted; LOCAL_INV and BIND_MW
+  // nowhere (no memory windows in softrnic).
+  const WrOpcodeInfo& op = GetWrOpcodeInfo(wr.opcode);
+  if (!op.PostableOn(qp->type)) return EINVAL;
   if (wr.sges.size() > qp->caps.max_send_sge) return EINVAL;
   uint64_t length = 0;
   for (const Sge& s : wr.sges) length += s.length;
   if (length > engine_->attr_.max_msg_sz) return EINVAL;
-  const bool is_inline = (wr.send_flags & kInline) && wr.opcode != WrOpcode::kRdmaRead &&
-                         wr.opcode != WrOpcode::kAtomicCmpSwp &&
-                         wr.opcode != WrOpcode::kAtomicFetchAdd;
+  const bool is_inline = (wr.send_flags & kInline) && op.inline_ok;
   if (is_inline && length > qp->caps.max_inline_data) return EINVAL;
-  if (wr.opcode == WrOpcode::kAtomicCmpSwp || wr.opcode == WrOpcode::kAtomicFetchAdd) {
+  if (op.atomic) {
     // IBA 9.4.5: an atomic operates on 8 naturally aligned bytes.
     if (length != 8 || (wr.remote_addr & 7)) return EINVAL;
   }
@@ -610,7 +595,7 @@ int Device::PostSend(Qp* qp, const SendWr& wr) {
   engine_->RunRequester(qp);
   if (!stream || !engine_->MayHoldTx()) {
     engine_->FlushTx();
-  } else if (engine_->tx_count_ > 0) {
+  } else if (engine_->tx_.count() > 0) {
     ++engine_->stats_.posts_batched;
   }
   // Work left for later, or WQEs that only a response lets go while the

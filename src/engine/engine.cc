@@ -59,7 +59,6 @@ Engine::Engine(std::unique_ptr<transport::Transport> transport, DeviceAttr attr)
   // processes (device_identity.h, shared with `softrnic run`'s sysfs view).
   attr_.node_guid = NodeGuidFromGids(gids_);
   attr_.sys_image_guid = attr_.node_guid;
-  tx_storage_.resize(size_t{kTxBatch} * kTxBufferSize);
   async_queues_.emplace(Device::kDeviceAsyncQueue, std::make_unique<AsyncQueue>());
   if (const char* spin = std::getenv("SOFTRNIC_SPIN_US")) spin_us_ = std::atoi(spin);
   InitAckDelay();
@@ -172,48 +171,14 @@ void Engine::RunWorkList() {
   }
 }
 
-uint8_t* Engine::TxBuffer() {
-  if (tx_count_ == kTxBatch) FlushTx();
-  return &tx_storage_[size_t(tx_count_) * kTxBufferSize];
+uint8_t* Engine::StartPacket(const PacketFields& f, uint32_t payload_length) {
+  if (tx_.full()) FlushTx();
+  return tx_.Start(f, payload_length);
 }
 
-void Engine::TxCommit(uint32_t length, uint16_t local_index, const Gid& dst) {
-  transport::TxPacket& p = tx_batch_[tx_count_++];
-  p.data = &tx_storage_[size_t(tx_count_ - 1) * kTxBufferSize];
-  p.length = length;
-  p.payload = nullptr;
-  p.payload_length = 0;
-  p.head_length = 0;
-  p.local_index = local_index;
-  p.dst = transport::Endpoint{dst, udp_port_};
+void Engine::CommitPacket(uint16_t local_index, const Gid& dst, const uint8_t* direct) {
+  tx_.Commit(local_index, transport::Endpoint{dst, udp_port_}, direct);
   ++stats_.tx_packets;
-}
-
-void Engine::FlushTx() {
-  int sent = 0;
-  int stalls = 0;
-  Clock::time_point wait_until{};
-  while (sent < tx_count_) {
-    const int r = transport_->SendBurst(tx_batch_ + sent, tx_count_ - sent);
-    if (r > 0) {
-      sent += r;
-      stalls = 0;
-      continue;
-    }
-    // The socket buffer is full: give the receiver a moment, then let RC
-    // recovery handle what could not be sent. A full shared-memory ring is
-    // drained by a peer that is running (or was just woken): wait for it,
-    // bounded (kShmTxWait), so that UC bursts larger than the ring are not
-    // lost and RC does not have to time out.
-    if (++stalls > 8) {
-      if (!transport_->WaitWhenBusy()) break;
-      const Clock::time_point now = Clock::now();
-      if (wait_until == Clock::time_point{}) wait_until = now + kShmTxWait;
-      if (now > wait_until) break;
-    }
-    sched_yield();
-  }
-  tx_count_ = 0;
 }
 
 void Engine::DispatchPacket(const transport::RxPacket& rx) {

@@ -22,6 +22,7 @@
 
 #include "engine/device.h"
 #include "engine/mr_table.h"
+#include "engine/packet_builder.h"
 #include "engine/shm_direct.h"
 #include "engine/qp.h"
 #include "engine/spin_mutex.h"
@@ -168,12 +169,17 @@ class Engine {
   // No deferred ACK is due before this (may be stale-early, never late).
   Clock::time_point ack_deadline_min_ = Clock::time_point::max();
 
-  // --- Transmit (progress.cc) ---
-  // Returns a buffer for one packet (BTH .. ICRC); valid until FlushTx.
-  uint8_t* TxBuffer();
-  // port 0: the device port (4791 unless configured).
-  void TxCommit(uint32_t length, uint16_t local_index, const Gid& dst);
-  void FlushTx();
+  // --- Transmit (packet_builder.h) ---
+  // Builds a packet into the transmit batch (sending a full batch first):
+  // the headers from f, then room for payload_length bytes, returned for
+  // the caller to fill (or to name as `direct` in CommitPacket).
+  uint8_t* StartPacket(const PacketFields& f, uint32_t payload_length);
+  // Queues the packet StartPacket built, to dst's device port.
+  void CommitPacket(uint16_t local_index, const Gid& dst, const uint8_t* direct = nullptr);
+  // The same, to the QP's peer.
+  void CommitToPeer(const Qp* qp) { CommitPacket(SourceIndex(qp), qp->attr.ah_attr.dgid); }
+  void FlushTx() { tx_.Flush(*transport_); }
+  TxBatch tx_;
   std::unique_ptr<transport::Transport> transport_;
   // transport_'s peer memory capability (else null): peers for direct
   // one-sided operations and this device's exports.
@@ -190,12 +196,6 @@ class Engine {
     shm_direct_->PublishQp(qp, qp->pd->id);
     qp->shm_peer_qp_slot = -1;  // as a requester: the path may have changed
   }
-  static constexpr int kTxBatch = 64;
-  static constexpr auto kShmTxWait = std::chrono::milliseconds(5);
-  static constexpr uint32_t kTxBufferSize = 4096 + 128;
-  std::vector<uint8_t> tx_storage_;
-  transport::TxPacket tx_batch_[kTxBatch];
-  int tx_count_ = 0;
   uint16_t udp_port_ = wire::kRoceV2UdpPort;
 
   // Destroyed RC QPs keep answering duplicates for a while, like TCP's
@@ -317,7 +317,7 @@ class Engine {
   // Scatter `len` bytes into the active receive WQE at recv_offset.
   bool ScatterToRecv(Qp* qp, const uint8_t* data, uint32_t len);
 
-  // --- Packet helpers (packet_builder.cc) ---
+  // --- Receive dispatch (engine.cc) ---
   void DispatchPacket(const transport::RxPacket& rx);
   uint16_t SourceIndex(const Qp* qp) const { return qp->attr.ah_attr.sgid_index; }
 

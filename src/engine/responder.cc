@@ -13,6 +13,7 @@
 
 #include "engine/engine.h"
 #include "engine/sr_store.h"
+#include "engine/wr_opcode.h"
 #include "wire/headers.h"
 #include "wire/opcode.h"
 
@@ -22,6 +23,13 @@ namespace {
 bool ResponderState(QpState s) {
   return s == QpState::kRtr || s == QpState::kRts || s == QpState::kSqd || s == QpState::kSqe;
 }
+
+// The READ response packets of one request; the packet table says which
+// of them carry an AETH (first, last and only, not middle).
+constexpr MessageOpcodes kReadResponses{wire::op::kRcReadResponseFirst,
+                                        wire::op::kRcReadResponseMiddle,
+                                        wire::op::kRcReadResponseLast,
+                                        wire::op::kRcReadResponseOnly};
 
 uint32_t PacketsFor(uint32_t length, uint32_t mtu) {
   return length == 0 ? 1 : (length + mtu - 1) / mtu;
@@ -164,20 +172,10 @@ void Engine::SendAckNow(Qp* qp, uint8_t syndrome, uint32_t psn) {
 
 void Engine::EmitAck(uint32_t dest_qpn, uint32_t psn, uint8_t syndrome, uint32_t msn,
                      uint16_t sgid_index, const Gid& dgid, bool sr) {
-  uint8_t* buf = TxBuffer();
-  const wire::OpcodeInfo& info = wire::GetOpcodeInfo(wire::op::kRcAck);
-  wire::Bth bth;
-  bth.set_opcode(wire::op::kRcAck);
-  bth.set_pkey(wire::kDefaultPkey);
-  bth.set_dest_qp(dest_qpn);
-  bth.set_psn(psn);
-  bth.set_sr(sr);
-  std::memcpy(buf, bth.b.data(), sizeof(bth));
-  wire::Aeth aeth;
-  aeth.set_syndrome(syndrome);
-  aeth.set_msn(msn);
-  std::memcpy(buf + info.aeth_offset, aeth.b.data(), sizeof(aeth));
-  TxCommit(info.header_length + wire::kIcrcSize, sgid_index, dgid);
+  StartPacket({.opcode = wire::op::kRcAck, .dest_qpn = dest_qpn, .psn = psn, .sr = sr,
+               .syndrome = syndrome, .msn = msn},
+              0);
+  CommitPacket(sgid_index, dgid);
 }
 
 void Engine::ResponderError(Qp* qp, wire::NakCode code, uint32_t psn, WcStatus recv_status) {
@@ -214,52 +212,23 @@ void Engine::SendReadResponses(Qp* qp, uint32_t first_psn, uint64_t va, uint32_t
   for (uint32_t i = 0; i < n; ++i) {
     const uint32_t offset = i * mtu;
     const uint32_t payload = std::min(mtu, length - offset);
-    uint8_t opc;
-    if (n == 1) opc = wire::op::kRcReadResponseOnly;
-    else if (i == 0) opc = wire::op::kRcReadResponseFirst;
-    else if (i == n - 1) opc = wire::op::kRcReadResponseLast;
-    else opc = wire::op::kRcReadResponseMiddle;
-    const wire::OpcodeInfo& info = wire::GetOpcodeInfo(opc);
-    uint8_t* buf = TxBuffer();
-    wire::Bth bth;
-    bth.set_opcode(opc);
-    bth.set_pkey(wire::kDefaultPkey);
-    bth.set_dest_qp(qp->attr.dest_qp_num);
-    bth.set_psn(wire::PsnAdd(first_psn, i));
-    const uint8_t pad = static_cast<uint8_t>((4 - (payload & 3)) & 3);
-    bth.set_pad_count(pad);
-    std::memcpy(buf, bth.b.data(), sizeof(bth));
-    if (info.aeth_offset) {
-      wire::Aeth aeth;
-      aeth.set_syndrome(wire::kAckSyndromeNoCredit);
-      aeth.set_msn(qp->msn);
-      std::memcpy(buf + info.aeth_offset, aeth.b.data(), sizeof(aeth));
-    }
-    if (payload) std::memcpy(buf + info.header_length, src + offset, payload);
-    std::memset(buf + info.header_length + payload, 0, pad);
-    TxCommit(info.header_length + payload + pad + wire::kIcrcSize, SourceIndex(qp),
-             qp->attr.ah_attr.dgid);
+    uint8_t* out = StartPacket({.opcode = kReadResponses.At(i == 0, i == n - 1),
+                                .dest_qpn = qp->attr.dest_qp_num,
+                                .psn = wire::PsnAdd(first_psn, i),
+                                .syndrome = wire::kAckSyndromeNoCredit,
+                                .msn = qp->msn},
+                               payload);
+    if (payload) std::memcpy(out, src + offset, payload);
+    CommitToPeer(qp);
   }
 }
 
 void Engine::SendAtomicAck(Qp* qp, uint32_t psn, uint64_t orig) {
   FlushAck(qp);
-  const wire::OpcodeInfo& info = wire::GetOpcodeInfo(wire::op::kRcAtomicAck);
-  uint8_t* buf = TxBuffer();
-  wire::Bth bth;
-  bth.set_opcode(wire::op::kRcAtomicAck);
-  bth.set_pkey(wire::kDefaultPkey);
-  bth.set_dest_qp(qp->attr.dest_qp_num);
-  bth.set_psn(psn);
-  std::memcpy(buf, bth.b.data(), sizeof(bth));
-  wire::Aeth aeth;
-  aeth.set_syndrome(wire::kAckSyndromeNoCredit);
-  aeth.set_msn(qp->msn);
-  std::memcpy(buf + info.aeth_offset, aeth.b.data(), sizeof(aeth));
-  wire::AtomicAckEth ack;
-  ack.set_orig(orig);
-  std::memcpy(buf + info.atomic_ack_eth_offset, ack.b.data(), sizeof(ack));
-  TxCommit(info.header_length + wire::kIcrcSize, SourceIndex(qp), qp->attr.ah_attr.dgid);
+  StartPacket({.opcode = wire::op::kRcAtomicAck, .dest_qpn = qp->attr.dest_qp_num, .psn = psn,
+               .syndrome = wire::kAckSyndromeNoCredit, .msn = qp->msn, .atomic_orig = orig},
+              0);
+  CommitToPeer(qp);
 }
 
 void Engine::HandleRequest(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx) {

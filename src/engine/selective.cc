@@ -39,6 +39,7 @@
 
 #include "engine/engine.h"
 #include "engine/sr_store.h"
+#include "engine/wr_opcode.h"
 #include "wire/headers.h"
 #include "wire/opcode.h"
 
@@ -67,11 +68,6 @@ bool SamePacket(const uint8_t* kept, uint32_t kept_length, const wire::Packet& p
       ((kept[8] ^ p[8]) & 0x7F) != 0)
     return false;
   return std::memcmp(kept + 9, p + 9, pkt.length - 9 - wire::kIcrcSize) == 0;
-}
-
-bool IsReadOrAtomic(WrOpcode op) {
-  return op == WrOpcode::kRdmaRead || op == WrOpcode::kAtomicCmpSwp ||
-         op == WrOpcode::kAtomicFetchAdd;
 }
 
 }  // namespace
@@ -253,22 +249,14 @@ void Engine::SendSack(Qp* qp) {
     }
   }
   const uint32_t bytes = (top + 3) & ~3u;  // a multiple of 4: no pad
-  const wire::OpcodeInfo& info = wire::GetOpcodeInfo(wire::op::kRcAck);
-  uint8_t* buf = TxBuffer();
-  wire::Bth bth;
-  bth.set_opcode(wire::op::kRcAck);
-  bth.set_pkey(wire::kDefaultPkey);
-  bth.set_dest_qp(qp->attr.dest_qp_num);
-  bth.set_psn(qp->epsn);
-  bth.set_sr(true);
-  std::memcpy(buf, bth.b.data(), sizeof(bth));
-  wire::Aeth aeth;
-  aeth.set_syndrome(
-      wire::MakeSyndrome(wire::AckKind::kNak, static_cast<uint8_t>(wire::NakCode::kPsnSequenceError)));
-  aeth.set_msn(qp->msn);
-  std::memcpy(buf + info.aeth_offset, aeth.b.data(), sizeof(aeth));
-  std::memcpy(buf + info.header_length, bitmap, bytes);
-  TxCommit(info.header_length + bytes + wire::kIcrcSize, SourceIndex(qp), qp->attr.ah_attr.dgid);
+  uint8_t* out = StartPacket(
+      {.opcode = wire::op::kRcAck, .dest_qpn = qp->attr.dest_qp_num, .psn = qp->epsn, .sr = true,
+       .syndrome = wire::MakeSyndrome(wire::AckKind::kNak,
+                                      static_cast<uint8_t>(wire::NakCode::kPsnSequenceError)),
+       .msn = qp->msn},
+      bytes);
+  std::memcpy(out, bitmap, bytes);
+  CommitToPeer(qp);
   ++stats_.tx_sacks;
 }
 
@@ -444,7 +432,7 @@ void Engine::RetransmitLost(Qp* qp, bool probe) {
     const uint32_t save_rd = qp->outstanding_rd_atomic;
     qp->sq_next = index;
     qp->send_offset =
-        IsReadOrAtomic(w.opcode) ? 0 : static_cast<uint32_t>(wire::PsnDiff(psn, w.first_psn)) * qp->mtu_bytes;
+        GetWrOpcodeInfo(w.opcode).read_or_atomic() ? 0 : static_cast<uint32_t>(wire::PsnDiff(psn, w.first_psn)) * qp->mtu_bytes;
     qp->sq_psn = psn;
     qp->resending = true;
     const bool ok = SendNextPacket(qp, w, index);
@@ -481,7 +469,7 @@ void Engine::RetransmitLost(Qp* qp, bool probe) {
     if (!w.started || qp->attr.qp_state != QpState::kRts) break;
     if (w.done) continue;
     if (wire::PsnDiff(w.first_psn, qp->sq_psn) >= 0) break;  // not sent yet (after a rewind)
-    if (IsReadOrAtomic(w.opcode)) {
+    if (GetWrOpcodeInfo(w.opcode).read_or_atomic()) {
       // One request packet; a READ partly answered was received.
       if (wire::PsnDiff(w.first_psn, qp->comp_psn) >= 0 && lost(w.first_psn) && spend()) {
         if (!resend(i, w, w.first_psn)) return;

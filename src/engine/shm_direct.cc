@@ -13,6 +13,7 @@
 #include <string>
 
 #include "engine/engine.h"
+#include "engine/wr_opcode.h"
 
 namespace softrnic::engine {
 
@@ -253,14 +254,11 @@ uint8_t* ShmDirect::MapPeerMemory(const std::shared_ptr<transport::ShmPeer>& pee
 bool Engine::TryDirect(Qp* qp, SendWqe& w, uint64_t index) {
   using transport::ShmPeer;
   if (peer_memory_ == nullptr || !shm_direct_ || qp->type != QpType::kRc) return false;
-  uint32_t right = 0;
-  switch (w.opcode) {
-    case WrOpcode::kRdmaWrite: right = kRemoteWrite; break;
-    case WrOpcode::kRdmaRead: right = kRemoteRead; break;
-    case WrOpcode::kAtomicCmpSwp:
-    case WrOpcode::kAtomicFetchAdd: right = kRemoteAtomic; break;
-    default: return false;  // SEND, WRITE_WITH_IMM: through the ring
-  }
+  // One-sided operations only: one that completes a receive at the target
+  // (SEND, WRITE_WITH_IMM) goes through the ring and its engine.
+  const WrOpcodeInfo& op = GetWrOpcodeInfo(w.opcode);
+  const uint32_t right = op.remote_right;
+  if (right == 0 || op.consumes_recv_wqe) return false;
   // RC ordering: only when nothing of this QP is in flight.
   if (w.started || qp->sq_next != qp->sq_head || w.length == 0) return false;
 
@@ -341,39 +339,33 @@ bool Engine::TryDirect(Qp* qp, SendWqe& w, uint64_t index) {
   // when the MR's iova is aligned unlike its address: an atomic there would
   // be undefined behaviour and a split lock. The ring's responder refuses it
   // with the Invalid Request NAK a peer over UDP gets (responder.cc).
-  const bool atomic = w.opcode == WrOpcode::kAtomicCmpSwp || w.opcode == WrOpcode::kAtomicFetchAdd;
-  if (atomic && (target & 7) != 0) return false;
+  if (op.atomic && (target & 7) != 0) return false;
   uint8_t* p = shm_direct_->MapPeerMemory(peer, m->fd.load(r), m->fd_ino.load(r),
                                           m->fd_offset.load(r) + (target - share_start), len);
   if (p == nullptr) return false;  // the mapping was refused: the ring serves it
 
   WcStatus status = WcStatus::kSuccess;
-  switch (w.opcode) {
-    case WrOpcode::kRdmaWrite:
-      if (!GatherWqe(qp, index, 0, static_cast<uint32_t>(len), p)) status = WcStatus::kLocProtErr;
-      break;
-    case WrOpcode::kRdmaRead:
-      if (!ScatterSges(qp->pd, qp->WqeSges(index), w.num_sge, 0, p, static_cast<uint32_t>(len)))
-        status = WcStatus::kLocProtErr;
-      break;
-    default: {
-      // Real atomic instructions on the shared word: atomic with respect to
-      // the target's own engine (responder.cc uses atomic_ref too) and to
-      // every other peer.
-      std::atomic_ref<uint64_t> word(*reinterpret_cast<uint64_t*>(p));
-      uint64_t orig;
-      if (w.opcode == WrOpcode::kAtomicCmpSwp) {
-        orig = w.compare_add;
-        word.compare_exchange_strong(orig, w.swap, std::memory_order_seq_cst);
-      } else {
-        orig = word.fetch_add(w.compare_add, std::memory_order_seq_cst);
-      }
-      uint8_t bytes[8];
-      std::memcpy(bytes, &orig, 8);
-      if (!ScatterSges(qp->pd, qp->WqeSges(index), w.num_sge, 0, bytes, 8))
-        status = WcStatus::kLocProtErr;
-      break;
+  if (!op.read_or_atomic()) {
+    if (!GatherWqe(qp, index, 0, static_cast<uint32_t>(len), p)) status = WcStatus::kLocProtErr;
+  } else if (op.read) {
+    if (!ScatterSges(qp->pd, qp->WqeSges(index), w.num_sge, 0, p, static_cast<uint32_t>(len)))
+      status = WcStatus::kLocProtErr;
+  } else {
+    // Real atomic instructions on the shared word: atomic with respect to
+    // the target's own engine (responder.cc uses atomic_ref too) and to
+    // every other peer.
+    std::atomic_ref<uint64_t> word(*reinterpret_cast<uint64_t*>(p));
+    uint64_t orig;
+    if (w.opcode == WrOpcode::kAtomicCmpSwp) {
+      orig = w.compare_add;
+      word.compare_exchange_strong(orig, w.swap, std::memory_order_seq_cst);
+    } else {
+      orig = word.fetch_add(w.compare_add, std::memory_order_seq_cst);
     }
+    uint8_t bytes[8];
+    std::memcpy(bytes, &orig, 8);
+    if (!ScatterSges(qp->pd, qp->WqeSges(index), w.num_sge, 0, bytes, 8))
+      status = WcStatus::kLocProtErr;
   }
   ++shm_direct_->direct_ops;
   ++stats_.shm_direct_ops;

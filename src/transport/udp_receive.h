@@ -52,7 +52,7 @@ void ReadReceiveControl(const msghdr& h, uint32_t datagram_length, uint32_t* gro
                         uint8_t* traffic_class);
 
 // The largest RoCE packet softrnic sends or accepts as a GSO segment: one
-// 4096-byte IBA MTU of payload plus headers (Engine::kTxBufferSize).
+// 4096-byte IBA MTU of payload plus headers (engine TxBatch::kBufferSize).
 inline constexpr uint32_t kMaxGsoSegmentBytes = 4096 + 128;
 // GSO numbers at most this many segments of a run (UDP_MAX_SEGMENTS before
 // Linux 6.2), so a run's IDs are 0..kMaxGsoIds-1.

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "engine/wr_opcode.h"
 #include "verbs/async_acks.h"
 #include "verbs/internal.h"
 
@@ -92,28 +93,19 @@ inline int TranslateSendWr(const ibv_send_wr* w, eng::Sge* sges, eng::SendWr* ou
   uint32_t opcode;
   static_assert(sizeof(opcode) == sizeof(w->opcode));
   std::memcpy(&opcode, &w->opcode, sizeof(opcode));
-  switch (opcode) {
-    case IBV_WR_SEND:
-    case IBV_WR_SEND_WITH_IMM:
-    case IBV_WR_SEND_WITH_INV:
-    case IBV_WR_LOCAL_INV:
-      break;
-    case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM:
-    case IBV_WR_RDMA_READ:
-      out->remote_addr = w->wr.rdma.remote_addr;
-      out->rkey = w->wr.rdma.rkey;
-      break;
-    case IBV_WR_ATOMIC_CMP_AND_SWP:
-    case IBV_WR_ATOMIC_FETCH_AND_ADD:
-      out->remote_addr = w->wr.atomic.remote_addr;
-      out->rkey = w->wr.atomic.rkey;
-      out->compare_add = w->wr.atomic.compare_add;
-      out->swap = w->wr.atomic.swap;
-      break;
-    default:
-      // BIND_MW (no memory windows), TSO, DRIVER1, ATOMIC_WRITE: not offered.
-      return EINVAL;
+  // The engine's table (wr_opcode.h) says which union member a known opcode
+  // fills; unknown ones (TSO, DRIVER1, ATOMIC_WRITE: not offered) are
+  // refused here, and Device::PostSend refuses what the QP cannot post.
+  const eng::WrOpcodeInfo& op = eng::GetWrOpcodeInfo(opcode);
+  if (!op.known()) return EINVAL;
+  if (op.atomic) {
+    out->remote_addr = w->wr.atomic.remote_addr;
+    out->rkey = w->wr.atomic.rkey;
+    out->compare_add = w->wr.atomic.compare_add;
+    out->swap = w->wr.atomic.swap;
+  } else if (op.remote_right != 0) {
+    out->remote_addr = w->wr.rdma.remote_addr;
+    out->rkey = w->wr.rdma.rkey;
   }
   out->opcode = static_cast<eng::WrOpcode>(opcode);
   return 0;
