@@ -559,7 +559,8 @@ void PlayRecord(uint8_t ctl, uint8_t aux, uint8_t sel, uint8_t* pkt, uint32_t le
     if (ctl & 0x08) {
       // Single-threaded: the progress thread is stopped, so QP fields can
       // be read without the lock.
-      const uint32_t base = info.valid() && info.has(wire::kIsResponse) ? qp->comp_psn : qp->epsn;
+      const uint32_t base =
+          info.valid() && info.has(wire::kIsResponse) ? qp->comp.comp_psn : qp->resp.epsn;
       bth.set_psn(wire::PsnAdd(base, static_cast<uint32_t>(int32_t{static_cast<int8_t>(aux)})));
     }
     if (ctl & 0x20) {
@@ -615,9 +616,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::fprintf(stderr, "--- %d records, %zu packets sent; QP states:", records, g->tx->sent().size());
     for (engine::Qp* qp : g->qp) std::fprintf(stderr, " %s", engine::QpStateName(qp->attr.qp_state));
     const engine::Qp* rc = g->qp[0];
-    std::fprintf(stderr, "\n  RC requester (PSN offsets from the start): comp %d sent %d max sent %d, peer sr %d\n",
-                 wire::PsnDiff(rc->comp_psn, kRcSqPsn), wire::PsnDiff(rc->sq_psn, kRcSqPsn),
-                 wire::PsnDiff(rc->sq_psn_max, kRcSqPsn), rc->peer_sr);
+    std::fprintf(
+        stderr,
+        "\n  RC requester (PSN offsets from the start): comp %d sent %d max sent %d, peer sr %d\n",
+        wire::PsnDiff(rc->comp.comp_psn, kRcSqPsn), wire::PsnDiff(rc->req.sq_psn, kRcSqPsn),
+        wire::PsnDiff(rc->sr.sq_psn_max, kRcSqPsn), rc->sr.peer_sr);
     const engine::EngineStats s = g->dev->stats();
     std::string text = engine::FormatStats(s, g->dev->transport_counters());
     // Only the non-zero counters.

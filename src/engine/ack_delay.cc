@@ -53,26 +53,27 @@ bool Engine::DeferAck(Qp* qp, uint8_t syndrome) {
   // Only a QP that sends requests itself can carry its ACKs.
   if (qp->sq_tail == 0 || qp->attr.qp_state != QpState::kRts) return false;
   // A selective requester holding packets past a hole needs its SACKs now.
-  if (qp->peer_sr_req && (qp->ooo_count > 0 || qp->sack_pending)) return false;
-  if (qp->ack_delay_score < 0) {
-    ++qp->ack_delay_score;
+  if (qp->sr_store.peer_sr_req && (qp->sr_store.ooo_count > 0 || qp->sr_store.sack_pending))
+    return false;
+  if (qp->ack_delay.ack_delay_score < 0) {
+    ++qp->ack_delay.ack_delay_score;
     return false;
   }
-  if (!qp->ack_deferred) {
-    qp->ack_deferred = true;
+  if (!qp->ack_delay.ack_deferred) {
+    qp->ack_delay.ack_deferred = true;
     // The peer's Local ACK Timeout is not known here; its own (ibv_modify_qp
     // sets both sides alike in practice) bounds the wait to an eighth.
     const Clock::duration cap = LocalAckTimeout(qp->attr.timeout) / 8;
-    qp->ack_deadline = Clock::now() + std::min<Clock::duration>(ack_delay_, cap);
-    ack_deadline_min_ = std::min(ack_deadline_min_, qp->ack_deadline);
+    qp->ack_delay.ack_deadline = Clock::now() + std::min<Clock::duration>(ack_delay_, cap);
+    ack_deadline_min_ = std::min(ack_deadline_min_, qp->ack_delay.ack_deadline);
     // A sleeping progress thread must wake in time to send it alone.
-    WakeProgressThreadFor(qp->ack_deadline);
+    WakeProgressThreadFor(qp->ack_delay.ack_deadline);
   }
   return true;
 }
 
 void Engine::PiggybackAck(Qp* qp) {
-  qp->ack_delay_score = std::min(qp->ack_delay_score + 1, kScoreCap);
+  qp->ack_delay.ack_delay_score = std::min(qp->ack_delay.ack_delay_score + 1, kScoreCap);
   ++stats_.acks_piggybacked;
   FlushAck(qp);
 }
@@ -80,15 +81,15 @@ void Engine::PiggybackAck(Qp* qp) {
 void Engine::ExpireDeferredAcks(Clock::time_point now) {
   Clock::time_point next = Clock::time_point::max();
   for (auto& [qpn, qp] : qps_) {
-    if (!qp->ack_deferred) continue;
-    if (qp->ack_deadline > now) {
-      next = std::min(next, qp->ack_deadline);
+    if (!qp->ack_delay.ack_deferred) continue;
+    if (qp->ack_delay.ack_deadline > now) {
+      next = std::min(next, qp->ack_delay.ack_deadline);
       continue;
     }
     // A QP whose ACKs rode along before gets one miss free (a ping-pong
     // that pauses: perftest -a between sizes); a second miss in a row, or
     // a first one, backs off.
-    qp->ack_delay_score = qp->ack_delay_score > 0 ? 0 : -kBackoff;
+    qp->ack_delay.ack_delay_score = qp->ack_delay.ack_delay_score > 0 ? 0 : -kBackoff;
     ++stats_.acks_delay_expired;
     FlushAck(qp.get());
   }

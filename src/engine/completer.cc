@@ -43,16 +43,16 @@ bool RnrNakPlausible(Qp* qp, uint32_t psn) {
 // transmission past the resend cursor (sq_psn): move the cursor to comp_psn
 // instead of resending what the responder has.
 void CursorToCompPsn(Qp* qp) {
-  if (wire::PsnDiff(qp->comp_psn, qp->sq_psn) <= 0) return;
-  qp->sq_psn = qp->comp_psn;
-  qp->send_offset = 0;
+  if (wire::PsnDiff(qp->comp.comp_psn, qp->req.sq_psn) <= 0) return;
+  qp->req.sq_psn = qp->comp.comp_psn;
+  qp->req.send_offset = 0;
   qp->sq_next = qp->sq_head;
   while (qp->sq_next != qp->sq_tail && qp->Wqe(qp->sq_next).done) ++qp->sq_next;
   if (qp->sq_next == qp->sq_tail) return;
   const SendWqe& cur = qp->Wqe(qp->sq_next);
-  const int32_t into = wire::PsnDiff(qp->comp_psn, cur.first_psn);
+  const int32_t into = wire::PsnDiff(qp->comp.comp_psn, cur.first_psn);
   if (cur.started && into > 0 && !NeedsResponseData(cur.opcode))
-    qp->send_offset = static_cast<uint32_t>(into) * qp->mtu_bytes;
+    qp->req.send_offset = static_cast<uint32_t>(into) * qp->mtu_bytes;
 }
 
 }  // namespace
@@ -83,17 +83,17 @@ void Engine::RetireCompletedWqes(Qp* qp) {
 }
 
 void Engine::ArmRetransmitTimer(Qp* qp) {
-  if (qp->attr.timeout == 0 || qp->comp_psn == qp->sq_psn) {
-    qp->retransmit_armed = false;
+  if (qp->attr.timeout == 0 || qp->comp.comp_psn == qp->req.sq_psn) {
+    qp->comp.retransmit_armed = false;
     return;
   }
-  qp->retransmit_deadline = Clock::now() + LocalAckTimeout(qp->attr.timeout);
-  qp->retransmit_armed = true;
+  qp->comp.retransmit_deadline = Clock::now() + LocalAckTimeout(qp->attr.timeout);
+  qp->comp.retransmit_armed = true;
 }
 
 bool Engine::ImplicitAck(Qp* qp, uint32_t psn) {
   bool progressed = false;
-  const uint32_t comp_before = qp->comp_psn;
+  const uint32_t comp_before = qp->comp.comp_psn;
   for (uint64_t i = qp->sq_head; i != qp->sq_tail; ++i) {
     SendWqe& w = qp->Wqe(i);
     if (!w.started) break;
@@ -102,8 +102,8 @@ bool Engine::ImplicitAck(Qp* qp, uint32_t psn) {
     const uint32_t last = LastPsn(w);
     if (wire::PsnDiff(psn, last) < 0) {
       // Part of a multi-packet SEND/WRITE is acknowledged.
-      if (!NeedsResponseData(w.opcode) && wire::PsnDiff(psn + 1, qp->comp_psn) > 0) {
-        qp->comp_psn = wire::PsnAdd(psn, 1);
+      if (!NeedsResponseData(w.opcode) && wire::PsnDiff(psn + 1, qp->comp.comp_psn) > 0) {
+        qp->comp.comp_psn = wire::PsnAdd(psn, 1);
         progressed = true;
       }
       break;
@@ -118,16 +118,16 @@ bool Engine::ImplicitAck(Qp* qp, uint32_t psn) {
     }
     w.done = true;
     w.status = WcStatus::kSuccess;
-    qp->comp_psn = wire::PsnAdd(last, 1);
+    qp->comp.comp_psn = wire::PsnAdd(last, 1);
     progressed = true;
   }
   if (progressed) {
     CursorToCompPsn(qp);
     SrOnCumAck(qp, comp_before);
-    CcOnAck(qp, static_cast<uint32_t>(wire::PsnDiff(qp->comp_psn, comp_before)));
-    qp->retry_left = qp->attr.retry_cnt;
-    qp->rnr_retry_left = qp->attr.rnr_retry;
-    qp->rewound = false;
+    CcOnAck(qp, static_cast<uint32_t>(wire::PsnDiff(qp->comp.comp_psn, comp_before)));
+    qp->comp.retry_left = qp->attr.retry_cnt;
+    qp->comp.rnr_retry_left = qp->attr.rnr_retry;
+    qp->comp.rewound = false;
     RetireCompletedWqes(qp);
     ArmRetransmitTimer(qp);
     MarkWork(qp);
@@ -136,18 +136,18 @@ bool Engine::ImplicitAck(Qp* qp, uint32_t psn) {
 }
 
 void Engine::Rewind(Qp* qp) {
-  if (qp->rewound && qp->rewound_psn == qp->comp_psn) return;
+  if (qp->comp.rewound && qp->comp.rewound_psn == qp->comp.comp_psn) return;
   if (qp->sq_head == qp->sq_tail) return;
   SendWqe& head = qp->Wqe(qp->sq_head);
   if (!head.started) return;
-  const int32_t into = wire::PsnDiff(qp->comp_psn, head.first_psn);
+  const int32_t into = wire::PsnDiff(qp->comp.comp_psn, head.first_psn);
   if (into < 0 || static_cast<uint32_t>(into) >= head.npackets) return;
   qp->sq_next = qp->sq_head;
-  qp->send_offset = static_cast<uint32_t>(into) * qp->mtu_bytes;
-  qp->sq_psn = qp->comp_psn;
-  qp->outstanding_rd_atomic = 0;
-  qp->rewound = true;
-  qp->rewound_psn = qp->comp_psn;
+  qp->req.send_offset = static_cast<uint32_t>(into) * qp->mtu_bytes;
+  qp->req.sq_psn = qp->comp.comp_psn;
+  qp->req.outstanding_rd_atomic = 0;
+  qp->comp.rewound = true;
+  qp->comp.rewound_psn = qp->comp.comp_psn;
   ++stats_.retransmitted_rewinds;
   // Everything from comp_psn is sent again: earlier SACKs are moot.
   SrForgetSacks(qp);
@@ -179,28 +179,28 @@ void Engine::RequesterError(Qp* qp, WcStatus status) {
 void Engine::CheckTimers(Qp* qp, Clock::time_point now) {
   const QpState s = qp->attr.qp_state;
   if (s != QpState::kRts && s != QpState::kSqd) return;
-  if (qp->rnr_waiting) {
-    if (now >= qp->rnr_deadline) {
-      qp->rnr_waiting = false;
+  if (qp->comp.rnr_waiting) {
+    if (now >= qp->comp.rnr_deadline) {
+      qp->comp.rnr_waiting = false;
       ArmRetransmitTimer(qp);
       MarkWork(qp);
     }
     return;
   }
-  if (qp->peer_sr) SrCheckProbe(qp, now);
-  if (!qp->retransmit_armed || now < qp->retransmit_deadline) return;
-  if (qp->comp_psn == qp->sq_psn && qp->sq_next == qp->sq_head) {
-    qp->retransmit_armed = false;
+  if (qp->sr.peer_sr) SrCheckProbe(qp, now);
+  if (!qp->comp.retransmit_armed || now < qp->comp.retransmit_deadline) return;
+  if (qp->comp.comp_psn == qp->req.sq_psn && qp->sq_next == qp->sq_head) {
+    qp->comp.retransmit_armed = false;
     return;
   }
   // IBA 9.7.6.1.3: the local ACK timer expired; retry or give up.
-  if (qp->retry_left == 0) {
+  if (qp->comp.retry_left == 0) {
     RequesterError(qp, WcStatus::kRetryExcErr);
     return;
   }
-  --qp->retry_left;
+  --qp->comp.retry_left;
   ++stats_.retransmit_timeouts;
-  qp->rewound = false;
+  qp->comp.rewound = false;
   CcOnTimeout(qp);
   Rewind(qp);
   ArmRetransmitTimer(qp);
@@ -223,22 +223,23 @@ void Engine::HandleResponse(Qp* qp, const wire::Packet& pkt) {
   // will be answered again.
   // Issue 14 (M1): responses for PSNs never sent (at or past sq_psn_max)
   // are what a blind forger mostly produces; counted on their own.
-  const uint32_t answered_limit = pkt.opcode() == wire::op::kRcAck ? qp->sq_psn_max : qp->sq_psn;
+  const uint32_t answered_limit =
+      pkt.opcode() == wire::op::kRcAck ? qp->sr.sq_psn_max : qp->req.sq_psn;
   if (wire::PsnDiff(psn, answered_limit) >= 0) {
     ++stats_.rx_out_of_sequence;
-    if (wire::PsnDiff(psn, qp->sq_psn_max) >= 0) ++stats_.rx_responses_unsent;
+    if (wire::PsnDiff(psn, qp->sr.sq_psn_max) >= 0) ++stats_.rx_responses_unsent;
     return;
   }
   const uint8_t opcode = pkt.opcode();
   // The peer offers selective retransmission (docs/loss.md).
-  if (qp->sr_local && pkt.bth.sr()) qp->peer_sr = true;
+  if (qp->sr.sr_local && pkt.bth.sr()) qp->sr.peer_sr = true;
 
   if (opcode == wire::op::kRcAck) {
     const wire::Aeth aeth = pkt.aeth();
     const uint8_t syn = aeth.syndrome();
     if (pkt.bth.sr() && syn == wire::MakeSyndrome(wire::AckKind::kNak,
                                                   static_cast<uint8_t>(wire::NakCode::kPsnSequenceError))) {
-      if (qp->sr_local) {
+      if (qp->sr.sr_local) {
         HandleSack(qp, pkt);
         return;
       }
@@ -251,17 +252,17 @@ void Engine::HandleResponse(Qp* qp, const wire::Packet& pkt) {
     }
     switch (wire::SyndromeKind(syn)) {
       case wire::AckKind::kAck:
-        if (wire::PsnDiff(psn, qp->comp_psn) < 0) {  // old ACK (late duplicates land here too)
+        if (wire::PsnDiff(psn, qp->comp.comp_psn) < 0) {  // old ACK (late duplicates land here too)
           ++stats_.rx_responses_stale;
           return;
         }
         // A selective responder sends a plain ACK only with nothing kept.
-        if (pkt.bth.sr()) qp->sacked_count = 0;
+        if (pkt.bth.sr()) qp->sr.sacked_count = 0;
         ImplicitAck(qp, psn);
         return;
       case wire::AckKind::kRnrNak: {
         ++stats_.rx_rnr_naks;
-        if (wire::PsnDiff(psn, qp->comp_psn) < 0) {
+        if (wire::PsnDiff(psn, qp->comp.comp_psn) < 0) {
           ++stats_.rx_responses_stale;
           return;
         }
@@ -270,21 +271,21 @@ void Engine::HandleResponse(Qp* qp, const wire::Packet& pkt) {
           return;
         }
         if (!ImplicitAck(qp, wire::PsnAdd(psn, wire::kPsnMask))) return;
-        if (qp->rnr_retry_left == 0) {
+        if (qp->comp.rnr_retry_left == 0) {
           RequesterError(qp, WcStatus::kRnrRetryExcErr);
           return;
         }
-        if (qp->attr.rnr_retry != 7) --qp->rnr_retry_left;  // 7 = retry forever
-        qp->rnr_waiting = true;
-        qp->rnr_deadline = Clock::now() + RnrTimerDelay(wire::SyndromeValue(syn));
-        qp->retransmit_armed = false;
-        qp->rewound = false;
+        if (qp->attr.rnr_retry != 7) --qp->comp.rnr_retry_left;  // 7 = retry forever
+        qp->comp.rnr_waiting = true;
+        qp->comp.rnr_deadline = Clock::now() + RnrTimerDelay(wire::SyndromeValue(syn));
+        qp->comp.retransmit_armed = false;
+        qp->comp.rewound = false;
         Rewind(qp);
         return;
       }
       case wire::AckKind::kNak: {
         ++stats_.rx_naks;
-        if (wire::PsnDiff(psn, qp->comp_psn) < 0) {
+        if (wire::PsnDiff(psn, qp->comp.comp_psn) < 0) {
           ++stats_.rx_responses_stale;
           return;
         }
@@ -292,12 +293,12 @@ void Engine::HandleResponse(Qp* qp, const wire::Packet& pkt) {
         if (!ImplicitAck(qp, wire::PsnAdd(psn, wire::kPsnMask))) return;
         switch (static_cast<wire::NakCode>(wire::SyndromeValue(syn))) {
           case wire::NakCode::kPsnSequenceError:
-                      if (qp->rewound && qp->rewound_psn == qp->comp_psn) return;
-            if (qp->retry_left == 0) {
+                      if (qp->comp.rewound && qp->comp.rewound_psn == qp->comp.comp_psn) return;
+            if (qp->comp.retry_left == 0) {
               RequesterError(qp, WcStatus::kRetryExcErr);
               return;
             }
-            --qp->retry_left;
+            --qp->comp.retry_left;
             Rewind(qp);
             return;
           case wire::NakCode::kInvalidRequest:
@@ -319,14 +320,14 @@ void Engine::HandleResponse(Qp* qp, const wire::Packet& pkt) {
     }
   }
 
-  if (wire::PsnDiff(psn, qp->comp_psn) < 0) {
+  if (wire::PsnDiff(psn, qp->comp.comp_psn) < 0) {
     ++stats_.rx_duplicates;
     ++stats_.rx_responses_stale;
     return;
   }
   // Every response acknowledges the PSNs before it.
   if (!ImplicitAck(qp, wire::PsnAdd(psn, wire::kPsnMask))) return;
-  if (psn != qp->comp_psn) {
+  if (psn != qp->comp.comp_psn) {
     // A response in the middle is missing: go back to the oldest.
     ++stats_.rx_out_of_sequence;
     Rewind(qp);
@@ -352,12 +353,12 @@ void Engine::HandleResponse(Qp* qp, const wire::Packet& pkt) {
     }
     w.done = true;
     w.status = WcStatus::kSuccess;
-    qp->comp_psn = wire::PsnAdd(psn, 1);
+    qp->comp.comp_psn = wire::PsnAdd(psn, 1);
     SrOnCumAck(qp, psn);
     CcOnAck(qp, 1);
-    if (qp->outstanding_rd_atomic) --qp->outstanding_rd_atomic;
-    qp->retry_left = qp->attr.retry_cnt;
-    qp->rewound = false;
+    if (qp->req.outstanding_rd_atomic) --qp->req.outstanding_rd_atomic;
+    qp->comp.retry_left = qp->attr.retry_cnt;
+    qp->comp.rewound = false;
     RetireCompletedWqes(qp);
     ArmRetransmitTimer(qp);
     MarkWork(qp);
@@ -383,15 +384,15 @@ void Engine::HandleResponse(Qp* qp, const wire::Packet& pkt) {
       RequesterError(qp, WcStatus::kLocProtErr);
       return;
     }
-    qp->comp_psn = wire::PsnAdd(psn, 1);
+    qp->comp.comp_psn = wire::PsnAdd(psn, 1);
     SrOnCumAck(qp, psn);
     CcOnAck(qp, 1);
-    qp->retry_left = qp->attr.retry_cnt;
-    qp->rewound = false;
+    qp->comp.retry_left = qp->attr.retry_cnt;
+    qp->comp.rewound = false;
     if (is_final) {
       w.done = true;
       w.status = WcStatus::kSuccess;
-      if (qp->outstanding_rd_atomic) --qp->outstanding_rd_atomic;
+      if (qp->req.outstanding_rd_atomic) --qp->req.outstanding_rd_atomic;
       RetireCompletedWqes(qp);
     }
     ArmRetransmitTimer(qp);

@@ -47,91 +47,91 @@ constexpr auto kCnpInterval = std::chrono::microseconds(50);
 // A CNP's reserved bytes after the BTH (A17.9.3).
 constexpr uint32_t kCnpReserved = 16;
 
-double MaxCwnd(const Qp* qp) { return qp->peer_sr ? double{kSrWindow} : kMaxInflightGbn; }
+double MaxCwnd(const Qp* qp) { return qp->sr.peer_sr ? double{kSrWindow} : kMaxInflightGbn; }
 
 }  // namespace
 
 void Engine::CcInit(Qp* qp) {
-  qp->cwnd = kInitialCwnd;
-  qp->ssthresh = kMaxInflightGbn;
-  qp->in_recovery = false;
-  qp->recovery_psn = qp->sq_psn;
-  qp->last_cnp_cut = Clock::time_point{};
+  qp->cc = {};
+  qp->cc.cwnd = kInitialCwnd;
+  qp->cc.ssthresh = kMaxInflightGbn;
+  qp->cc.recovery_psn = qp->req.sq_psn;
 }
 
 bool Engine::CcWindowFull(const Qp* qp) const {
-  const int32_t outstanding = wire::PsnDiff(qp->sq_psn, qp->comp_psn);
+  const int32_t outstanding = wire::PsnDiff(qp->req.sq_psn, qp->comp.comp_psn);
   // The peer keeps at most kSrWindow PSNs past the oldest hole.
-  if (outstanding >= (qp->peer_sr ? static_cast<int32_t>(kSrWindow) : int32_t{1024})) return true;
+  if (outstanding >= (qp->sr.peer_sr ? static_cast<int32_t>(kSrWindow) : int32_t{1024}))
+    return true;
   if (!cc_enabled_) return false;
   const int32_t pipe =
-      outstanding - (qp->peer_sr ? static_cast<int32_t>(qp->sacked_count) : 0);
-  return pipe >= static_cast<int32_t>(std::max(qp->cwnd, kMinCwnd));
+      outstanding - (qp->sr.peer_sr ? static_cast<int32_t>(qp->sr.sacked_count) : 0);
+  return pipe >= static_cast<int32_t>(std::max(qp->cc.cwnd, kMinCwnd));
 }
 
 bool Engine::CcFillsWindow(const Qp* qp) const {
   // After the packet at sq_psn leaves, would the requester have to wait?
   // Then that packet must ask for an ACK (AckReq), or with a small window
   // (after a timeout, 4 packets) nothing inside it might.
-  const int32_t after = wire::PsnDiff(qp->sq_psn, qp->comp_psn) + 1;
-  if (after >= (qp->peer_sr ? static_cast<int32_t>(kSrWindow) : int32_t{1024})) return true;
+  const int32_t after = wire::PsnDiff(qp->req.sq_psn, qp->comp.comp_psn) + 1;
+  if (after >= (qp->sr.peer_sr ? static_cast<int32_t>(kSrWindow) : int32_t{1024})) return true;
   if (!cc_enabled_) return false;
-  const int32_t pipe = after - (qp->peer_sr ? static_cast<int32_t>(qp->sacked_count) : 0);
-  return pipe >= static_cast<int32_t>(std::max(qp->cwnd, kMinCwnd));
+  const int32_t pipe = after - (qp->sr.peer_sr ? static_cast<int32_t>(qp->sr.sacked_count) : 0);
+  return pipe >= static_cast<int32_t>(std::max(qp->cc.cwnd, kMinCwnd));
 }
 
 void Engine::CcOnAck(Qp* qp, uint32_t newly_acked) {
-  if (qp->in_recovery && wire::PsnDiff(qp->comp_psn, qp->recovery_psn) >= 0)
-    qp->in_recovery = false;
-  const bool sample = qp->rtt_sample;
-  qp->rtt_sample = false;
-  if (cc_delay_ && sample && qp->srtt_us > CcTargetUs(qp)) {
+  if (qp->cc.in_recovery && wire::PsnDiff(qp->comp.comp_psn, qp->cc.recovery_psn) >= 0)
+    qp->cc.in_recovery = false;
+  const bool sample = qp->sr.rtt_sample;
+  qp->sr.rtt_sample = false;
+  if (cc_delay_ && sample && qp->sr.srtt_us > CcTargetUs(qp)) {
     // A queue is building at the bottleneck (RTT above base + target, as
     // in Swift/TIMELY): shrink in proportion to the excess, at most once
     // per round trip, before the queue overflows into loss.
     const Clock::time_point now = Clock::now();
-    if (now - qp->last_delay_cut >=
-        std::chrono::microseconds(static_cast<int64_t>(qp->srtt_us))) {
-      const double excess = (qp->srtt_us - CcTargetUs(qp)) / qp->srtt_us;
-      qp->cwnd = std::max(qp->cwnd * std::max(0.5, 1 - 0.8 * excess), kMinCwnd);
-      qp->ssthresh = qp->cwnd;
-      qp->last_delay_cut = now;
+    if (now - qp->cc.last_delay_cut >=
+        std::chrono::microseconds(static_cast<int64_t>(qp->sr.srtt_us))) {
+      const double excess = (qp->sr.srtt_us - CcTargetUs(qp)) / qp->sr.srtt_us;
+      qp->cc.cwnd = std::max(qp->cc.cwnd * std::max(0.5, 1 - 0.8 * excess), kMinCwnd);
+      qp->cc.ssthresh = qp->cc.cwnd;
+      qp->cc.last_delay_cut = now;
       ++stats_.cc_delay_cuts;
     }
     return;
   }
-  if (qp->in_recovery) return;  // no growth while repairing a loss
-  if (qp->cwnd < qp->ssthresh) {
-    qp->cwnd += newly_acked;
+  if (qp->cc.in_recovery) return;  // no growth while repairing a loss
+  if (qp->cc.cwnd < qp->cc.ssthresh) {
+    qp->cc.cwnd += newly_acked;
   } else {
-    qp->cwnd += double(newly_acked) / std::max(qp->cwnd, 1.0);
+    qp->cc.cwnd += double(newly_acked) / std::max(qp->cc.cwnd, 1.0);
   }
-  qp->cwnd = std::min(qp->cwnd, MaxCwnd(qp));
+  qp->cc.cwnd = std::min(qp->cc.cwnd, MaxCwnd(qp));
 }
 
 void Engine::CcOnLoss(Qp* qp) {
-  if (qp->in_recovery) return;  // one cut per episode
+  if (qp->cc.in_recovery) return;  // one cut per episode
   // The latest sample too: the smoothed RTT lags a queue that just filled.
-  if (qp->peer_sr && qp->srtt_us > 0 &&
-      std::max(qp->srtt_us, qp->last_rtt_us) <= CcTargetUs(qp)) {
+  if (qp->sr.peer_sr && qp->sr.srtt_us > 0 &&
+      std::max(qp->sr.srtt_us, qp->sr.last_rtt_us) <= CcTargetUs(qp)) {
     // No queue behind the loss: the network dropped the packet for another
     // reason (a lossy link, a policer). Cutting would only starve the flow;
     // selective retransmission repairs it at the cost of the lost packet.
     ++stats_.cc_loss_ignored;
     return;
   }
-  qp->ssthresh = std::max(qp->cwnd / 2, kMinCwnd);
-  qp->cwnd = qp->ssthresh;
-  qp->in_recovery = true;
-  qp->recovery_psn = qp->sq_psn_max;
+  qp->cc.ssthresh = std::max(qp->cc.cwnd / 2, kMinCwnd);
+  qp->cc.cwnd = qp->cc.ssthresh;
+  qp->cc.in_recovery = true;
+  qp->cc.recovery_psn = qp->sr.sq_psn_max;
   ++stats_.cc_loss_cuts;
 }
 
 void Engine::CcOnTimeout(Qp* qp) {
-  qp->ssthresh = std::max(qp->cwnd / 2, kMinCwnd);
-  qp->cwnd = kMinCwnd;
-  qp->in_recovery = true;
-  qp->recovery_psn = qp->sq_psn_max;
+  qp->cc.ssthresh = std::max(qp->cc.cwnd / 2, kMinCwnd);
+  qp->cc.cwnd = kMinCwnd;
+  qp->cc.in_recovery = true;
+  qp->cc.recovery_psn = qp->sr.sq_psn_max;
   ++stats_.cc_loss_cuts;
 }
 
@@ -139,18 +139,18 @@ void Engine::HandleCnp(Qp* qp) {
   ++stats_.rx_cnp;
   if (qp->type != QpType::kRc || qp->attr.qp_state != QpState::kRts) return;
   const Clock::time_point now = Clock::now();
-  if (now - qp->last_cnp_cut < kCnpInterval) return;
-  qp->last_cnp_cut = now;
-  qp->cwnd = std::max(qp->cwnd / 2, kMinCwnd);
-  qp->ssthresh = qp->cwnd;
+  if (now - qp->cc.last_cnp_cut < kCnpInterval) return;
+  qp->cc.last_cnp_cut = now;
+  qp->cc.cwnd = std::max(qp->cc.cwnd / 2, kMinCwnd);
+  qp->cc.ssthresh = qp->cc.cwnd;
   ++stats_.cc_cnp_cuts;
 }
 
 void Engine::MaybeSendCnp(Qp* qp, const transport::RxPacket& rx) {
   if ((rx.traffic_class & 3) != 3) return;  // not CE
   const Clock::time_point now = Clock::now();
-  if (now - qp->last_cnp_sent < kCnpInterval) return;
-  qp->last_cnp_sent = now;
+  if (now - qp->resp.last_cnp_sent < kCnpInterval) return;
+  qp->resp.last_cnp_sent = now;
   // A17.9.3: BTH (opcode 0x81, the congested flow's source QP, BECN set)
   // and 16 reserved bytes.
   uint8_t* reserved = StartPacket(

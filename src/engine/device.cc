@@ -499,7 +499,7 @@ int Device::QueryQp(Qp* qp, QpAttr* out) {
   *out = qp->attr;
   out->cur_qp_state = qp->attr.qp_state;
   out->cap = qp->caps;
-  out->sq_psn = qp->sq_psn;
+  out->sq_psn = qp->req.sq_psn;
   return 0;
 }
 
@@ -591,7 +591,7 @@ int Device::PostSend(Qp* qp, const SendWr& wr) {
   // packet (a ping-pong's) leaves at once. If the application stops calling
   // instead, the progress thread finds it idle within its check interval
   // (<= 200 us) and sends them (docs/engine.md, "Doorbell batching").
-  const bool stream = qp->type == QpType::kRc && qp->sq_psn != qp->comp_psn;
+  const bool stream = qp->type == QpType::kRc && qp->req.sq_psn != qp->comp.comp_psn;
   engine_->RunRequester(qp);
   if (!stream || !engine_->MayHoldTx()) {
     engine_->FlushTx();
@@ -608,8 +608,8 @@ int Device::PostSend(Qp* qp, const SendWr& wr) {
        (qp->sq_next != qp->sq_tail && engine_->reply_fd_ >= 0 &&
         !engine_->watching_replies_.load(std::memory_order_relaxed))))
     engine_->WakeProgressThread();
-  else if (qp->retransmit_armed)
-    engine_->WakeProgressThreadFor(qp->retransmit_deadline);
+  else if (qp->comp.retransmit_armed)
+    engine_->WakeProgressThreadFor(qp->comp.retransmit_deadline);
   // A posting application is active too: the progress thread backs off.
   engine_->NoteAppActivity();
   return 0;

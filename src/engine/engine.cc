@@ -114,8 +114,8 @@ void Engine::StartLinger(const Qp* qp) {
   l.peer = qp->attr.ah_attr.dgid;
   l.dest_qpn = qp->attr.dest_qp_num;
   l.sgid_index = SourceIndex(qp);
-  l.epsn = qp->epsn;
-  l.msn = qp->msn;
+  l.epsn = qp->resp.epsn;
+  l.msn = qp->resp.msn;
   l.until = Clock::now() + kLinger;
   lingering_.push_back(l);
 }
@@ -162,7 +162,7 @@ void Engine::RunWorkList() {
   for (Qp* qp : list) {
     qp->on_work_list = false;
     // A deferred ACK waits for the requester below or for its deadline.
-    if (!qp->ack_deferred) FlushAck(qp);
+    if (!qp->ack_delay.ack_deferred) FlushAck(qp);
     RunRequester(qp);
   }
   if (work_list_.empty()) {

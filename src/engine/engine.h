@@ -194,7 +194,7 @@ class Engine {
   void PublishQp(Qp* qp) {
     if (!shm_direct_) return;
     shm_direct_->PublishQp(qp, qp->pd->id);
-    qp->shm_peer_qp_slot = -1;  // as a requester: the path may have changed
+    qp->shm.shm_peer_qp_slot = -1;  // as a requester: the path may have changed
   }
   uint16_t udp_port_ = wire::kRoceV2UdpPort;
 
@@ -271,7 +271,7 @@ class Engine {
   void CcOnAck(Qp* qp, uint32_t newly_acked);
   void CcOnLoss(Qp* qp);
   void CcOnTimeout(Qp* qp);
-  double CcTargetUs(const Qp* qp) const { return std::max(cc_target_us_, 2 * qp->min_rtt_us); }
+  double CcTargetUs(const Qp* qp) const { return std::max(cc_target_us_, 2 * qp->sr.min_rtt_us); }
   void HandleCnp(Qp* qp);
   // DCQCN notification point: a request that arrived with ECN CE.
   void MaybeSendCnp(Qp* qp, const transport::RxPacket& rx);

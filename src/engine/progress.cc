@@ -147,10 +147,10 @@ bool Engine::PollOnceLocked() {
 Clock::time_point Engine::NextDeadlineLocked() const {
   Clock::time_point next = Clock::time_point::max();
   for (const auto& [qpn, qp] : qps_) {
-    if (qp->rnr_waiting) next = std::min(next, qp->rnr_deadline);
-    else if (qp->retransmit_armed) next = std::min(next, qp->retransmit_deadline);
-    if (qp->peer_sr) next = std::min(next, SrProbeDeadline(qp.get()));
-    if (qp->ack_deferred) next = std::min(next, qp->ack_deadline);
+    if (qp->comp.rnr_waiting) next = std::min(next, qp->comp.rnr_deadline);
+    else if (qp->comp.retransmit_armed) next = std::min(next, qp->comp.retransmit_deadline);
+    if (qp->sr.peer_sr) next = std::min(next, SrProbeDeadline(qp.get()));
+    if (qp->ack_delay.ack_deferred) next = std::min(next, qp->ack_delay.ack_deadline);
   }
   return next;
 }

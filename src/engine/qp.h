@@ -74,7 +74,7 @@ struct SrSlot {
   uint32_t psn = 0;
   bool valid = false;
   bool sacked = false;   // the peer reported it received and kept
-  uint64_t tx_seq = 0;   // Qp::tx_seq when it was last (re)transmitted
+  uint64_t tx_seq = 0;   // SrState::tx_seq when it was last (re)transmitted
   bool resent = false;   // an RTT sample from it would be ambiguous (Karn)
   Clock::time_point sent{};
 };
@@ -90,50 +90,29 @@ struct SrRun {
 // IBA 9.7.5.1.2 / C9-95).
 enum class InMessage : uint8_t { kNone, kSend, kWrite };
 
-class Qp {
- public:
-  // Identity and wiring.
-  uint32_t qpn = 0;
-  QpType type = QpType::kRc;
-  Pd* pd = nullptr;
-  Cq* send_cq = nullptr;
-  Cq* recv_cq = nullptr;
-  Srq* srq = nullptr;
-  void* handle = nullptr;
-  bool sq_sig_all = false;
-  QpCaps caps;
+// --- Per-role state ---
+//
+// Each struct below is the state of one role of a QP, written by the file
+// named in its comment (others may read it). Every member has its initial
+// value as a default initialiser, so that one assignment (`qp->resp = {}`)
+// resets a role.
+//
+// Lifetime (qp_control.cc): RESET returns every role to its initial state,
+// so a QP reused after RESET behaves exactly as a freshly created one
+// (Engine::ResetQp); each role is then set up at the transition that starts
+// it: the responder and the reorder store at INIT -> RTR, the requester,
+// the completer, the scoreboard and the congestion window at RTR -> RTS.
+// Only ShmPathState survives RESET (see there).
 
-  // Attributes (ibv_modify_qp).
-  QpAttr attr;
-  uint32_t mtu_bytes = 1024;
-  // The peer (ah_attr.dgid) is an address of this host: its packets must
-  // also come from the device port (engine.cc, DispatchPacket says why).
-  bool peer_on_host = false;
-
-  // Send queue: a ring indexed by monotonically increasing counters.
-  std::vector<SendWqe> sq;
-  std::vector<Sge> sq_sges;           // caps.max_send_sge per slot
-  std::vector<uint8_t> sq_inline;     // caps.max_inline_data per slot
-  uint64_t sq_head = 0;  // oldest WQE not yet completed
-  uint64_t sq_next = 0;  // requester: WQE being (re)sent
-  uint64_t sq_tail = 0;  // next free slot
-  SendWqe& Wqe(uint64_t index) { return sq[index % sq.size()]; }
-  const Sge* WqeSges(uint64_t index) const { return &sq_sges[(index % sq.size()) * SgeStride()]; }
-  const uint8_t* WqeInline(uint64_t index) const {
-    return &sq_inline[(index % sq.size()) * caps.max_inline_data];
-  }
-  size_t SgeStride() const { return caps.max_send_sge == 0 ? 1 : caps.max_send_sge; }
-
-  // Receive queue (unused when srq is set).
-  RecvQueue rq;
-
-  // --- Requester (IBA 9.7.4, rxe_req.c) ---
+// Requester (requester.cc; IBA 9.7.4, rxe_req.c).
+struct ReqState {
   uint32_t sq_psn = 0;          // next PSN to send
   uint32_t send_offset = 0;     // bytes of Wqe(sq_next) already sent
   uint32_t outstanding_rd_atomic = 0;
-  uint32_t ssn = 0;
+};
 
-  // --- Completer (IBA 9.7.5.2, rxe_comp.c) ---
+// Completer (completer.cc; IBA 9.7.5.2, rxe_comp.c).
+struct CompState {
   uint32_t comp_psn = 0;        // oldest PSN not yet acknowledged
   uint8_t retry_left = 0;
   uint8_t rnr_retry_left = 0;
@@ -145,37 +124,10 @@ class Qp {
   // responses for older requests must not trigger another one.
   bool rewound = false;
   uint32_t rewound_psn = 0;
+};
 
-  // --- Selective retransmission, requester side (selective.cc) ---
-  bool sr_local = false;   // this QP offers it (SOFTRNIC_RETRANSMIT, at creation)
-  bool peer_sr = false;    // the peer's responses carried the sr bit
-  std::vector<SrSlot> scoreboard;  // kSrWindow entries, allocated at RTS
-  uint64_t tx_seq = 0;        // request packets transmitted (incl. resends)
-  uint64_t delivered_seq = 0; // highest tx_seq of a packet the peer reported
-  uint32_t sacked_count = 0;  // packets past comp_psn the last SACK reported
-  bool retx_scan = false;     // a SACK arrived: look for lost packets
-  uint32_t sq_psn_max = 0;    // one past the highest PSN ever sent (counts resends)
-  bool resending = false;     // SendNextPacket is resending one lost packet
-  // Tail-loss probe (selective.cc): no acknowledgement progress for a few
-  // round trips resends the oldest unacknowledged packet; its arrival, as
-  // the newest transmission, then exposes every older loss. Does not count
-  // against retry_cnt (the local ACK timeout still runs and does).
-  double srtt_us = 0;
-  double min_rtt_us = 0;      // the path's base RTT (congestion.cc)
-  double last_rtt_us = 0;     // the latest sample
-  bool rtt_sample = false;    // a new sample for CcOnAck
-  Clock::time_point last_progress{};
-  uint32_t probes = 0;        // consecutive probes without progress (backoff)
-
-  // --- Congestion control (congestion.cc) ---
-  double cwnd = 0;            // packets (PSNs) allowed in flight
-  double ssthresh = 0;
-  uint32_t recovery_psn = 0;  // one window cut per loss episode: until comp_psn passes it
-  bool in_recovery = false;
-  Clock::time_point last_cnp_cut{};
-  Clock::time_point last_delay_cut{};
-
-  // --- Responder (IBA 9.7.5.1, rxe_resp.c) ---
+// Responder (responder.cc; IBA 9.7.5.1, rxe_resp.c).
+struct RespState {
   uint32_t epsn = 0;            // expected PSN
   uint32_t msn = 0;             // message sequence number
   InMessage in_message = InMessage::kNone;
@@ -191,24 +143,63 @@ class Qp {
   uint32_t write_rkey = 0;
   uint32_t write_remaining = 0;
   uint32_t write_total = 0;
-  // READ / atomic responder resources.
+  // READ / atomic responder resources (max_dest_rd_atomic, allocated at RTR).
   std::vector<RdAtomicResource> resources;
   uint32_t next_resource = 0;
   // Coalesced ACK to send at the end of the receive burst.
   bool ack_pending = false;
   uint32_t ack_psn = 0;
   uint8_t ack_syndrome = 0;
-  // Delayed acknowledgement (ack_delay.cc): the pending ACK waits, until
-  // ack_deadline at most, for a request this QP sends back to carry it.
+  // DCQCN notification point pacing (congestion.cc, MaybeSendCnp): the
+  // responder marks the flows whose requests arrive with ECN CE.
+  Clock::time_point last_cnp_sent{};
+};
+
+// Delayed acknowledgement (ack_delay.cc): the responder's pending ACK waits,
+// until ack_deadline at most, for a request this QP sends back to carry it.
+struct AckDelayState {
   bool ack_deferred = false;
   Clock::time_point ack_deadline{};
   // >= 0: defer; each ACK that did ride along raises it (to a cap); one
   // that had to be sent alone by the timer sets it to 0 if it was above,
   // else well below zero; every ACK sent at once meanwhile raises it by one.
+  // Reset with the QP (before the per-role structs it never was): what a
+  // previous connection's traffic taught says nothing about the next one's,
+  // and a reused QP should defer exactly as a fresh one does.
   int32_t ack_delay_score = 0;
-  // Selective retransmission, responder side: the requests carried the sr
-  // bit, so out-of-order packets are kept (up to kSrWindow PSNs past epsn,
-  // each slot one whole packet, allocated at RTR) and answered with SACKs.
+};
+
+// Selective retransmission, requester side (selective.cc; docs/loss.md):
+// the scoreboard, loss detection, the RTT estimate and the tail-loss probe.
+// Set up at RTS (SrPrepareRequester).
+struct SrState {
+  bool sr_local = false;   // this QP offers it (SOFTRNIC_RETRANSMIT, at RTS)
+  bool peer_sr = false;    // the peer's responses carried the sr bit
+  std::vector<SrSlot> scoreboard;  // kSrWindow entries, allocated at RTS
+  uint64_t tx_seq = 0;        // request packets transmitted (incl. resends)
+  uint64_t delivered_seq = 0; // highest tx_seq of a packet the peer reported
+  uint32_t sacked_count = 0;  // packets past comp_psn the last SACK reported
+  bool retx_scan = false;     // a SACK arrived: look for lost packets
+  uint32_t sq_psn_max = 0;    // one past the highest PSN ever sent (counts resends)
+  bool resending = false;     // SendNextPacket is resending one lost packet
+  // RTT, measured here (Karn's rule), read by congestion.cc.
+  double srtt_us = 0;
+  double min_rtt_us = 0;      // the path's base RTT (congestion.cc)
+  double last_rtt_us = 0;     // the latest sample
+  bool rtt_sample = false;    // a new sample for CcOnAck
+  // Tail-loss probe: no acknowledgement progress for a few round trips
+  // resends the oldest unacknowledged packet; its arrival, as the newest
+  // transmission, then exposes every older loss. Does not count against
+  // retry_cnt (the local ACK timeout still runs and does).
+  Clock::time_point last_progress{};
+  uint32_t probes = 0;        // consecutive probes without progress (backoff)
+};
+
+// Selective retransmission, responder side (selective.cc, sr_store.h): the
+// requests carried the sr bit, so out-of-order packets are kept (up to
+// kSrWindow PSNs past epsn, each slot one whole packet) and answered with
+// SACKs. Set up at RTR (SrPrepareResponder).
+struct SrStoreState {
   bool peer_sr_req = false;
   std::vector<uint8_t> ooo_store;   // kSrWindow * ooo_slot_bytes
   std::vector<uint32_t> ooo_len;    // packet length per slot, 0 = empty
@@ -218,17 +209,83 @@ class Qp {
   bool sack_pending = false;        // send a SACK at the end of the burst
   bool draining = false;            // replaying kept packets (no re-store)
   std::vector<SrRun> ran_from_store;  // kSrWindow entries (sr_store.h), with the store
-  Clock::time_point last_cnp_sent{};  // DCQCN notification point pacing
+};
 
-  // Shared-memory direct path (shm_direct.h): this QP's export slot, and as
-  // a requester the peer device and its QP slot (cached, revalidated).
+// Congestion control, reaction point (congestion.cc; docs/loss.md). Set up
+// at RTS (CcInit).
+struct CcState {
+  double cwnd = 0;            // packets (PSNs) allowed in flight
+  double ssthresh = 0;
+  uint32_t recovery_psn = 0;  // one window cut per loss episode: until comp_psn passes it
+  bool in_recovery = false;
+  Clock::time_point last_cnp_cut{};
+  Clock::time_point last_delay_cut{};
+};
+
+// Shared-memory direct path (shm_direct.cc, shm_direct.h): this QP's export
+// slot, and as a requester the peer device and its QP slot.
+//
+// Not reset at RESET, on purpose: the export slot belongs to the QP for its
+// whole life (taken by ShmDirect::PublishQp, which every state change calls,
+// and given back by RemoveQp at destruction), and the peer cache is
+// revalidated on every use (against the destination GID and the peer's
+// liveness; PublishQp forgets the peer's QP slot).
+struct ShmPathState {
   int shm_slot = -1;
   std::shared_ptr<transport::ShmPeer> shm_peer;
   Gid shm_peer_gid;
   int shm_peer_qp_slot = -1;  // -2: not exported (looked for again now and then)
   uint32_t shm_peer_qp_misses = 0;
+};
 
-  // Engine bookkeeping.
+class Qp {
+ public:
+  // Identity and wiring.
+  uint32_t qpn = 0;
+  QpType type = QpType::kRc;
+  Pd* pd = nullptr;
+  Cq* send_cq = nullptr;
+  Cq* recv_cq = nullptr;
+  Srq* srq = nullptr;
+  void* handle = nullptr;
+  bool sq_sig_all = false;
+  QpCaps caps;
+
+  // Attributes (ibv_modify_qp; qp_control.cc).
+  QpAttr attr;
+  uint32_t mtu_bytes = 1024;
+  // The peer (ah_attr.dgid) is an address of this host: its packets must
+  // also come from the device port (engine.cc, DispatchPacket says why).
+  bool peer_on_host = false;
+
+  // Send queue: a ring indexed by monotonically increasing counters.
+  std::vector<SendWqe> sq;
+  std::vector<Sge> sq_sges;           // caps.max_send_sge per slot
+  std::vector<uint8_t> sq_inline;     // caps.max_inline_data per slot
+  uint64_t sq_head = 0;  // oldest WQE not yet completed (completer)
+  uint64_t sq_next = 0;  // requester: WQE being (re)sent
+  uint64_t sq_tail = 0;  // next free slot (posting)
+  SendWqe& Wqe(uint64_t index) { return sq[index % sq.size()]; }
+  const Sge* WqeSges(uint64_t index) const { return &sq_sges[(index % sq.size()) * SgeStride()]; }
+  const uint8_t* WqeInline(uint64_t index) const {
+    return &sq_inline[(index % sq.size()) * caps.max_inline_data];
+  }
+  size_t SgeStride() const { return caps.max_send_sge == 0 ? 1 : caps.max_send_sge; }
+
+  // Receive queue (unused when srq is set).
+  RecvQueue rq;
+
+  // The roles (see above).
+  ReqState req;
+  CompState comp;
+  RespState resp;
+  AckDelayState ack_delay;
+  SrState sr;
+  SrStoreState sr_store;
+  CcState cc;
+  ShmPathState shm;
+
+  // Engine bookkeeping (engine.cc, the work list; device.cc).
   bool on_work_list = false;
   bool destroyed = false;
 };

@@ -211,20 +211,21 @@ int Engine::ModifyQpLocked(Qp* qp, const QpAttr& a, uint32_t mask) {
     qp->mtu_bytes = MtuBytes(attr_.active_mtu);
     q.path_mtu = attr_.active_mtu;
   }
+  // Each role starts from its initial state (qp.h): ResetQp left it there,
+  // and a QP in RESET or INIT drops every packet (engine.cc).
   if (cur == QpState::kInit && next == QpState::kRtr) {
-    qp->epsn = q.rq_psn;
-    qp->msn = 0;
-    qp->in_message = InMessage::kNone;
-    qp->nak_sequence_sent = false;
-    qp->resources.assign(std::max<uint32_t>(q.max_dest_rd_atomic, 1), RdAtomicResource{});
-    qp->next_resource = 0;
+    qp->resp = {};
+    qp->resp.epsn = q.rq_psn;
+    qp->resp.resources.assign(std::max<uint32_t>(q.max_dest_rd_atomic, 1), RdAtomicResource{});
     SrPrepareResponder(qp);
   }
   if (cur == QpState::kRtr && next == QpState::kRts) {
-    qp->sq_psn = q.sq_psn;
-    qp->comp_psn = q.sq_psn;
-    qp->retry_left = q.retry_cnt;
-    qp->rnr_retry_left = q.rnr_retry;
+    qp->req = {};
+    qp->req.sq_psn = q.sq_psn;
+    qp->comp = {};
+    qp->comp.comp_psn = q.sq_psn;
+    qp->comp.retry_left = q.retry_cnt;
+    qp->comp.rnr_retry_left = q.rnr_retry;
     SrPrepareRequester(qp);
     CcInit(qp);
   }
@@ -232,7 +233,7 @@ int Engine::ModifyQpLocked(Qp* qp, const QpAttr& a, uint32_t mask) {
     q.qp_state = QpState::kSqd;
     q.sq_draining = true;
     // softrnic drains at once when nothing is in flight.
-    if (qp->sq_next == qp->sq_tail && qp->comp_psn == qp->sq_psn) {
+    if (qp->sq_next == qp->sq_tail && qp->comp.comp_psn == qp->req.sq_psn) {
       q.sq_draining = false;
       if (q.en_sqd_async_notify) PostAsyncEvent(AsyncEventType::kSqDrained, qp->handle);
     }
@@ -251,29 +252,24 @@ void Engine::ResetQp(Qp* qp) {
   qp->attr = fresh;
   qp->sq_head = qp->sq_next = qp->sq_tail = 0;
   if (!qp->srq) qp->rq.Init(caps.max_recv_wr, caps.max_recv_sge);
-  qp->sq_psn = qp->comp_psn = qp->epsn = qp->msn = 0;
-  qp->send_offset = 0;
-  qp->outstanding_rd_atomic = 0;
-  qp->retransmit_armed = false;
-  qp->rnr_waiting = false;
-  qp->rewound = false;
-  qp->in_message = InMessage::kNone;
-  qp->recv_active = false;
-  qp->ack_pending = false;
-  qp->ack_deferred = false;
-  qp->nak_sequence_sent = false;
-  qp->resources.clear();
+  // Every role back to its initial state: a reused QP behaves as a fresh
+  // one (qp.h). The shared-memory path state stays (qp.h, ShmPathState).
+  qp->req = {};
+  qp->comp = {};
+  qp->resp = {};
+  qp->ack_delay = {};
   SrReleaseQp(qp);
+  qp->cc = {};
 }
 
 void Engine::MoveToError(Qp* qp) {
   qp->attr.qp_state = QpState::kErr;
   PublishQp(qp);  // peers stop executing directly on this QP at once
-  qp->retransmit_armed = false;
-  qp->rnr_waiting = false;
+  qp->comp.retransmit_armed = false;
+  qp->comp.rnr_waiting = false;
   // Kept out-of-order packets will never run.
   SrClearStore(qp);
-  qp->sack_pending = false;
+  qp->sr_store.sack_pending = false;
   FlushQp(qp);
 }
 
@@ -295,18 +291,18 @@ void Engine::FlushSendQueue(Qp* qp) {
     ++qp->sq_head;
   }
   qp->sq_next = qp->sq_tail;
-  qp->send_offset = 0;
-  qp->outstanding_rd_atomic = 0;
+  qp->req.send_offset = 0;
+  qp->req.outstanding_rd_atomic = 0;
 }
 
 void Engine::FlushRecvQueue(Qp* qp) {
-  if (qp->recv_active) {
-    qp->recv_active = false;
+  if (qp->resp.recv_active) {
+    qp->resp.recv_active = false;
     CompleteRecv(qp, WcStatus::kWrFlushErr, WcOpcode::kRecv, 0, 0, 0, 0, false);
   }
   if (!qp->srq) {
     while (!qp->rq.Empty()) {
-      qp->recv_wr_id = qp->rq.FrontWrId();
+      qp->resp.recv_wr_id = qp->rq.FrontWrId();
       qp->rq.Pop();
       CompleteRecv(qp, WcStatus::kWrFlushErr, WcOpcode::kRecv, 0, 0, 0, 0, false);
     }

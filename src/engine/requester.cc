@@ -45,18 +45,18 @@ bool Engine::CanSend(const Qp* qp, const SendWqe& w) const {
   if (CcWindowFull(qp)) return false;
   if (GetWrOpcodeInfo(w.opcode).read_or_atomic()) {
     const uint32_t depth = std::max<uint32_t>(qp->attr.max_rd_atomic, 1);
-    if (qp->outstanding_rd_atomic >= depth) return false;
+    if (qp->req.outstanding_rd_atomic >= depth) return false;
   }
   // IBA 10.8.3.3: a fenced WQE waits for every earlier READ and atomic.
-  if ((w.send_flags & kFence) && qp->send_offset == 0 && qp->outstanding_rd_atomic > 0)
+  if ((w.send_flags & kFence) && qp->req.send_offset == 0 && qp->req.outstanding_rd_atomic > 0)
     return false;
   return true;
 }
 
 void Engine::RunRequester(Qp* qp) {
-  if (qp->attr.qp_state != QpState::kRts || qp->rnr_waiting) return;
+  if (qp->attr.qp_state != QpState::kRts || qp->comp.rnr_waiting) return;
   // Lost packets first (selective retransmission): they hold the window.
-  if (qp->retx_scan) RetransmitLost(qp);
+  if (qp->sr.retx_scan) RetransmitLost(qp);
   bool sent = false;
   while (qp->sq_next != qp->sq_tail && qp->attr.qp_state == QpState::kRts) {
     const uint64_t index = qp->sq_next;
@@ -72,7 +72,7 @@ void Engine::RunRequester(Qp* qp) {
   }
   // A deferred ACK leaves after the requests (ack_delay.cc): a peer that
   // sees the ACK, completes and stops polling has the request already.
-  if (sent && qp->ack_deferred) PiggybackAck(qp);
+  if (sent && qp->ack_delay.ack_deferred) PiggybackAck(qp);
 }
 
 bool Engine::GatherWqe(Qp* qp, uint64_t index, uint32_t offset, uint32_t len, uint8_t* out) {
@@ -115,15 +115,15 @@ bool Engine::SendNextPacket(Qp* qp, SendWqe& w, uint64_t index) {
   const WrOpcodeInfo& op = GetWrOpcodeInfo(w.opcode);
   if (!w.started) {
     w.started = true;
-    w.first_psn = qp->sq_psn;
+    w.first_psn = qp->req.sq_psn;
     w.npackets = op.atomic ? 1 : PacketsFor(w.length, mtu);
-    qp->send_offset = 0;
+    qp->req.send_offset = 0;
   }
   const AddressVector& av = qp->type == QpType::kUd ? w.ud_av : qp->attr.ah_attr;
   PacketFields f{.dest_qpn = qp->type == QpType::kUd ? w.remote_qpn : qp->attr.dest_qp_num,
-                 .psn = qp->sq_psn,
+                 .psn = qp->req.sq_psn,
                  // Offer selective retransmission (reserved bit, docs/loss.md).
-                 .sr = qp->sr_local,
+                 .sr = qp->sr.sr_local,
                  .va = w.remote_addr,
                  .rkey = w.rkey};
   uint32_t payload = 0;
@@ -136,7 +136,7 @@ bool Engine::SendNextPacket(Qp* qp, SendWqe& w, uint64_t index) {
     if (op.read) {
       // A READ resent after a partial response asks only for the rest
       // (IBA 9.7.4.1.4: the requester may reissue from the lost PSN).
-      const uint32_t done_bytes = qp->send_offset;
+      const uint32_t done_bytes = qp->req.send_offset;
       f.va = w.remote_addr + done_bytes;
       f.dma_length = w.length - done_bytes;
       psns_consumed = w.npackets - done_bytes / mtu;
@@ -145,17 +145,17 @@ bool Engine::SendNextPacket(Qp* qp, SendWqe& w, uint64_t index) {
       f.swap_add = cmp_swp ? w.swap : w.compare_add;
       f.compare = cmp_swp ? w.compare_add : 0;
     }
-    ++qp->outstanding_rd_atomic;
+    ++qp->req.outstanding_rd_atomic;
   } else {
-    const bool first = qp->send_offset == 0;
-    payload = std::min(mtu, w.length - qp->send_offset);
-    last = qp->send_offset + payload == w.length;
+    const bool first = qp->req.send_offset == 0;
+    payload = std::min(mtu, w.length - qp->req.send_offset);
+    last = qp->req.send_offset + payload == w.length;
     f.opcode = op.On(qp->type).At(first, last);
-    const uint32_t pkt_index = wire::PsnDiff(qp->sq_psn, w.first_psn);
+    const uint32_t pkt_index = wire::PsnDiff(qp->req.sq_psn, w.first_psn);
     // A resent packet asks for an answer at once: it fills a hole.
     // So does the packet that fills the window (congestion.cc).
     f.ack_req = qp->type == QpType::kRc &&
-                (last || qp->resending || CcFillsWindow(qp) ||
+                (last || qp->sr.resending || CcFillsWindow(qp) ||
                  pkt_index % kAckReqInterval == kAckReqInterval - 1);
     f.solicited = last && (w.send_flags & kSolicited);
     f.dma_length = w.length;
@@ -173,21 +173,21 @@ bool Engine::SendNextPacket(Qp* qp, SendWqe& w, uint64_t index) {
   // GatherWqe reports the error).
   const uint8_t* direct = nullptr;
   if (payload >= kDirectPayloadMin && !w.is_inline && split_tx_)
-    direct = ResolvePayload(qp, index, qp->send_offset, payload);
+    direct = ResolvePayload(qp, index, qp->req.send_offset, payload);
   if (payload > 0 && direct == nullptr &&
-      !GatherWqe(qp, index, qp->send_offset, payload, out)) {
+      !GatherWqe(qp, index, qp->req.send_offset, payload, out)) {
     // IBA 10.7.3.1: a bad lkey or bounds is a local protection error.
     w.done = true;
     w.status = WcStatus::kLocProtErr;
     RequesterError(qp, WcStatus::kLocProtErr);
     return false;
   }
-  if (qp->type == QpType::kRc) SrOnTransmit(qp, qp->sq_psn, psns_consumed, payload);
+  if (qp->type == QpType::kRc) SrOnTransmit(qp, qp->req.sq_psn, psns_consumed, payload);
   CommitPacket(av.sgid_index, av.dgid, direct);
 
-  qp->sq_psn = wire::PsnAdd(qp->sq_psn, psns_consumed);
+  qp->req.sq_psn = wire::PsnAdd(qp->req.sq_psn, psns_consumed);
   if (last) {
-    qp->send_offset = 0;
+    qp->req.send_offset = 0;
     ++qp->sq_next;
     if (qp->type != QpType::kRc) {
       // UC and UD complete when the message has left (IBA 9.8.3, 9.8.4).
@@ -196,9 +196,9 @@ bool Engine::SendNextPacket(Qp* qp, SendWqe& w, uint64_t index) {
       RetireCompletedWqes(qp);
     }
   } else {
-    qp->send_offset += payload;
+    qp->req.send_offset += payload;
   }
-  if (qp->type == QpType::kRc && !qp->retransmit_armed) ArmRetransmitTimer(qp);
+  if (qp->type == QpType::kRc && !qp->comp.retransmit_armed) ArmRetransmitTimer(qp);
   return true;
 }
 

@@ -92,12 +92,12 @@ bool Engine::ScatterSges(const Pd* pd, const Sge* sges, uint32_t num_sge, uint32
 bool Engine::TakeRecvWqe(Qp* qp) {
   RecvQueue& rq = qp->srq ? qp->srq->rq : qp->rq;
   if (rq.Empty()) return false;
-  qp->recv_wr_id = rq.FrontWrId();
-  qp->recv_num_sge = rq.FrontNumSge();
-  std::copy_n(rq.FrontSges(), qp->recv_num_sge, qp->recv_sges.begin());
+  qp->resp.recv_wr_id = rq.FrontWrId();
+  qp->resp.recv_num_sge = rq.FrontNumSge();
+  std::copy_n(rq.FrontSges(), qp->resp.recv_num_sge, qp->resp.recv_sges.begin());
   rq.Pop();
-  qp->recv_active = true;
-  qp->recv_offset = 0;
+  qp->resp.recv_active = true;
+  qp->resp.recv_offset = 0;
   if (qp->srq && qp->srq->limit > 0 && rq.count < qp->srq->limit) {
     // IBA 10.2.9.3: the limit event fires once, then the limit disarms.
     qp->srq->limit = 0;
@@ -108,11 +108,12 @@ bool Engine::TakeRecvWqe(Qp* qp) {
 
 bool Engine::ScatterToRecv(Qp* qp, const uint8_t* data, uint32_t len) {
   uint64_t capacity = 0;
-  for (uint32_t i = 0; i < qp->recv_num_sge; ++i) capacity += qp->recv_sges[i].length;
-  if (qp->recv_offset + uint64_t{len} > capacity) return false;
-  if (!ScatterSges(qp->pd, qp->recv_sges.data(), qp->recv_num_sge, qp->recv_offset, data, len))
+  for (uint32_t i = 0; i < qp->resp.recv_num_sge; ++i) capacity += qp->resp.recv_sges[i].length;
+  if (qp->resp.recv_offset + uint64_t{len} > capacity) return false;
+  if (!ScatterSges(qp->pd, qp->resp.recv_sges.data(), qp->resp.recv_num_sge, qp->resp.recv_offset,
+                   data, len))
     return false;
-  qp->recv_offset += len;
+  qp->resp.recv_offset += len;
   return true;
 }
 
@@ -120,7 +121,7 @@ void Engine::CompleteRecv(Qp* qp, WcStatus status, WcOpcode opcode, uint32_t byt
                           uint32_t imm, uint32_t wc_flags, uint32_t src_qp, bool solicited,
                           uint8_t sl) {
   Completion c;
-  c.wr_id = qp->recv_wr_id;
+  c.wr_id = qp->resp.recv_wr_id;
   c.status = status;
   c.opcode = opcode;
   c.byte_len = byte_len;
@@ -129,45 +130,45 @@ void Engine::CompleteRecv(Qp* qp, WcStatus status, WcOpcode opcode, uint32_t byt
   c.src_qp = src_qp;
   c.wc_flags = wc_flags;
   c.sl = sl;
-  qp->recv_active = false;
+  qp->resp.recv_active = false;
   if (!qp->recv_cq->Push(c, solicited)) ReportCqOverflow(qp->recv_cq);
 }
 
 void Engine::QueueAck(Qp* qp, uint8_t syndrome, uint32_t psn, bool may_defer) {
-  qp->ack_pending = true;
-  qp->ack_syndrome = syndrome;
-  qp->ack_psn = psn;
+  qp->resp.ack_pending = true;
+  qp->resp.ack_syndrome = syndrome;
+  qp->resp.ack_psn = psn;
   if (may_defer && DeferAck(qp, syndrome)) return;
   MarkWork(qp);
 }
 
 void Engine::FlushAck(Qp* qp) {
-  qp->ack_deferred = false;
-  if (qp->peer_sr_req && (qp->sack_pending || qp->ack_pending)) {
+  qp->ack_delay.ack_deferred = false;
+  if (qp->sr_store.peer_sr_req && (qp->sr_store.sack_pending || qp->resp.ack_pending)) {
     // Selective peer: while anything is kept, every acknowledgement is a
     // SACK (it carries the cumulative part too); with nothing kept, a plain
     // ACK tells the requester the holes are filled.
-    qp->sack_pending = false;
-    if (qp->ooo_count > 0) {
-      qp->ack_pending = false;
+    qp->sr_store.sack_pending = false;
+    if (qp->sr_store.ooo_count > 0) {
+      qp->resp.ack_pending = false;
       SendSack(qp);
       return;
     }
-    if (!qp->ack_pending) {
-      qp->ack_pending = true;
-      qp->ack_syndrome = wire::kAckSyndromeNoCredit;
-      qp->ack_psn = wire::PsnAdd(qp->epsn, wire::kPsnMask);
+    if (!qp->resp.ack_pending) {
+      qp->resp.ack_pending = true;
+      qp->resp.ack_syndrome = wire::kAckSyndromeNoCredit;
+      qp->resp.ack_psn = wire::PsnAdd(qp->resp.epsn, wire::kPsnMask);
     }
   }
-  if (!qp->ack_pending) return;
-  qp->ack_pending = false;
-  SendAckNow(qp, qp->ack_syndrome, qp->ack_psn);
+  if (!qp->resp.ack_pending) return;
+  qp->resp.ack_pending = false;
+  SendAckNow(qp, qp->resp.ack_syndrome, qp->resp.ack_psn);
 }
 
 void Engine::SendAckNow(Qp* qp, uint8_t syndrome, uint32_t psn) {
   if (wire::SyndromeKind(syndrome) != wire::AckKind::kAck) FlushAck(qp);
-  EmitAck(qp->attr.dest_qp_num, psn, syndrome, qp->msn, SourceIndex(qp), qp->attr.ah_attr.dgid,
-          qp->peer_sr_req);
+  EmitAck(qp->attr.dest_qp_num, psn, syndrome, qp->resp.msn, SourceIndex(qp), qp->attr.ah_attr.dgid,
+          qp->sr_store.peer_sr_req);
 }
 
 void Engine::EmitAck(uint32_t dest_qpn, uint32_t psn, uint8_t syndrome, uint32_t msn,
@@ -182,7 +183,7 @@ void Engine::ResponderError(Qp* qp, wire::NakCode code, uint32_t psn, WcStatus r
   if (qp->type != QpType::kRc) {
     // UC: the message is dropped, the QP stays usable (IBA 9.8.3.2).
     ++stats_.rx_dropped_invalid;
-    qp->in_message = InMessage::kNone;
+    qp->resp.in_message = InMessage::kNone;
     return;
   }
   switch (code) {
@@ -192,7 +193,7 @@ void Engine::ResponderError(Qp* qp, wire::NakCode code, uint32_t psn, WcStatus r
     default: break;
   }
   SendAckNow(qp, wire::MakeSyndrome(wire::AckKind::kNak, static_cast<uint8_t>(code)), psn);
-  if (qp->recv_active)
+  if (qp->resp.recv_active)
     CompleteRecv(qp, recv_status, WcOpcode::kRecv, 0, 0, 0, 0, false);
   PostAsyncEvent(code == wire::NakCode::kRemoteAccessError ? AsyncEventType::kQpAccessErr
                                                            : AsyncEventType::kQpReqErr,
@@ -216,7 +217,7 @@ void Engine::SendReadResponses(Qp* qp, uint32_t first_psn, uint64_t va, uint32_t
                                 .dest_qpn = qp->attr.dest_qp_num,
                                 .psn = wire::PsnAdd(first_psn, i),
                                 .syndrome = wire::kAckSyndromeNoCredit,
-                                .msn = qp->msn},
+                                .msn = qp->resp.msn},
                                payload);
     if (payload) std::memcpy(out, src + offset, payload);
     CommitToPeer(qp);
@@ -226,7 +227,7 @@ void Engine::SendReadResponses(Qp* qp, uint32_t first_psn, uint64_t va, uint32_t
 void Engine::SendAtomicAck(Qp* qp, uint32_t psn, uint64_t orig) {
   FlushAck(qp);
   StartPacket({.opcode = wire::op::kRcAtomicAck, .dest_qpn = qp->attr.dest_qp_num, .psn = psn,
-               .syndrome = wire::kAckSyndromeNoCredit, .msn = qp->msn, .atomic_orig = orig},
+               .syndrome = wire::kAckSyndromeNoCredit, .msn = qp->resp.msn, .atomic_orig = orig},
               0);
   CommitToPeer(qp);
 }
@@ -240,14 +241,15 @@ void Engine::HandleRequest(Qp* qp, const wire::Packet& pkt, const transport::RxP
   // its sr bit says: otherwise any forged packet within kSrWindow PSNs
   // ahead would switch the store on and be kept, where plain RC accepts
   // only the one expected PSN (IBA 9.7.5.1.1).
-  const uint32_t epsn_before = qp->epsn;
-  const bool offers_sr = pkt.bth.sr() && !qp->ooo_len.empty() && !qp->peer_sr_req &&
-                         qp->type == QpType::kRc && pkt.bth.psn() == epsn_before;
+  const uint32_t epsn_before = qp->resp.epsn;
+  const bool offers_sr = pkt.bth.sr() && !qp->sr_store.ooo_len.empty() &&
+                         !qp->sr_store.peer_sr_req && qp->type == QpType::kRc &&
+                         pkt.bth.psn() == epsn_before;
   HandleRequestOne(qp, pkt, rx);
-  if (offers_sr && qp->epsn != epsn_before && ResponderState(qp->attr.qp_state))
-    qp->peer_sr_req = true;
+  if (offers_sr && qp->resp.epsn != epsn_before && ResponderState(qp->attr.qp_state))
+    qp->sr_store.peer_sr_req = true;
   // Kept packets that are now in order run next, as if they arrived now.
-  if (qp->ooo_count > 0 && !qp->draining) SrDrain(qp, rx);
+  if (qp->sr_store.ooo_count > 0 && !qp->sr_store.draining) SrDrain(qp, rx);
 }
 
 void Engine::HandleRequestOne(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx) {
@@ -261,24 +263,24 @@ void Engine::HandleRequestOne(Qp* qp, const wire::Packet& pkt, const transport::
   const bool rc = qp->type == QpType::kRc;
 
   if (rc) {
-    const int32_t diff = wire::PsnDiff(psn, qp->epsn);
+    const int32_t diff = wire::PsnDiff(psn, qp->resp.epsn);
     if (diff > 0) {
       ++stats_.rx_out_of_sequence;
-      if (qp->peer_sr_req && pkt.bth.sr()) {
+      if (qp->sr_store.peer_sr_req && pkt.bth.sr()) {
         // Selective peer: keep it, answer with a SACK (selective.cc).
         SrKeep(qp, pkt, diff);
         return;
       }
-      if (pkt.bth.sr() && !qp->ooo_len.empty()) ++stats_.rx_sr_unnegotiated;
+      if (pkt.bth.sr() && !qp->sr_store.ooo_len.empty()) ++stats_.rx_sr_unnegotiated;
       // IBA 9.7.5.1.1 (C9-111): NAK the first out-of-sequence packet once,
       // then stay silent until the expected PSN arrives.
-      if (!qp->nak_sequence_sent) {
-        qp->nak_sequence_sent = true;
+      if (!qp->resp.nak_sequence_sent) {
+        qp->resp.nak_sequence_sent = true;
         ++stats_.tx_naks_sequence;
         SendAckNow(qp,
                    wire::MakeSyndrome(wire::AckKind::kNak,
                                       static_cast<uint8_t>(wire::NakCode::kPsnSequenceError)),
-                   qp->epsn);
+                   qp->resp.epsn);
       }
       return;
     }
@@ -291,14 +293,14 @@ void Engine::HandleRequestOne(Qp* qp, const wire::Packet& pkt, const transport::
         // over them. The NAK names the last PSN accepted, which the
         // requester may still have outstanding.
         ++stats_.rx_ooo_forgery_detected;
-        ResponderError(qp, wire::NakCode::kInvalidRequest, wire::PsnAdd(qp->epsn, wire::kPsnMask),
-                       WcStatus::kRemInvReqErr);
+        ResponderError(qp, wire::NakCode::kInvalidRequest,
+                       wire::PsnAdd(qp->resp.epsn, wire::kPsnMask), WcStatus::kRemInvReqErr);
         return;
       }
       ++stats_.rx_duplicates;
       // IBA 9.7.5.1.3: duplicates are answered, never executed again.
       if (info.has(wire::kIsReadRequest)) {
-        for (const RdAtomicResource& r : qp->resources) {
+        for (const RdAtomicResource& r : qp->resp.resources) {
           if (!r.valid || !r.is_read) continue;
           const int32_t into = wire::PsnDiff(psn, r.first_psn);
           if (into < 0 || static_cast<uint32_t>(into) >= r.npackets) continue;
@@ -320,7 +322,7 @@ void Engine::HandleRequestOne(Qp* qp, const wire::Packet& pkt, const transport::
         return;
       }
       if (info.has(wire::kIsAtomic)) {
-        for (const RdAtomicResource& r : qp->resources) {
+        for (const RdAtomicResource& r : qp->resp.resources) {
           if (r.valid && !r.is_read && r.first_psn == psn) {
             SendAtomicAck(qp, psn, r.atomic_orig);
             return;
@@ -328,18 +330,18 @@ void Engine::HandleRequestOne(Qp* qp, const wire::Packet& pkt, const transport::
         }
         return;
       }
-      QueueAck(qp, wire::kAckSyndromeNoCredit, wire::PsnAdd(qp->epsn, wire::kPsnMask));
+      QueueAck(qp, wire::kAckSyndromeNoCredit, wire::PsnAdd(qp->resp.epsn, wire::kPsnMask));
       return;
     }
-    qp->nak_sequence_sent = false;
+    qp->resp.nak_sequence_sent = false;
     SrForgetRun(qp, psn);
-  } else if (psn != qp->epsn) {
+  } else if (psn != qp->resp.epsn) {
     // UC (IBA 9.8.3.2): a gap loses the message in progress; resynchronise
     // on this packet if it starts a message.
     ++stats_.rx_out_of_sequence;
-    qp->in_message = InMessage::kNone;
-    qp->recv_offset = 0;
-    qp->epsn = psn;
+    qp->resp.in_message = InMessage::kNone;
+    qp->resp.recv_offset = 0;
+    qp->resp.epsn = psn;
   }
 
   // Opcode sequence (IBA 9.7.5.1.2, C9-95..C9-97).
@@ -348,7 +350,7 @@ void Engine::HandleRequestOne(Qp* qp, const wire::Packet& pkt, const transport::
   const bool first = info.has(wire::kFirst);
   const bool last = info.has(wire::kLast);
   bool sequence_ok;
-  switch (qp->in_message) {
+  switch (qp->resp.in_message) {
     case InMessage::kSend: sequence_ok = is_send && !first; break;
     case InMessage::kWrite: sequence_ok = is_write && !first; break;
     default: sequence_ok = first; break;
@@ -363,8 +365,8 @@ void Engine::HandleRequestOne(Qp* qp, const wire::Packet& pkt, const transport::
       ResponderError(qp, wire::NakCode::kInvalidRequest, psn, WcStatus::kRemInvReqErr);
     } else {
       ++stats_.rx_dropped_invalid;
-      qp->in_message = InMessage::kNone;
-      qp->epsn = wire::PsnAdd(psn, 1);
+      qp->resp.in_message = InMessage::kNone;
+      qp->resp.epsn = wire::PsnAdd(psn, 1);
     }
     return;
   }
@@ -383,7 +385,7 @@ void Engine::HandleRequestOne(Qp* qp, const wire::Packet& pkt, const transport::
   const bool solicited = pkt.bth.solicited();
 
   if (is_send) {
-    if (first && !qp->recv_active) {
+    if (first && !qp->resp.recv_active) {
       if (!TakeRecvWqe(qp)) {
         if (rc) {
           // IBA 9.7.5.1.6: no receive WQE -> RNR NAK; the PSN is not consumed.
@@ -391,12 +393,12 @@ void Engine::HandleRequestOne(Qp* qp, const wire::Packet& pkt, const transport::
           SendAckNow(qp, wire::MakeSyndrome(wire::AckKind::kRnrNak, qp->attr.min_rnr_timer), psn);
         } else {
           ++stats_.rx_dropped_no_recv;
-          qp->epsn = wire::PsnAdd(psn, 1);
+          qp->resp.epsn = wire::PsnAdd(psn, 1);
         }
         return;
       }
     }
-    if (!qp->recv_active) return;
+    if (!qp->resp.recv_active) return;
     if (!ScatterToRecv(qp, pkt.payload, len)) {
       // Message longer than the receive buffer (or the buffer's lkey is bad):
       // IBA 9.7.5.1.5 -> Invalid Request NAK, local length error here.
@@ -404,12 +406,12 @@ void Engine::HandleRequestOne(Qp* qp, const wire::Packet& pkt, const transport::
         ResponderError(qp, wire::NakCode::kInvalidRequest, psn, WcStatus::kLocLenErr);
       } else {
         CompleteRecv(qp, WcStatus::kLocLenErr, WcOpcode::kRecv, 0, 0, 0, 0, false);
-        qp->in_message = InMessage::kNone;
-        qp->epsn = wire::PsnAdd(psn, 1);
+        qp->resp.in_message = InMessage::kNone;
+        qp->resp.epsn = wire::PsnAdd(psn, 1);
       }
       return;
     }
-    qp->in_message = last ? InMessage::kNone : InMessage::kSend;
+    qp->resp.in_message = last ? InMessage::kNone : InMessage::kSend;
     if (last) {
       uint32_t flags = 0;
       uint32_t imm = 0;
@@ -429,32 +431,32 @@ void Engine::HandleRequestOne(Qp* qp, const wire::Packet& pkt, const transport::
         ResponderError(qp, wire::NakCode::kInvalidRequest, psn, WcStatus::kRemInvReqErr);
         return;
       }
-      ++qp->msn;
-      CompleteRecv(qp, WcStatus::kSuccess, WcOpcode::kRecv, qp->recv_offset, imm, flags, 0,
+      ++qp->resp.msn;
+      CompleteRecv(qp, WcStatus::kSuccess, WcOpcode::kRecv, qp->resp.recv_offset, imm, flags, 0,
                    solicited);
     }
   } else if (is_write) {
     const bool with_imm = info.imm_offset != 0;
     // The receive WQE an immediate consumes is checked before any byte
     // moves, so an RNR retry finds the same state.
-    if (with_imm && !qp->recv_active && !TakeRecvWqe(qp)) {
+    if (with_imm && !qp->resp.recv_active && !TakeRecvWqe(qp)) {
       if (rc) {
         ++stats_.tx_rnr_naks;
         SendAckNow(qp, wire::MakeSyndrome(wire::AckKind::kRnrNak, qp->attr.min_rnr_timer), psn);
       } else {
         // UC: no receive WQE loses the message (IBA 9.8.3.2).
         ++stats_.rx_dropped_no_recv;
-        qp->in_message = InMessage::kNone;
-        qp->epsn = wire::PsnAdd(psn, 1);
+        qp->resp.in_message = InMessage::kNone;
+        qp->resp.epsn = wire::PsnAdd(psn, 1);
       }
       return;
     }
     if (first) {
       const wire::Reth reth = pkt.reth();
-      qp->write_va = reth.va();
-      qp->write_rkey = reth.rkey();
-      qp->write_remaining = reth.dma_length();
-      qp->write_total = reth.dma_length();
+      qp->resp.write_va = reth.va();
+      qp->resp.write_rkey = reth.rkey();
+      qp->resp.write_remaining = reth.dma_length();
+      qp->resp.write_total = reth.dma_length();
       uint8_t* ignored;
       if (!(qp->attr.qp_access_flags & kRemoteWrite) ||
           (reth.dma_length() > 0 &&
@@ -464,7 +466,7 @@ void Engine::HandleRequestOne(Qp* qp, const wire::Packet& pkt, const transport::
         return;
       }
     }
-    if (len > qp->write_remaining || (last && len != qp->write_remaining)) {
+    if (len > qp->resp.write_remaining || (last && len != qp->resp.write_remaining)) {
       // IBA C9-??: payload must add up to the RETH DMA length.
       ResponderError(qp, wire::NakCode::kInvalidRequest, psn, WcStatus::kRemInvReqErr);
       return;
@@ -472,20 +474,20 @@ void Engine::HandleRequestOne(Qp* qp, const wire::Packet& pkt, const transport::
     if (len > 0) {
       uint8_t* dst = nullptr;
       // Resolved per packet: a region deregistered mid-message stops here.
-      if (mr_table_.ResolveRemote(qp->write_rkey, qp->pd, qp->write_va, len, kRemoteWrite, &dst) !=
-          KeyCheck::kOk) {
+      if (mr_table_.ResolveRemote(qp->resp.write_rkey, qp->pd, qp->resp.write_va, len, kRemoteWrite,
+                                  &dst) != KeyCheck::kOk) {
         ResponderError(qp, wire::NakCode::kRemoteAccessError, psn, WcStatus::kRemAccessErr);
         return;
       }
       std::memcpy(dst, pkt.payload, len);
-      qp->write_va += len;
-      qp->write_remaining -= len;
+      qp->resp.write_va += len;
+      qp->resp.write_remaining -= len;
     }
-    qp->in_message = last ? InMessage::kNone : InMessage::kWrite;
+    qp->resp.in_message = last ? InMessage::kNone : InMessage::kWrite;
     if (last) {
-      ++qp->msn;
+      ++qp->resp.msn;
       if (with_imm)
-        CompleteRecv(qp, WcStatus::kSuccess, WcOpcode::kRecvRdmaWithImm, qp->write_total,
+        CompleteRecv(qp, WcStatus::kSuccess, WcOpcode::kRecvRdmaWithImm, qp->resp.write_total,
                      pkt.imm().raw(), kWcWithImm, 0, solicited);
     }
   } else if (info.has(wire::kIsReadRequest)) {
@@ -499,11 +501,11 @@ void Engine::HandleRequestOne(Qp* qp, const wire::Packet& pkt, const transport::
       return;
     }
     const uint32_t n = PacketsFor(reth.dma_length(), qp->mtu_bytes);
-    RdAtomicResource& r = qp->resources[qp->next_resource++ % qp->resources.size()];
+    RdAtomicResource& r = qp->resp.resources[qp->resp.next_resource++ % qp->resp.resources.size()];
     r = RdAtomicResource{true, true, psn, n, reth.va(), reth.rkey(), reth.dma_length(), 0};
-    ++qp->msn;
+    ++qp->resp.msn;
     SendReadResponses(qp, psn, reth.va(), reth.rkey(), reth.dma_length(), 0);
-    qp->epsn = wire::PsnAdd(psn, n);
+    qp->resp.epsn = wire::PsnAdd(psn, n);
     return;
   } else if (info.has(wire::kIsAtomic)) {
     const wire::AtomicEth a = pkt.atomic_eth();
@@ -536,15 +538,15 @@ void Engine::HandleRequestOne(Qp* qp, const wire::Packet& pkt, const transport::
     } else {
       orig = word.fetch_add(a.swap_add());
     }
-    RdAtomicResource& r = qp->resources[qp->next_resource++ % qp->resources.size()];
+    RdAtomicResource& r = qp->resp.resources[qp->resp.next_resource++ % qp->resp.resources.size()];
     r = RdAtomicResource{true, false, psn, 1, a.va(), a.rkey(), 8, orig};
-    ++qp->msn;
+    ++qp->resp.msn;
     SendAtomicAck(qp, psn, orig);
-    qp->epsn = wire::PsnAdd(psn, 1);
+    qp->resp.epsn = wire::PsnAdd(psn, 1);
     return;
   }
 
-  qp->epsn = wire::PsnAdd(psn, 1);
+  qp->resp.epsn = wire::PsnAdd(psn, 1);
   if (rc && pkt.bth.ack_req()) QueueAck(qp, wire::kAckSyndromeNoCredit, psn, /*may_defer=*/true);
 }
 
@@ -581,7 +583,7 @@ void Engine::HandleUdRequest(Qp* qp, const wire::Packet& pkt, const transport::R
     imm = pkt.imm().raw();
   }
   const RoceL3Type l3 = rx.src.gid.IsV4Mapped() ? RoceL3Type::kIpv4 : RoceL3Type::kIpv6;
-  CompleteRecv(qp, WcStatus::kSuccess, WcOpcode::kRecv, qp->recv_offset, imm, flags,
+  CompleteRecv(qp, WcStatus::kSuccess, WcOpcode::kRecv, qp->resp.recv_offset, imm, flags,
                pkt.deth().src_qp(), pkt.bth.solicited(), static_cast<uint8_t>(l3));
 }
 

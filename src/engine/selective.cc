@@ -88,81 +88,53 @@ uint64_t SrRequestDigest(const uint8_t* packet, size_t length) {
 }
 
 void Engine::SrPrepareResponder(Qp* qp) {
-  qp->peer_sr_req = false;
-  qp->ooo_count = 0;
-  qp->sack_pending = false;
-  qp->draining = false;
-  if (qp->type != QpType::kRc || !selective_) {
-    qp->ooo_store.clear();
-    qp->ooo_store.shrink_to_fit();
-    qp->ooo_len.clear();
-    qp->ooo_psn.clear();
-    qp->ran_from_store.clear();
-    qp->ooo_slot_bytes = 0;
-    return;
-  }
+  qp->sr_store = {};
+  if (qp->type != QpType::kRc || !selective_) return;
   // Allocated once per connection (the path MTU is known now), never per
   // packet.
-  qp->ooo_slot_bytes = qp->mtu_bytes + kMaxHeaderBytes;
-  qp->ooo_store.resize(size_t{kSrWindow} * qp->ooo_slot_bytes);
-  qp->ooo_len.assign(kSrWindow, 0);
-  qp->ooo_psn.assign(kSrWindow, 0);
-  qp->ran_from_store.assign(kSrWindow, SrRun{});
+  SrStoreState& st = qp->sr_store;
+  st.ooo_slot_bytes = qp->mtu_bytes + kMaxHeaderBytes;
+  st.ooo_store.resize(size_t{kSrWindow} * st.ooo_slot_bytes);
+  st.ooo_len.assign(kSrWindow, 0);
+  st.ooo_psn.assign(kSrWindow, 0);
+  st.ran_from_store.assign(kSrWindow, SrRun{});
 }
 
 void Engine::SrPrepareRequester(Qp* qp) {
-  qp->sr_local = qp->type == QpType::kRc && selective_;
-  qp->peer_sr = false;
-  qp->tx_seq = 0;
-  qp->delivered_seq = 0;
-  qp->sacked_count = 0;
-  qp->retx_scan = false;
-  qp->sq_psn_max = qp->sq_psn;
-  qp->srtt_us = 0;
-  qp->min_rtt_us = 0;
-  qp->last_rtt_us = 0;
-  qp->rtt_sample = false;
-  qp->probes = 0;
-  qp->last_progress = Clock::now();
-  if (qp->sr_local) qp->scoreboard.assign(kSrWindow, SrSlot{});
-  else qp->scoreboard.clear();
+  qp->sr = {};
+  qp->sr.sr_local = qp->type == QpType::kRc && selective_;
+  qp->sr.sq_psn_max = qp->req.sq_psn;
+  qp->sr.last_progress = Clock::now();
+  if (qp->sr.sr_local) qp->sr.scoreboard.assign(kSrWindow, SrSlot{});
 }
 
 void Engine::SrReleaseQp(Qp* qp) {
-  qp->sr_local = false;
-  qp->peer_sr = false;
-  qp->peer_sr_req = false;
-  qp->scoreboard.clear();
-  qp->ooo_len.clear();
-  qp->ooo_psn.clear();
-  qp->ooo_store.clear();
-  qp->ran_from_store.clear();
-  qp->ooo_count = 0;
-  qp->sack_pending = false;
-  qp->retx_scan = false;
-  qp->sacked_count = 0;
+  // Frees the scoreboard and the reorder store (moved-from vectors).
+  qp->sr = {};
+  qp->sr_store = {};
 }
 
 void Engine::SrClearStore(Qp* qp) {
-  if (qp->ooo_count == 0) return;
-  std::fill(qp->ooo_len.begin(), qp->ooo_len.end(), 0u);
-  qp->ooo_count = 0;
+  if (qp->sr_store.ooo_count == 0) return;
+  std::fill(qp->sr_store.ooo_len.begin(), qp->sr_store.ooo_len.end(), 0u);
+  qp->sr_store.ooo_count = 0;
 }
 
 void Engine::SrKeep(Qp* qp, const wire::Packet& pkt, int32_t diff) {
   // diff = psn - epsn > 0. The store covers epsn+1 .. epsn+kSrWindow, the
   // range the SACK bitmap can describe.
-  qp->sack_pending = true;
+  qp->sr_store.sack_pending = true;
   MarkWork(qp);
-  if (qp->ooo_len.empty() || diff > static_cast<int32_t>(kSrWindow) ||
-      pkt.length > qp->ooo_slot_bytes) {
+  if (qp->sr_store.ooo_len.empty() || diff > static_cast<int32_t>(kSrWindow) ||
+      pkt.length > qp->sr_store.ooo_slot_bytes) {
     ++stats_.rx_ooo_dropped;
     return;
   }
   const uint32_t psn = pkt.bth.psn();
   const uint32_t slot = psn % kSrWindow;
-  if (qp->ooo_len[slot] != 0 && qp->ooo_psn[slot] == psn) {
-    if (SamePacket(&qp->ooo_store[size_t{slot} * qp->ooo_slot_bytes], qp->ooo_len[slot], pkt)) {
+  if (qp->sr_store.ooo_len[slot] != 0 && qp->sr_store.ooo_psn[slot] == psn) {
+    if (SamePacket(&qp->sr_store.ooo_store[size_t{slot} * qp->sr_store.ooo_slot_bytes],
+                   qp->sr_store.ooo_len[slot], pkt)) {
       ++stats_.rx_duplicates;  // already kept (a resend, or a duplicate on the wire)
       return;
     }
@@ -173,53 +145,55 @@ void Engine::SrKeep(Qp* qp, const wire::Packet& pkt, int32_t diff) {
     // again. Neither is kept: the slot empties, the next SACK no longer
     // reports it, and the requester's resend (at the latest its local ACK
     // timeout, which forgets every SACK) brings the real packet again.
-    qp->ooo_len[slot] = 0;
-    --qp->ooo_count;
+    qp->sr_store.ooo_len[slot] = 0;
+    --qp->sr_store.ooo_count;
     ++stats_.rx_ooo_conflicts;
     return;
   }
-  if (qp->ooo_len[slot] == 0) ++qp->ooo_count;
-  std::memcpy(&qp->ooo_store[size_t{slot} * qp->ooo_slot_bytes], pkt.data, pkt.length);
-  qp->ooo_len[slot] = static_cast<uint32_t>(pkt.length);
-  qp->ooo_psn[slot] = psn;
+  if (qp->sr_store.ooo_len[slot] == 0) ++qp->sr_store.ooo_count;
+  std::memcpy(&qp->sr_store.ooo_store[size_t{slot} * qp->sr_store.ooo_slot_bytes], pkt.data,
+              pkt.length);
+  qp->sr_store.ooo_len[slot] = static_cast<uint32_t>(pkt.length);
+  qp->sr_store.ooo_psn[slot] = psn;
   ++stats_.rx_ooo_kept;
 }
 
 void Engine::SrDrain(Qp* qp, const transport::RxPacket& rx) {
-  qp->draining = true;
+  qp->sr_store.draining = true;
   bool drained = false;
-  while (qp->ooo_count > 0) {
-    const uint32_t slot = qp->epsn % kSrWindow;
-    if (qp->ooo_len[slot] == 0 || qp->ooo_psn[slot] != qp->epsn) {
+  while (qp->sr_store.ooo_count > 0) {
+    const uint32_t slot = qp->resp.epsn % kSrWindow;
+    if (qp->sr_store.ooo_len[slot] == 0 || qp->sr_store.ooo_psn[slot] != qp->resp.epsn) {
       // Slots behind epsn can only be stale (a READ advanced epsn by its
       // response count past them): discard them. Only after a replay (this
       // runs for every in-order packet while a hole is open).
-      for (uint32_t i = 0; drained && i < kSrWindow && qp->ooo_count > 0; ++i) {
-        if (qp->ooo_len[i] == 0) continue;
-        const int32_t d = wire::PsnDiff(qp->ooo_psn[i], qp->epsn);
+      for (uint32_t i = 0; drained && i < kSrWindow && qp->sr_store.ooo_count > 0; ++i) {
+        if (qp->sr_store.ooo_len[i] == 0) continue;
+        const int32_t d = wire::PsnDiff(qp->sr_store.ooo_psn[i], qp->resp.epsn);
         if (d <= 0 || d > static_cast<int32_t>(kSrWindow)) {
-          qp->ooo_len[i] = 0;
-          --qp->ooo_count;
+          qp->sr_store.ooo_len[i] = 0;
+          --qp->sr_store.ooo_count;
         }
       }
       break;
     }
-    uint8_t* data = &qp->ooo_store[size_t{slot} * qp->ooo_slot_bytes];
-    const uint32_t len = qp->ooo_len[slot];
-    qp->ooo_len[slot] = 0;
-    --qp->ooo_count;
+    uint8_t* data = &qp->sr_store.ooo_store[size_t{slot} * qp->sr_store.ooo_slot_bytes];
+    const uint32_t len = qp->sr_store.ooo_len[slot];
+    qp->sr_store.ooo_len[slot] = 0;
+    --qp->sr_store.ooo_count;
     wire::Packet pkt;
     // Parsed when it arrived; parsing again only rebuilds the views.
     if (wire::ParsePacket(data, len, &pkt) != wire::ParseError::kOk) break;
-    const uint32_t before = qp->epsn;
+    const uint32_t before = qp->resp.epsn;
     HandleRequestOne(qp, pkt, rx);
     drained = true;
-    if (qp->epsn != before) {
+    if (qp->resp.epsn != before) {
       // Ran: a later duplicate of this PSN must carry the same bytes
       // (sr_store.h says why).
-      qp->ran_from_store[before % kSrWindow] = SrRun{before, true, SrRequestDigest(data, len)};
+      qp->sr_store.ran_from_store[before % kSrWindow] =
+          SrRun{before, true, SrRequestDigest(data, len)};
     }
-    if (qp->epsn == before || !(qp->attr.qp_state == QpState::kRtr ||
+    if (qp->resp.epsn == before || !(qp->attr.qp_state == QpState::kRtr ||
                                 qp->attr.qp_state == QpState::kRts ||
                                 qp->attr.qp_state == QpState::kSqd)) {
       // Not consumed (RNR NAK: the requester goes back to this PSN and sends
@@ -228,9 +202,9 @@ void Engine::SrDrain(Qp* qp, const transport::RxPacket& rx) {
       break;
     }
   }
-  qp->draining = false;
+  qp->sr_store.draining = false;
   if (drained) {
-    qp->sack_pending = true;
+    qp->sr_store.sack_pending = true;
     MarkWork(qp);
   }
 }
@@ -239,22 +213,25 @@ void Engine::SendSack(Qp* qp) {
   // Bitmap of the kept PSNs after epsn, trimmed after the last set bit.
   uint8_t bitmap[wire::kSackMaxBytes] = {};
   uint32_t top = 0;  // bytes used
-  if (qp->ooo_count > 0) {
+  if (qp->sr_store.ooo_count > 0) {
     for (uint32_t i = 0; i < kSrWindow; ++i) {
-      const uint32_t psn = wire::PsnAdd(qp->epsn, i + 1);
+      const uint32_t psn = wire::PsnAdd(qp->resp.epsn, i + 1);
       const uint32_t slot = psn % kSrWindow;
-      if (qp->ooo_len[slot] == 0 || qp->ooo_psn[slot] != psn) continue;
+      if (qp->sr_store.ooo_len[slot] == 0 || qp->sr_store.ooo_psn[slot] != psn) continue;
       bitmap[i >> 3] = static_cast<uint8_t>(bitmap[i >> 3] | (1u << (i & 7)));
       top = (i >> 3) + 1;
     }
   }
   const uint32_t bytes = (top + 3) & ~3u;  // a multiple of 4: no pad
-  uint8_t* out = StartPacket(
-      {.opcode = wire::op::kRcAck, .dest_qpn = qp->attr.dest_qp_num, .psn = qp->epsn, .sr = true,
-       .syndrome = wire::MakeSyndrome(wire::AckKind::kNak,
-                                      static_cast<uint8_t>(wire::NakCode::kPsnSequenceError)),
-       .msn = qp->msn},
-      bytes);
+  uint8_t* out =
+      StartPacket({.opcode = wire::op::kRcAck,
+                   .dest_qpn = qp->attr.dest_qp_num,
+                   .psn = qp->resp.epsn,
+                   .sr = true,
+                   .syndrome = wire::MakeSyndrome(
+                       wire::AckKind::kNak, static_cast<uint8_t>(wire::NakCode::kPsnSequenceError)),
+                   .msn = qp->resp.msn},
+                  bytes);
   std::memcpy(out, bitmap, bytes);
   CommitToPeer(qp);
   ++stats_.tx_sacks;
@@ -264,14 +241,14 @@ void Engine::HandleSack(Qp* qp, const wire::Packet& pkt) {
   ++stats_.rx_sacks;
   const uint32_t epsn = pkt.bth.psn();
   // Stale (overtaken by a later acknowledgement): nothing to learn safely.
-  if (wire::PsnDiff(epsn, qp->comp_psn) < 0) return;
+  if (wire::PsnDiff(epsn, qp->comp.comp_psn) < 0) return;
   // Validate before using anything: every PSN the bitmap reports must lie
   // in what is outstanding, (epsn, sq_psn_max): sent and not acknowledged
   // (epsn >= comp_psn was checked above, epsn < sq_psn by HandleResponse).
   // A SACK naming anything else is forged or corrupt: ignored whole,
   // counted. (A bit for a PSN whose scoreboard entry is gone — a go-back-N
   // resend forgot it, or it is a READ's response PSN — is skipped below.)
-  if (qp->scoreboard.empty()) {
+  if (qp->sr.scoreboard.empty()) {
     ++stats_.rx_sacks_invalid;
     return;
   }
@@ -279,7 +256,7 @@ void Engine::HandleSack(Qp* qp, const wire::Packet& pkt) {
   for (uint32_t i = 0; i < bits; ++i) {
     if (!(pkt.payload[i >> 3] & (1u << (i & 7)))) continue;
     const uint32_t psn = wire::PsnAdd(epsn, i + 1);
-    if (wire::PsnDiff(psn, qp->sq_psn_max) >= 0) {
+    if (wire::PsnDiff(psn, qp->sr.sq_psn_max) >= 0) {
       ++stats_.rx_sacks_invalid;
       return;
     }
@@ -292,45 +269,45 @@ void Engine::HandleSack(Qp* qp, const wire::Packet& pkt) {
   for (uint32_t i = 0; i < bits; ++i) {
     if (!(pkt.payload[i >> 3] & (1u << (i & 7)))) continue;
     const uint32_t psn = wire::PsnAdd(epsn, i + 1);
-    SrSlot& s = qp->scoreboard[psn % kSrWindow];
+    SrSlot& s = qp->sr.scoreboard[psn % kSrWindow];
     if (!s.valid || s.psn != psn) continue;
     if (!s.sacked) {
-      qp->last_progress = Clock::now();
-      qp->probes = 0;
+      qp->sr.last_progress = Clock::now();
+      qp->sr.probes = 0;
       // RTT sample (sent once: Karn), also while losses are being repaired:
       // the congestion control must see the queue a tail drop came from.
       if (!s.resent && (newest_sample == nullptr || s.tx_seq > newest_sample->tx_seq))
         newest_sample = &s;
     }
     s.sacked = true;
-    qp->delivered_seq = std::max(qp->delivered_seq, s.tx_seq);
+    qp->sr.delivered_seq = std::max(qp->sr.delivered_seq, s.tx_seq);
     ++count;
   }
-  qp->sacked_count = count;
+  qp->sr.sacked_count = count;
   if (newest_sample != nullptr) {
     const double sample =
         std::chrono::duration<double, std::micro>(Clock::now() - newest_sample->sent).count();
-    qp->srtt_us = qp->srtt_us == 0 ? sample : qp->srtt_us * 0.875 + sample * 0.125;
-    qp->last_rtt_us = sample;
-    qp->min_rtt_us = qp->min_rtt_us == 0 ? sample : std::min(qp->min_rtt_us, sample);
+    qp->sr.srtt_us = qp->sr.srtt_us == 0 ? sample : qp->sr.srtt_us * 0.875 + sample * 0.125;
+    qp->sr.last_rtt_us = sample;
+    qp->sr.min_rtt_us = qp->sr.min_rtt_us == 0 ? sample : std::min(qp->sr.min_rtt_us, sample);
   }
-  qp->retx_scan = true;
+  qp->sr.retx_scan = true;
   MarkWork(qp);
 }
 
 void Engine::SrOnTransmit(Qp* qp, uint32_t psn, uint32_t psns, uint32_t payload) {
-  const bool resend = wire::PsnDiff(psn, qp->sq_psn_max) < 0;
+  const bool resend = wire::PsnDiff(psn, qp->sr.sq_psn_max) < 0;
   if (resend) {
     ++stats_.tx_retransmit_packets;
     stats_.tx_retransmit_bytes += payload;
   } else {
-    qp->sq_psn_max = wire::PsnAdd(psn, psns);
+    qp->sr.sq_psn_max = wire::PsnAdd(psn, psns);
   }
-  if (qp->scoreboard.empty()) return;
+  if (qp->sr.scoreboard.empty()) return;
   const Clock::time_point now = Clock::now();
   // The probe clock starts when something goes out with nothing in flight.
-  if (qp->comp_psn == qp->sq_psn && !qp->resending) qp->last_progress = now;
-  SrSlot& s = qp->scoreboard[psn % kSrWindow];
+  if (qp->comp.comp_psn == qp->req.sq_psn && !qp->sr.resending) qp->sr.last_progress = now;
+  SrSlot& s = qp->sr.scoreboard[psn % kSrWindow];
   if (!s.valid || s.psn != psn) {
     s.valid = true;
     s.psn = psn;
@@ -338,16 +315,16 @@ void Engine::SrOnTransmit(Qp* qp, uint32_t psn, uint32_t psns, uint32_t payload)
   }
   s.resent = resend;
   s.sent = now;
-  s.tx_seq = ++qp->tx_seq;
+  s.tx_seq = ++qp->sr.tx_seq;
 }
 
 void Engine::SrOnCumAck(Qp* qp, uint32_t comp_before) {
-  if (qp->scoreboard.empty()) return;
-  const int32_t n = wire::PsnDiff(qp->comp_psn, comp_before);
+  if (qp->sr.scoreboard.empty()) return;
+  const int32_t n = wire::PsnDiff(qp->comp.comp_psn, comp_before);
   if (n <= 0) return;
   const Clock::time_point now = Clock::now();
-  qp->last_progress = now;
-  qp->probes = 0;
+  qp->sr.last_progress = now;
+  qp->sr.probes = 0;
   // Acknowledged packets are delivered ones: evidence for loss detection,
   // and an RTT sample if it went out once and arrived in order (Karn's
   // rule). A resent packet is no evidence: the acknowledgement may be the
@@ -356,45 +333,46 @@ void Engine::SrOnCumAck(Qp* qp, uint32_t comp_before) {
   const SrSlot* newest = nullptr;
   for (int32_t i = std::max<int32_t>(0, n - static_cast<int32_t>(kSrWindow)); i < n; ++i) {
     const uint32_t psn = wire::PsnAdd(comp_before, static_cast<uint32_t>(i));
-    const SrSlot& s = qp->scoreboard[psn % kSrWindow];
+    const SrSlot& s = qp->sr.scoreboard[psn % kSrWindow];
     if (!s.valid || s.psn != psn) continue;
-    if (!s.resent) qp->delivered_seq = std::max(qp->delivered_seq, s.tx_seq);
+    if (!s.resent) qp->sr.delivered_seq = std::max(qp->sr.delivered_seq, s.tx_seq);
     newest = &s;
   }
   if (newest != nullptr && !newest->resent && !newest->sacked) {
     const double sample =
         std::chrono::duration<double, std::micro>(now - newest->sent).count();
-    qp->srtt_us = qp->srtt_us == 0 ? sample : qp->srtt_us * 0.875 + sample * 0.125;
-    qp->last_rtt_us = sample;
-    qp->min_rtt_us = qp->min_rtt_us == 0 ? sample : std::min(qp->min_rtt_us, sample);
-    qp->rtt_sample = true;
+    qp->sr.srtt_us = qp->sr.srtt_us == 0 ? sample : qp->sr.srtt_us * 0.875 + sample * 0.125;
+    qp->sr.last_rtt_us = sample;
+    qp->sr.min_rtt_us = qp->sr.min_rtt_us == 0 ? sample : std::min(qp->sr.min_rtt_us, sample);
+    qp->sr.rtt_sample = true;
   }
   // Only with known holes can new evidence expose a loss (packets sent once
   // leave in PSN order).
-  if (qp->peer_sr && qp->comp_psn != qp->sq_psn && qp->sacked_count > 0) {
-    qp->retx_scan = true;
+  if (qp->sr.peer_sr && qp->comp.comp_psn != qp->req.sq_psn && qp->sr.sacked_count > 0) {
+    qp->sr.retx_scan = true;
     MarkWork(qp);
   }
 }
 
 Clock::time_point Engine::SrProbeDeadline(const Qp* qp) const {
-  if (!qp->peer_sr || qp->scoreboard.empty() || qp->comp_psn == qp->sq_psn || qp->rnr_waiting)
+  if (!qp->sr.peer_sr || qp->sr.scoreboard.empty() || qp->comp.comp_psn == qp->req.sq_psn ||
+      qp->comp.rnr_waiting)
     return Clock::time_point::max();
   // A few round trips (at least 1 ms: scheduling on a busy 2-vCPU VM
   // delays answers by that much), doubled per probe without progress,
   // never beyond the local ACK timeout.
   auto interval = std::chrono::microseconds(
-      std::max<int64_t>(1000, static_cast<int64_t>(4 * qp->srtt_us)));
-  interval *= int64_t{1} << std::min<uint32_t>(qp->probes, 6);
+      std::max<int64_t>(1000, static_cast<int64_t>(4 * qp->sr.srtt_us)));
+  interval *= int64_t{1} << std::min<uint32_t>(qp->sr.probes, 6);
   const Clock::duration limit = LocalAckTimeout(qp->attr.timeout);
   const Clock::duration d = std::min<Clock::duration>(interval, limit);
-  return qp->last_progress + d;
+  return qp->sr.last_progress + d;
 }
 
 void Engine::SrCheckProbe(Qp* qp, Clock::time_point now) {
   if (now < SrProbeDeadline(qp)) return;
-  ++qp->probes;
-  qp->last_progress = now;
+  ++qp->sr.probes;
+  qp->sr.last_progress = now;
   ++stats_.retransmit_probes;
   RetransmitLost(qp, /*probe=*/true);
 }
@@ -402,20 +380,20 @@ void Engine::SrCheckProbe(Qp* qp, Clock::time_point now) {
 void Engine::SrForgetSacks(Qp* qp) {
   // Go-back-N resends everything from comp_psn: earlier SACKs no longer
   // describe what is in flight.
-  for (SrSlot& s : qp->scoreboard) s.valid = false;
-  qp->sacked_count = 0;
-  qp->delivered_seq = qp->tx_seq;
-  qp->retx_scan = false;
+  for (SrSlot& s : qp->sr.scoreboard) s.valid = false;
+  qp->sr.sacked_count = 0;
+  qp->sr.delivered_seq = qp->sr.tx_seq;
+  qp->sr.retx_scan = false;
 }
 
 void Engine::RetransmitLost(Qp* qp, bool probe) {
-  qp->retx_scan = false;
-  if (!qp->peer_sr || qp->scoreboard.empty() || qp->rnr_waiting) return;
+  qp->sr.retx_scan = false;
+  if (!qp->sr.peer_sr || qp->sr.scoreboard.empty() || qp->comp.rnr_waiting) return;
   const bool probing = probe;  // a probe is no evidence of loss
   const auto lost = [&](uint32_t psn) {
-    const SrSlot& s = qp->scoreboard[psn % kSrWindow];
+    const SrSlot& s = qp->sr.scoreboard[psn % kSrWindow];
     if (!s.valid || s.psn != psn || s.sacked) return false;
-    if (s.tx_seq + kReorderSlack <= qp->delivered_seq) return true;
+    if (s.tx_seq + kReorderSlack <= qp->sr.delivered_seq) return true;
     if (probe) {
       probe = false;  // the oldest packet still missing
       return true;
@@ -427,21 +405,21 @@ void Engine::RetransmitLost(Qp* qp, bool probe) {
   // first time (same PSN, opcode, headers, bytes).
   const auto resend = [&](uint64_t index, SendWqe& w, uint32_t psn) {
     const uint64_t save_next = qp->sq_next;
-    const uint32_t save_offset = qp->send_offset;
-    const uint32_t save_psn = qp->sq_psn;
-    const uint32_t save_rd = qp->outstanding_rd_atomic;
+    const uint32_t save_offset = qp->req.send_offset;
+    const uint32_t save_psn = qp->req.sq_psn;
+    const uint32_t save_rd = qp->req.outstanding_rd_atomic;
     qp->sq_next = index;
-    qp->send_offset =
+    qp->req.send_offset =
         GetWrOpcodeInfo(w.opcode).read_or_atomic() ? 0 : static_cast<uint32_t>(wire::PsnDiff(psn, w.first_psn)) * qp->mtu_bytes;
-    qp->sq_psn = psn;
-    qp->resending = true;
+    qp->req.sq_psn = psn;
+    qp->sr.resending = true;
     const bool ok = SendNextPacket(qp, w, index);
-    qp->resending = false;
+    qp->sr.resending = false;
     if (!ok) return false;  // the WQE failed locally; the QP is in error now
     qp->sq_next = save_next;
-    qp->send_offset = save_offset;
-    qp->sq_psn = save_psn;
-    qp->outstanding_rd_atomic = save_rd;
+    qp->req.send_offset = save_offset;
+    qp->req.sq_psn = save_psn;
+    qp->req.outstanding_rd_atomic = save_rd;
     return true;
   };
   // How many packets are presumed lost, to size the resends (RFC 6675's
@@ -450,36 +428,37 @@ void Engine::RetransmitLost(Qp* qp, bool probe) {
   // loss at once after a tail drop would pour them into the very queue that
   // dropped them.
   int32_t presumed_lost = 0;
-  const int32_t outstanding = wire::PsnDiff(qp->sq_psn, qp->comp_psn);
+  const int32_t outstanding = wire::PsnDiff(qp->req.sq_psn, qp->comp.comp_psn);
   for (int32_t k = 0; k < outstanding && k < static_cast<int32_t>(kSrWindow); ++k) {
-    const uint32_t psn = wire::PsnAdd(qp->comp_psn, static_cast<uint32_t>(k));
-    const SrSlot& s = qp->scoreboard[psn % kSrWindow];
-    if (s.valid && s.psn == psn && !s.sacked && s.tx_seq + kReorderSlack <= qp->delivered_seq)
+    const uint32_t psn = wire::PsnAdd(qp->comp.comp_psn, static_cast<uint32_t>(k));
+    const SrSlot& s = qp->sr.scoreboard[psn % kSrWindow];
+    if (s.valid && s.psn == psn && !s.sacked && s.tx_seq + kReorderSlack <= qp->sr.delivered_seq)
       ++presumed_lost;
   }
   if (presumed_lost > 0 && !probing) CcOnLoss(qp);
   int64_t budget = INT64_MAX;
   if (cc_enabled_) {
-    const int32_t pipe = outstanding - static_cast<int32_t>(qp->sacked_count) - presumed_lost;
-    budget = std::max<int64_t>(1, static_cast<int64_t>(std::max(qp->cwnd, 4.0)) - pipe);
+    const int32_t pipe = outstanding - static_cast<int32_t>(qp->sr.sacked_count) - presumed_lost;
+    budget = std::max<int64_t>(1, static_cast<int64_t>(std::max(qp->cc.cwnd, 4.0)) - pipe);
   }
   const auto spend = [&] { return --budget >= 0; };
   for (uint64_t i = qp->sq_head; i != qp->sq_tail && budget > 0; ++i) {
     SendWqe& w = qp->Wqe(i);
     if (!w.started || qp->attr.qp_state != QpState::kRts) break;
     if (w.done) continue;
-    if (wire::PsnDiff(w.first_psn, qp->sq_psn) >= 0) break;  // not sent yet (after a rewind)
+    if (wire::PsnDiff(w.first_psn, qp->req.sq_psn) >= 0) break;  // not sent yet (after a rewind)
     if (GetWrOpcodeInfo(w.opcode).read_or_atomic()) {
       // One request packet; a READ partly answered was received.
-      if (wire::PsnDiff(w.first_psn, qp->comp_psn) >= 0 && lost(w.first_psn) && spend()) {
+      if (wire::PsnDiff(w.first_psn, qp->comp.comp_psn) >= 0 && lost(w.first_psn) && spend()) {
         if (!resend(i, w, w.first_psn)) return;
       }
     } else {
-      const uint32_t n =
-          i == qp->sq_next ? static_cast<uint32_t>(wire::PsnDiff(qp->sq_psn, w.first_psn)) : w.npackets;
+      const uint32_t n = i == qp->sq_next
+                             ? static_cast<uint32_t>(wire::PsnDiff(qp->req.sq_psn, w.first_psn))
+                             : w.npackets;
       for (uint32_t k = 0; k < n && k < w.npackets; ++k) {
         const uint32_t psn = wire::PsnAdd(w.first_psn, k);
-        if (wire::PsnDiff(psn, qp->comp_psn) < 0) continue;
+        if (wire::PsnDiff(psn, qp->comp.comp_psn) < 0) continue;
         if (!lost(psn)) continue;
         if (!spend()) break;
         if (!resend(i, w, psn)) return;
@@ -488,7 +467,7 @@ void Engine::RetransmitLost(Qp* qp, bool probe) {
     if (i == qp->sq_next) break;
   }
   // What the budget did not cover goes at the next acknowledgement.
-  if (budget <= 0 && presumed_lost > 0) qp->retx_scan = true;
+  if (budget <= 0 && presumed_lost > 0) qp->sr.retx_scan = true;
 }
 
 }  // namespace softrnic::engine

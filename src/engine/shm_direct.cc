@@ -125,12 +125,12 @@ void ShmDirect::RevokeMr(Mr* mr) {
 
 void ShmDirect::PublishQp(Qp* qp, uint32_t pd_id) {
   if (qp->type != QpType::kRc) return;
-  if (qp->shm_slot < 0) {
+  if (qp->shm.shm_slot < 0) {
     if (free_qp_.empty()) return;
-    qp->shm_slot = static_cast<int>(free_qp_.back());
+    qp->shm.shm_slot = static_cast<int>(free_qp_.back());
     free_qp_.pop_back();
   }
-  ShmQpSlot* s = own_->qp_slot(static_cast<uint32_t>(qp->shm_slot));
+  ShmQpSlot* s = own_->qp_slot(static_cast<uint32_t>(qp->shm.shm_slot));
   // Seqlock: odd while the fields change.
   const uint32_t seq = s->seq.load(std::memory_order_relaxed);
   s->seq.store(seq + 1, std::memory_order_relaxed);
@@ -146,16 +146,16 @@ void ShmDirect::PublishQp(Qp* qp, uint32_t pd_id) {
 }
 
 void ShmDirect::RemoveQp(Qp* qp) {
-  if (qp->shm_slot < 0) return;
-  ShmQpSlot* s = own_->qp_slot(static_cast<uint32_t>(qp->shm_slot));
+  if (qp->shm.shm_slot < 0) return;
+  ShmQpSlot* s = own_->qp_slot(static_cast<uint32_t>(qp->shm.shm_slot));
   const uint32_t seq = s->seq.load(std::memory_order_relaxed);
   s->seq.store(seq + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
   s->qpn.store(0, std::memory_order_relaxed);
   s->state.store(static_cast<uint32_t>(QpState::kReset), std::memory_order_relaxed);
   s->seq.store(seq + 2, std::memory_order_release);
-  free_qp_.push_back(static_cast<uint32_t>(qp->shm_slot));
-  qp->shm_slot = -1;
+  free_qp_.push_back(static_cast<uint32_t>(qp->shm.shm_slot));
+  qp->shm.shm_slot = -1;
 }
 
 // --- Requester side ---
@@ -264,13 +264,13 @@ bool Engine::TryDirect(Qp* qp, SendWqe& w, uint64_t index) {
 
   // The peer device (cached per QP; revalidated when it dies or the path changes).
   const Gid& dgid = qp->attr.ah_attr.dgid;
-  if (!qp->shm_peer || qp->shm_peer->dead || !(qp->shm_peer_gid == dgid)) {
-    qp->shm_peer = peer_memory_->PeerFor(transport::Endpoint{dgid, udp_port_});
-    qp->shm_peer_gid = dgid;
-    qp->shm_peer_qp_slot = -1;
-    if (!qp->shm_peer) return false;
+  if (!qp->shm.shm_peer || qp->shm.shm_peer->dead || !(qp->shm.shm_peer_gid == dgid)) {
+    qp->shm.shm_peer = peer_memory_->PeerFor(transport::Endpoint{dgid, udp_port_});
+    qp->shm.shm_peer_gid = dgid;
+    qp->shm.shm_peer_qp_slot = -1;
+    if (!qp->shm.shm_peer) return false;
   }
-  const std::shared_ptr<ShmPeer>& peer = qp->shm_peer;
+  const std::shared_ptr<ShmPeer>& peer = qp->shm.shm_peer;
   const transport::ShmSegment& seg = peer->seg;
 
   // Target QP, as the responder would check it (state, connected to us,
@@ -278,13 +278,13 @@ bool Engine::TryDirect(Qp* qp, SendWqe& w, uint64_t index) {
   const uint32_t dest = qp->attr.dest_qp_num;
   // A peer QP that is not exported (peer without direct operations, table
   // full) is looked for again only every 256 WQEs: the scan is 1024 loads.
-  if (qp->shm_peer_qp_slot == -2 && (++qp->shm_peer_qp_misses & 255) != 0) return false;
-  const int qs = ShmDirect::FindQpSlot(seg, dest, qp->shm_peer_qp_slot);
+  if (qp->shm.shm_peer_qp_slot == -2 && (++qp->shm.shm_peer_qp_misses & 255) != 0) return false;
+  const int qs = ShmDirect::FindQpSlot(seg, dest, qp->shm.shm_peer_qp_slot);
   if (qs < 0) {
-    qp->shm_peer_qp_slot = -2;
+    qp->shm.shm_peer_qp_slot = -2;
     return false;
   }
-  qp->shm_peer_qp_slot = qs;
+  qp->shm.shm_peer_qp_slot = qs;
   const ShmQpSlot* q = seg.qp_slot(static_cast<uint32_t>(qs));
   const uint32_t seq1 = q->seq.load(std::memory_order_acquire);
   const uint32_t t_qpn = q->qpn.load(std::memory_order_relaxed);

@@ -23,14 +23,15 @@ uint64_t SrRequestDigest(const uint8_t* packet, size_t length);
 // The slot of `psn` now belongs to a packet run in order (not from the
 // store): forget what an older run left there.
 inline void SrForgetRun(Qp* qp, uint32_t psn) {
-  if (!qp->ran_from_store.empty()) qp->ran_from_store[psn % kSrWindow].valid = false;
+  if (!qp->sr_store.ran_from_store.empty())
+    qp->sr_store.ran_from_store[psn % kSrWindow].valid = false;
 }
 
 // True when `pkt`, a duplicate, is for a PSN that ran from the store with
 // different bytes.
 inline bool SrRunCopyDiffers(const Qp& qp, const wire::Packet& pkt) {
-  if (qp.ran_from_store.empty()) return false;
-  const SrRun& r = qp.ran_from_store[pkt.bth.psn() % kSrWindow];
+  if (qp.sr_store.ran_from_store.empty()) return false;
+  const SrRun& r = qp.sr_store.ran_from_store[pkt.bth.psn() % kSrWindow];
   return r.valid && r.psn == pkt.bth.psn() && r.digest != SrRequestDigest(pkt.data, pkt.length);
 }
 

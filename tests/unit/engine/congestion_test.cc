@@ -22,8 +22,8 @@ struct Snapshot {
 
 Snapshot Snap(Device& d, Qp* qp) {
   std::lock_guard lock(d.engine().mu_);
-  return Snapshot{qp->cwnd, wire::PsnDiff(qp->sq_psn, qp->comp_psn), qp->sacked_count,
-                  d.engine().stats_.retransmit_timeouts};
+  return Snapshot{qp->cc.cwnd, wire::PsnDiff(qp->req.sq_psn, qp->comp.comp_psn),
+                  qp->sr.sacked_count, d.engine().stats_.retransmit_timeouts};
 }
 
 void InjectCnp(Device& dev, const Gid& from, uint32_t dest_qp) {
@@ -84,13 +84,13 @@ TEST_F(CongestionTest, CnpFromPeerCutsWindowOthersDoNot) {
   // however late this thread runs on a loaded machine.
   {
     std::lock_guard lock(e.mu_);
-    a_.qp->last_cnp_cut = Clock::now() + std::chrono::hours(1);
+    a_.qp->cc.last_cnp_cut = Clock::now() + std::chrono::hours(1);
   }
   InjectCnp(*a_.dev, b_.dev->gids()[0], qpn);
   EXPECT_DOUBLE_EQ(Snap(*a_.dev, a_.qp).cwnd, before / 2);
   {
     std::lock_guard lock(e.mu_);
-    a_.qp->last_cnp_cut = Clock::now();
+    a_.qp->cc.last_cnp_cut = Clock::now();
   }
   usleep(100);
   InjectCnp(*a_.dev, b_.dev->gids()[0], qpn);

@@ -584,7 +584,7 @@ TEST_F(HostileResponseTest, OnlyPsnsSentCanBeAnswered) {
   EXPECT_EQ(a_.dev->GetQpState(a_.qp), QpState::kRts);
   {
     std::lock_guard lock(a_.dev->engine().mu_);
-    EXPECT_FALSE(a_.qp->rnr_waiting);
+    EXPECT_FALSE(a_.qp->comp.rnr_waiting);
   }
   // Residual risk, inherent to RoCE: an ACK inside the window completes.
   Forger f(TestAddress(1), TestPort());

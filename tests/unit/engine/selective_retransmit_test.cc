@@ -247,7 +247,7 @@ TEST(SelectiveForgedSackTest, ForgedRangesIgnoredCountedNeverComplete) {
     // Point a at a QPN that does not exist on b: b drops every request.
     std::lock_guard lock(da->engine().mu_);
     p.a.qp->attr.dest_qp_num = (db->QpNum(p.b.qp) + 7) & wire::kQpnMask;
-    p.a.qp->peer_sr = true;  // as if b had offered selective retransmission
+    p.a.qp->sr.peer_sr = true;  // as if b had offered selective retransmission
   }
   const uint32_t len = 16 * 1024;  // 16 packets: PSN 100..115
   FillPattern(p.a.buf, 0, len, 3);
@@ -280,7 +280,7 @@ TEST(SelectiveForgedSackTest, ForgedRangesIgnoredCountedNeverComplete) {
       << "a forged SACK completed a WRITE the peer never received";
   {
     std::lock_guard lock(da->engine().mu_);
-    EXPECT_EQ(p.a.qp->comp_psn, 100u);
+    EXPECT_EQ(p.a.qp->comp.comp_psn, 100u);
   }
   // PSN 100 went out again (and, as tail-loss probes, again: still PSN 100,
   // the oldest packet not reported).
@@ -311,7 +311,7 @@ TEST(SelectiveForgedSackTest, SackToGoBackNRequesterIgnored) {
   uint32_t last_sent;
   {
     std::lock_guard lock(p.a.dev->engine().mu_);
-    last_sent = wire::PsnAdd(p.a.qp->sq_psn, wire::kPsnMask);
+    last_sent = wire::PsnAdd(p.a.qp->req.sq_psn, wire::kPsnMask);
   }
   InjectResponse(*p.a.dev, peer, p.a.dev->QpNum(p.a.qp), last_sent, kNakSeq, true, {0x01, 0, 0, 0});
   EXPECT_EQ(StatsOf(*p.a.dev).rx_sacks_invalid, 1u);
