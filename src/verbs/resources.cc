@@ -114,9 +114,12 @@ inline int TranslateSendWr(const ibv_send_wr* w, eng::Sge* sges, eng::SendWr* ou
 int PostSend(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept {
   Qp* qp = ToQp(ibqp);
   eng::Sge sges[kMaxSgeOnStack];
+  // Outside the try: if the engine throws, *bad_wr names the WR it was
+  // given, since those before it were posted (ibv_post_send(3)).
+  ibv_send_wr* w = wr;
   try {
     const bool ud = ibqp->qp_type == IBV_QPT_UD;
-    for (ibv_send_wr* w = wr; w; w = w->next) {
+    for (; w; w = w->next) {
       eng::SendWr e;
       int rc = TranslateSendWr(w, sges, &e);
       if (!rc && ud) {
@@ -136,7 +139,7 @@ int PostSend(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept {
     }
     return 0;
   } catch (...) {
-    if (bad_wr) *bad_wr = wr;
+    if (bad_wr) *bad_wr = w;
     return ENOMEM;
   }
 }
@@ -147,8 +150,9 @@ int PostSend(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) noexcept {
 template <typename PostOne>
 int PostRecvList(ibv_recv_wr* wr, ibv_recv_wr** bad_wr, PostOne post) noexcept {
   eng::Sge sges[kMaxSgeOnStack];
+  ibv_recv_wr* w = wr;  // outside the try, as in PostSend
   try {
-    for (ibv_recv_wr* w = wr; w; w = w->next) {
+    for (; w; w = w->next) {
       int rc = CopySges(w->sg_list, w->num_sge, sges);
       if (!rc) {
         eng::RecvWr e;
@@ -163,7 +167,7 @@ int PostRecvList(ibv_recv_wr* wr, ibv_recv_wr** bad_wr, PostOne post) noexcept {
     }
     return 0;
   } catch (...) {
-    if (bad_wr) *bad_wr = wr;
+    if (bad_wr) *bad_wr = w;
     return ENOMEM;
   }
 }
