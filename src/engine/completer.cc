@@ -123,8 +123,8 @@ bool Engine::ImplicitAck(Qp* qp, uint32_t psn) {
   }
   if (progressed) {
     CursorToCompPsn(qp);
-    SrOnCumAck(qp, comp_before);
-    CcOnAck(qp, static_cast<uint32_t>(wire::PsnDiff(qp->comp.comp_psn, comp_before)));
+    const bool sampled = SrOnCumAck(qp, comp_before);
+    CcOnAck(qp, static_cast<uint32_t>(wire::PsnDiff(qp->comp.comp_psn, comp_before)), sampled);
     qp->comp.retry_left = qp->attr.retry_cnt;
     qp->comp.rnr_retry_left = qp->attr.rnr_retry;
     qp->comp.rewound = false;
@@ -354,8 +354,7 @@ void Engine::HandleResponse(Qp* qp, const wire::Packet& pkt) {
     w.done = true;
     w.status = WcStatus::kSuccess;
     qp->comp.comp_psn = wire::PsnAdd(psn, 1);
-    SrOnCumAck(qp, psn);
-    CcOnAck(qp, 1);
+    CcOnAck(qp, 1, SrOnCumAck(qp, psn));
     if (qp->req.outstanding_rd_atomic) --qp->req.outstanding_rd_atomic;
     qp->comp.retry_left = qp->attr.retry_cnt;
     qp->comp.rewound = false;
@@ -385,8 +384,7 @@ void Engine::HandleResponse(Qp* qp, const wire::Packet& pkt) {
       return;
     }
     qp->comp.comp_psn = wire::PsnAdd(psn, 1);
-    SrOnCumAck(qp, psn);
-    CcOnAck(qp, 1);
+    CcOnAck(qp, 1, SrOnCumAck(qp, psn));
     qp->comp.retry_left = qp->attr.retry_cnt;
     qp->comp.rewound = false;
     if (is_final) {

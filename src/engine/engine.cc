@@ -70,12 +70,7 @@ Engine::Engine(std::unique_ptr<transport::Transport> transport, DeviceAttr attr)
   // docs/loss.md: SOFTRNIC_RETRANSMIT=gbn|selective (default selective).
   if (const char* m = std::getenv("SOFTRNIC_RETRANSMIT"); m && std::strcmp(m, "gbn") == 0)
     selective_ = false;
-  if (const char* cc = std::getenv("SOFTRNIC_CC"); cc && std::strcmp(cc, "0") == 0)
-    cc_enabled_ = false;
-  if (const char* t = std::getenv("SOFTRNIC_CC_TARGET_US"); t && std::atof(t) > 0)
-    cc_target_us_ = std::atof(t);
-  if (const char* d = std::getenv("SOFTRNIC_CC_DELAY"); d && *d != '\0')
-    cc_delay_ = std::strcmp(d, "0") != 0;
+  cc_settings_ = CcSettings::FromEnv();
 }
 
 Engine::~Engine() {

@@ -147,21 +147,10 @@ class Engine {
   // created from now on offer selective retransmission (docs/loss.md).
   // Read when a QP enters RTR/RTS, so tests may flip it per QP.
   bool selective_ = true;
-  // SOFTRNIC_CC=0 turns the congestion window off (the fixed in-flight cap
-  // remains).
-  bool cc_enabled_ = true;
-  // The RTT above which the window shrinks (SOFTRNIC_CC_TARGET_US). One
-  // absolute target, not base RTT + margin per QP: flows through the same
-  // queue then see the same signal and converge to a fair share (a QP that
-  // measured its base RTT with the queue already standing would otherwise
-  // tolerate more of it than the others).
-  double cc_target_us_ = 1000;
-  // SOFTRNIC_CC_DELAY=1: also cut the window on delay alone (Swift/TIMELY
-  // style). Off by default: on the oversubscribed 2-vCPU machines measured
-  // (docs/loss.md) the RTT is dominated by CPU scheduling, not by queues, and
-  // delay cuts made 4 flows through one tbf unfair (Jain 0.4-0.85); delay
-  // then only classifies losses (CcOnLoss).
-  bool cc_delay_ = false;
+  // SOFTRNIC_CC (the algorithm, or 0 for none), SOFTRNIC_CC_TARGET_US,
+  // SOFTRNIC_CC_DELAY: congestion_control.h. Used when a QP enters RTS (it
+  // gets its controller then), so tests may change it per QP.
+  CcSettings cc_settings_;
   Clock::time_point next_timer_check_{};
   // SOFTRNIC_ACK_DELAY_US: how long a plain ACK may wait for a request of
   // its QP to carry it (ack_delay.cc); 0 = never.
@@ -256,7 +245,8 @@ class Engine {
   // probe: also resend the oldest unacknowledged packet (tail-loss probe).
   void RetransmitLost(Qp* qp, bool probe = false);
   // Requester: acknowledgement progress from comp_before to comp_psn.
-  void SrOnCumAck(Qp* qp, uint32_t comp_before);
+  // Returns whether it took an RTT sample (for CcOnAck).
+  bool SrOnCumAck(Qp* qp, uint32_t comp_before);
   // Requester: the tail-loss probe deadline (time_point::max() if none).
   Clock::time_point SrProbeDeadline(const Qp* qp) const;
   void SrCheckProbe(Qp* qp, Clock::time_point now);
@@ -268,10 +258,10 @@ class Engine {
   void CcInit(Qp* qp);
   bool CcWindowFull(const Qp* qp) const;
   bool CcFillsWindow(const Qp* qp) const;
-  void CcOnAck(Qp* qp, uint32_t newly_acked);
+  // rtt_sampled: SrOnCumAck took an RTT sample from this acknowledgement.
+  void CcOnAck(Qp* qp, uint32_t newly_acked, bool rtt_sampled);
   void CcOnLoss(Qp* qp);
   void CcOnTimeout(Qp* qp);
-  double CcTargetUs(const Qp* qp) const { return std::max(cc_target_us_, 2 * qp->sr.min_rtt_us); }
   void HandleCnp(Qp* qp);
   // DCQCN notification point: a request that arrived with ECN CE.
   void MaybeSendCnp(Qp* qp, const transport::RxPacket& rx);

@@ -12,7 +12,9 @@
 #include <memory>
 #include <vector>
 
+#include "engine/congestion_control.h"
 #include "engine/queues.h"
+#include "engine/rtt_estimator.h"
 #include "engine/types.h"
 
 namespace softrnic::transport {
@@ -101,7 +103,7 @@ enum class InMessage : uint8_t { kNone, kSend, kWrite };
 // so a QP reused after RESET behaves exactly as a freshly created one
 // (Engine::ResetQp); each role is then set up at the transition that starts
 // it: the responder and the reorder store at INIT -> RTR, the requester,
-// the completer, the scoreboard and the congestion window at RTR -> RTS.
+// the completer, the scoreboard and the congestion controller at RTR -> RTS.
 // Only ShmPathState survives RESET (see there).
 
 // Requester (requester.cc; IBA 9.7.4, rxe_req.c).
@@ -182,11 +184,9 @@ struct SrState {
   bool retx_scan = false;     // a SACK arrived: look for lost packets
   uint32_t sq_psn_max = 0;    // one past the highest PSN ever sent (counts resends)
   bool resending = false;     // SendNextPacket is resending one lost packet
-  // RTT, measured here (Karn's rule), read by congestion.cc.
-  double srtt_us = 0;
-  double min_rtt_us = 0;      // the path's base RTT (congestion.cc)
-  double last_rtt_us = 0;     // the latest sample
-  bool rtt_sample = false;    // a new sample for CcOnAck
+  // RTT, measured here (Karn's rule), read by the tail-loss probe and by
+  // the congestion controller (Qp::cc holds a reference to it).
+  RttEstimator rtt;
   // Tail-loss probe: no acknowledgement progress for a few round trips
   // resends the oldest unacknowledged packet; its arrival, as the newest
   // transmission, then exposes every older loss. Does not count against
@@ -209,17 +209,6 @@ struct SrStoreState {
   bool sack_pending = false;        // send a SACK at the end of the burst
   bool draining = false;            // replaying kept packets (no re-store)
   std::vector<SrRun> ran_from_store;  // kSrWindow entries (sr_store.h), with the store
-};
-
-// Congestion control, reaction point (congestion.cc; docs/loss.md). Set up
-// at RTS (CcInit).
-struct CcState {
-  double cwnd = 0;            // packets (PSNs) allowed in flight
-  double ssthresh = 0;
-  uint32_t recovery_psn = 0;  // one window cut per loss episode: until comp_psn passes it
-  bool in_recovery = false;
-  Clock::time_point last_cnp_cut{};
-  Clock::time_point last_delay_cut{};
 };
 
 // Shared-memory direct path (shm_direct.cc, shm_direct.h): this QP's export
@@ -282,7 +271,10 @@ class Qp {
   AckDelayState ack_delay;
   SrState sr;
   SrStoreState sr_store;
-  CcState cc;
+  // Congestion control, reaction point (congestion.cc, congestion_control.h;
+  // docs/loss.md): the controller, its algorithm a setting (SOFTRNIC_CC),
+  // owns its state. Made at RTS (CcInit); none before, and RESET drops it.
+  std::unique_ptr<CongestionControl> cc;
   ShmPathState shm;
 
   // Engine bookkeeping (engine.cc, the work list; device.cc).

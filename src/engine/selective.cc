@@ -287,9 +287,7 @@ void Engine::HandleSack(Qp* qp, const wire::Packet& pkt) {
   if (newest_sample != nullptr) {
     const double sample =
         std::chrono::duration<double, std::micro>(Clock::now() - newest_sample->sent).count();
-    qp->sr.srtt_us = qp->sr.srtt_us == 0 ? sample : qp->sr.srtt_us * 0.875 + sample * 0.125;
-    qp->sr.last_rtt_us = sample;
-    qp->sr.min_rtt_us = qp->sr.min_rtt_us == 0 ? sample : std::min(qp->sr.min_rtt_us, sample);
+    qp->sr.rtt.AddSample(sample);
   }
   qp->sr.retx_scan = true;
   MarkWork(qp);
@@ -318,10 +316,10 @@ void Engine::SrOnTransmit(Qp* qp, uint32_t psn, uint32_t psns, uint32_t payload)
   s.tx_seq = ++qp->sr.tx_seq;
 }
 
-void Engine::SrOnCumAck(Qp* qp, uint32_t comp_before) {
-  if (qp->sr.scoreboard.empty()) return;
+bool Engine::SrOnCumAck(Qp* qp, uint32_t comp_before) {
+  if (qp->sr.scoreboard.empty()) return false;
   const int32_t n = wire::PsnDiff(qp->comp.comp_psn, comp_before);
-  if (n <= 0) return;
+  if (n <= 0) return false;
   const Clock::time_point now = Clock::now();
   qp->sr.last_progress = now;
   qp->sr.probes = 0;
@@ -338,13 +336,12 @@ void Engine::SrOnCumAck(Qp* qp, uint32_t comp_before) {
     if (!s.resent) qp->sr.delivered_seq = std::max(qp->sr.delivered_seq, s.tx_seq);
     newest = &s;
   }
+  bool sampled = false;
   if (newest != nullptr && !newest->resent && !newest->sacked) {
     const double sample =
         std::chrono::duration<double, std::micro>(now - newest->sent).count();
-    qp->sr.srtt_us = qp->sr.srtt_us == 0 ? sample : qp->sr.srtt_us * 0.875 + sample * 0.125;
-    qp->sr.last_rtt_us = sample;
-    qp->sr.min_rtt_us = qp->sr.min_rtt_us == 0 ? sample : std::min(qp->sr.min_rtt_us, sample);
-    qp->sr.rtt_sample = true;
+    qp->sr.rtt.AddSample(sample);
+    sampled = true;
   }
   // Only with known holes can new evidence expose a loss (packets sent once
   // leave in PSN order).
@@ -352,6 +349,7 @@ void Engine::SrOnCumAck(Qp* qp, uint32_t comp_before) {
     qp->sr.retx_scan = true;
     MarkWork(qp);
   }
+  return sampled;
 }
 
 Clock::time_point Engine::SrProbeDeadline(const Qp* qp) const {
@@ -362,7 +360,7 @@ Clock::time_point Engine::SrProbeDeadline(const Qp* qp) const {
   // delays answers by that much), doubled per probe without progress,
   // never beyond the local ACK timeout.
   auto interval = std::chrono::microseconds(
-      std::max<int64_t>(1000, static_cast<int64_t>(4 * qp->sr.srtt_us)));
+      std::max<int64_t>(1000, static_cast<int64_t>(4 * qp->sr.rtt.srtt_us())));
   interval *= int64_t{1} << std::min<uint32_t>(qp->sr.probes, 6);
   const Clock::duration limit = LocalAckTimeout(qp->attr.timeout);
   const Clock::duration d = std::min<Clock::duration>(interval, limit);
@@ -437,9 +435,9 @@ void Engine::RetransmitLost(Qp* qp, bool probe) {
   }
   if (presumed_lost > 0 && !probing) CcOnLoss(qp);
   int64_t budget = INT64_MAX;
-  if (cc_enabled_) {
+  if (cc_settings_.enabled && qp->cc) {
     const int32_t pipe = outstanding - static_cast<int32_t>(qp->sr.sacked_count) - presumed_lost;
-    budget = std::max<int64_t>(1, static_cast<int64_t>(std::max(qp->cc.cwnd, 4.0)) - pipe);
+    budget = std::max<int64_t>(1, static_cast<int64_t>(qp->cc->window()) - pipe);
   }
   const auto spend = [&] { return --budget >= 0; };
   for (uint64_t i = qp->sq_head; i != qp->sq_tail && budget > 0; ++i) {

@@ -4,7 +4,10 @@
 // ECN CE makes the responder send a CNP.
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "rc_pair.h"
 #include "wire/headers.h"
@@ -22,7 +25,7 @@ struct Snapshot {
 
 Snapshot Snap(Device& d, Qp* qp) {
   std::lock_guard lock(d.engine().mu_);
-  return Snapshot{qp->cc.cwnd, wire::PsnDiff(qp->req.sq_psn, qp->comp.comp_psn),
+  return Snapshot{qp->cc ? qp->cc->window() : 0, wire::PsnDiff(qp->req.sq_psn, qp->comp.comp_psn),
                   qp->sr.sacked_count, d.engine().stats_.retransmit_timeouts};
 }
 
@@ -66,10 +69,13 @@ class CongestionTest : public RcPairTest {
 TEST_F(CongestionTest, CnpFromPeerCutsWindowOthersDoNot) {
   QpOptions o;
   Open(o);
-  Engine& e = a_.dev->engine();
   const uint32_t qpn = a_.dev->QpNum(a_.qp);
   const double before = Snap(*a_.dev, a_.qp).cwnd;
   ASSERT_GT(before, 8.0);
+  {
+    std::lock_guard lock(a_.dev->engine().mu_);
+    EXPECT_STREQ(a_.qp->cc->name(), "aimd");  // the default (SOFTRNIC_CC unset)
+  }
   // From a stranger (a's own address is not the QP's peer): counted only.
   InjectCnp(*a_.dev, a_.dev->gids()[0], qpn);
   EXPECT_EQ(Snap(*a_.dev, a_.qp).cwnd, before);
@@ -79,23 +85,13 @@ TEST_F(CongestionTest, CnpFromPeerCutsWindowOthersDoNot) {
   InjectCnp(*a_.dev, b_.dev->gids()[0], qpn);
   EXPECT_DOUBLE_EQ(Snap(*a_.dev, a_.qp).cwnd, before / 2);
   EXPECT_EQ(StatsOf(*a_.dev).cc_cnp_cuts, 1u);
-  // A burst of CNPs inside 50 us cuts once (DCQCN's reaction interval). The
-  // last cut is stamped in the future so that "inside the interval" holds
-  // however late this thread runs on a loaded machine.
-  {
-    std::lock_guard lock(e.mu_);
-    a_.qp->cc.last_cnp_cut = Clock::now() + std::chrono::hours(1);
-  }
-  InjectCnp(*a_.dev, b_.dev->gids()[0], qpn);
-  EXPECT_DOUBLE_EQ(Snap(*a_.dev, a_.qp).cwnd, before / 2);
-  {
-    std::lock_guard lock(e.mu_);
-    a_.qp->cc.last_cnp_cut = Clock::now();
-  }
+  // Another one past DCQCN's 50 us reaction interval cuts again. (That a
+  // burst inside the interval cuts once is the controller's rule, tested
+  // with scripted times in congestion_control_test.cc.)
   usleep(100);
   InjectCnp(*a_.dev, b_.dev->gids()[0], qpn);
   EXPECT_DOUBLE_EQ(Snap(*a_.dev, a_.qp).cwnd, before / 4);
-  EXPECT_EQ(StatsOf(*a_.dev).rx_cnp, 4u);
+  EXPECT_EQ(StatsOf(*a_.dev).rx_cnp, 3u);
   // Never below the floor, and traffic still flows (and regrows it).
   for (int i = 0; i < 10; ++i) {
     usleep(100);
@@ -212,6 +208,72 @@ TEST_F(CongestionTest, InflightBoundedByWindowUnderLoss) {
   // this machine's scheduling gives, so only their sum is certain.
   const EngineStats st = StatsOf(*a_.dev);
   EXPECT_GT(st.cc_loss_cuts + st.cc_loss_ignored, 0u);
+}
+
+// The controller is a setting: SOFTRNIC_CC=delay gives every RC QP the
+// delay window (delay_window.cc) instead of the default AIMD window. A
+// target of 1 us puts every RTT sample above it, so the controller must
+// cut (once per RTT) from the first samples on; a 2 % loss makes the
+// transfer depend on selective retransmission under that window.
+class DelayControllerTest : public CongestionTest {
+ protected:
+  void SetUp() override {
+    Save("SOFTRNIC_CC", "delay");
+    Save("SOFTRNIC_CC_TARGET_US", "1");
+    CongestionTest::SetUp();
+  }
+  void TearDown() override {
+    CongestionTest::TearDown();
+    for (const auto& [name, value] : saved_) {
+      if (value.has_value()) setenv(name.c_str(), value->c_str(), 1);
+      else unsetenv(name.c_str());
+    }
+  }
+
+ private:
+  void Save(const char* name, const char* value) {
+    const char* old = std::getenv(name);
+    saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
+    setenv(name, value, 1);
+  }
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+TEST_F(DelayControllerTest, TransferUnderLossCompletesAndTheControllerActs) {
+  QpOptions o;
+  o.timeout = kLossyLinkTimeout;
+  o.buf_size = 4 << 20;
+  transport::FaultConfig f;
+  f.drop = 0.02;
+  f.seed = 43;
+  Open(o, f, {});
+  {
+    std::lock_guard lock(a_.dev->engine().mu_);
+    ASSERT_NE(a_.qp->cc, nullptr);
+    EXPECT_STREQ(a_.qp->cc->name(), "delay");
+  }
+  const uint32_t len = 2 << 20;
+  FillPattern(a_.buf, 0, len, 7);
+  std::vector<Sge> sg(8);
+  for (int i = 0; i < 8; ++i) {
+    sg[i] = SgeOf(a_, size_t(i) * (len / 8), len / 8);
+    ASSERT_EQ(a_.dev->PostSend(a_.qp, MakeWr(WrOpcode::kRdmaWrite, i, {&sg[i], 1},
+                                             Addr(b_, size_t(i) * (len / 8)),
+                                             b_.dev->MrRkey(b_.mr))),
+              0);
+  }
+  auto wc = PollN(a_, 8);
+  ASSERT_EQ(wc.size(), 8u);
+  for (const auto& c : wc) EXPECT_EQ(c.status, WcStatus::kSuccess);
+  EXPECT_EQ(FirstDiff(a_.buf.data(), b_.buf.data(), len), -1);
+  const EngineStats st = StatsOf(*a_.dev);
+  RecordProperty("cc_delay_cuts", std::to_string(st.cc_delay_cuts));
+  RecordProperty("cc_loss_cuts", std::to_string(st.cc_loss_cuts));
+  RecordProperty("tx_retransmit_packets", std::to_string(st.tx_retransmit_packets));
+  EXPECT_GT(st.tx_retransmit_packets, 0u);  // the loss was real
+  EXPECT_GT(st.cc_delay_cuts, 0u);          // and the delay controller acted
+  EXPECT_EQ(st.cc_loss_ignored, 0u);        // the AIMD window's classification never ran
+  EXPECT_LT(Snap(*a_.dev, a_.qp).cwnd, 64.0);
 }
 
 }  // namespace
