@@ -123,14 +123,7 @@ bool Engine::ImplicitAck(Qp* qp, uint32_t psn) {
   }
   if (progressed) {
     CursorToCompPsn(qp);
-    const bool sampled = SrOnCumAck(qp, comp_before);
-    CcOnAck(qp, static_cast<uint32_t>(wire::PsnDiff(qp->comp.comp_psn, comp_before)), sampled);
-    qp->comp.retry_left = qp->attr.retry_cnt;
-    qp->comp.rnr_retry_left = qp->attr.rnr_retry;
-    qp->comp.rewound = false;
-    RetireCompletedWqes(qp);
-    ArmRetransmitTimer(qp);
-    MarkWork(qp);
+    AckProgress(qp, comp_before, /*restore_rnr_retry=*/true);
   }
   return true;
 }
@@ -206,196 +199,218 @@ void Engine::CheckTimers(Qp* qp, Clock::time_point now) {
   ArmRetransmitTimer(qp);
 }
 
+// The completer's pipeline (IBA 9.7.5.2; rxe_comp.c: check_psn ->
+// check_ack -> do_read / do_atomic -> complete): the QP state, the PSN
+// (only what was sent can be answered), then by kind: ACK/NAK/SACK, or a
+// READ response / atomic ACK matched against the oldest WQE.
 void Engine::HandleResponse(Qp* qp, const wire::Packet& pkt) {
-  const QpState s = qp->attr.qp_state;
-  if (s != QpState::kRts && s != QpState::kSqd) {
-    ++stats_.rx_dropped_qp_state;
-    return;
-  }
-  const uint32_t psn = pkt.bth.psn();
-  // Only PSNs we have sent can be answered (IBA 9.7.5.2.1): anything else is
-  // stale or forged. After a go-back-N rewind, an ACK/NAK may still cover
-  // packets of the first transmission, up to sq_psn_max: the responder got
-  // them, and with a small congestion window the resend would otherwise
-  // wait for an acknowledgement the responder can only give for a PSN
-  // beyond it (ImplicitAck moves the cursor forward). READ responses and
-  // atomic ACKs past sq_psn belong to requests resent later: dropped, they
-  // will be answered again.
-  // Issue 14 (M1): responses for PSNs never sent (at or past sq_psn_max)
-  // are what a blind forger mostly produces; counted on their own.
-  const uint32_t answered_limit =
-      pkt.opcode() == wire::op::kRcAck ? qp->sr.sq_psn_max : qp->req.sq_psn;
-  if (wire::PsnDiff(psn, answered_limit) >= 0) {
-    ++stats_.rx_out_of_sequence;
-    if (wire::PsnDiff(psn, qp->sr.sq_psn_max) >= 0) ++stats_.rx_responses_unsent;
-    return;
-  }
-  const uint8_t opcode = pkt.opcode();
+  if (!CheckResponseState(qp)) return;
+  if (!CheckResponsePsn(qp, pkt)) return;
   // The peer offers selective retransmission (docs/loss.md).
   if (qp->sr.sr_local && pkt.bth.sr()) qp->sr.peer_sr = true;
+  if (pkt.opcode() == wire::op::kRcAck) {
+    HandleAck(qp, pkt);
+    return;
+  }
+  SendWqe* w = MatchResponse(qp, pkt);
+  if (w == nullptr) return;
+  if (pkt.opcode() == wire::op::kRcAtomicAck) {
+    HandleAtomicAck(qp, pkt, *w);
+  } else if (pkt.info->has(wire::kIsReadResponse)) {
+    HandleReadResponse(qp, pkt, *w);
+  }
+}
 
-  if (opcode == wire::op::kRcAck) {
-    const wire::Aeth aeth = pkt.aeth();
-    const uint8_t syn = aeth.syndrome();
-    if (pkt.bth.sr() && syn == wire::MakeSyndrome(wire::AckKind::kNak,
-                                                  static_cast<uint8_t>(wire::NakCode::kPsnSequenceError))) {
-      if (qp->sr.sr_local) {
-        HandleSack(qp, pkt);
-        return;
-      }
-      // We never offered it: a SACK here is forged; a plain NAK is handled
-      // as one below (the bitmap, if any, ignored).
-      if (pkt.payload_length > 0) {
-        ++stats_.rx_sacks_invalid;
-        return;
-      }
+void Engine::AckProgress(Qp* qp, uint32_t comp_before, bool restore_rnr_retry) {
+  const bool sampled = SrOnCumAck(qp, comp_before);
+  CcOnAck(qp, static_cast<uint32_t>(wire::PsnDiff(qp->comp.comp_psn, comp_before)), sampled);
+  // Forward progress restores the retry count (rxe reset_retry_counters);
+  // an ACK or NAK (not a READ response or atomic ACK) the RNR count too.
+  qp->comp.retry_left = qp->attr.retry_cnt;
+  if (restore_rnr_retry) qp->comp.rnr_retry_left = qp->attr.rnr_retry;
+  qp->comp.rewound = false;
+  RetireCompletedWqes(qp);
+  ArmRetransmitTimer(qp);
+  MarkWork(qp);
+}
+
+// Responses are taken only in RTS and SQD: in SQE and ERR the send queue
+// has been flushed.
+bool Engine::CheckResponseState(Qp* qp) {
+  const QpState s = qp->attr.qp_state;
+  if (s == QpState::kRts || s == QpState::kSqd) return true;
+  ++stats_.rx_dropped_qp_state;
+  return false;
+}
+
+// Only PSNs we have sent can be answered (IBA 9.7.5.2.1): anything else is
+// stale or forged. After a go-back-N rewind, an ACK/NAK may still cover
+// packets of the first transmission, up to sq_psn_max: the responder got
+// them, and with a small congestion window the resend would otherwise
+// wait for an acknowledgement the responder can only give for a PSN
+// beyond it (ImplicitAck moves the cursor forward). READ responses and
+// atomic ACKs past sq_psn belong to requests resent later: dropped, they
+// will be answered again.
+// Issue 14 (M1): responses for PSNs never sent (at or past sq_psn_max)
+// are what a blind forger mostly produces; counted on their own.
+bool Engine::CheckResponsePsn(Qp* qp, const wire::Packet& pkt) {
+  const uint32_t psn = pkt.bth.psn();
+  const uint32_t answered_limit =
+      pkt.opcode() == wire::op::kRcAck ? qp->sr.sq_psn_max : qp->req.sq_psn;
+  if (wire::PsnDiff(psn, answered_limit) < 0) return true;
+  ++stats_.rx_out_of_sequence;
+  if (wire::PsnDiff(psn, qp->sr.sq_psn_max) >= 0) ++stats_.rx_responses_unsent;
+  return false;
+}
+
+void Engine::HandleAck(Qp* qp, const wire::Packet& pkt) {
+  const uint32_t psn = pkt.bth.psn();
+  const uint8_t syn = pkt.aeth().syndrome();
+  if (pkt.bth.sr() && syn == wire::MakeSyndrome(wire::AckKind::kNak,
+                                                static_cast<uint8_t>(wire::NakCode::kPsnSequenceError))) {
+    if (qp->sr.sr_local) {
+      HandleSack(qp, pkt);
+      return;
     }
-    switch (wire::SyndromeKind(syn)) {
-      case wire::AckKind::kAck:
-        if (wire::PsnDiff(psn, qp->comp.comp_psn) < 0) {  // old ACK (late duplicates land here too)
-          ++stats_.rx_responses_stale;
-          return;
-        }
-        // A selective responder sends a plain ACK only with nothing kept.
-        if (pkt.bth.sr()) qp->sr.sacked_count = 0;
-        ImplicitAck(qp, psn);
-        return;
-      case wire::AckKind::kRnrNak: {
-        ++stats_.rx_rnr_naks;
-        if (wire::PsnDiff(psn, qp->comp.comp_psn) < 0) {
-          ++stats_.rx_responses_stale;
-          return;
-        }
-        if (!RnrNakPlausible(qp, psn)) {
-          ++stats_.rx_rnr_naks_invalid;
-          return;
-        }
-        if (!ImplicitAck(qp, wire::PsnAdd(psn, wire::kPsnMask))) return;
-        if (qp->comp.rnr_retry_left == 0) {
-          RequesterError(qp, WcStatus::kRnrRetryExcErr);
-          return;
-        }
-        if (qp->attr.rnr_retry != 7) --qp->comp.rnr_retry_left;  // 7 = retry forever
-        qp->comp.rnr_waiting = true;
-        qp->comp.rnr_deadline = Clock::now() + RnrTimerDelay(wire::SyndromeValue(syn));
-        qp->comp.retransmit_armed = false;
-        qp->comp.rewound = false;
-        Rewind(qp);
-        return;
-      }
-      case wire::AckKind::kNak: {
-        ++stats_.rx_naks;
-        if (wire::PsnDiff(psn, qp->comp.comp_psn) < 0) {
-          ++stats_.rx_responses_stale;
-          return;
-        }
-        // A NAK acknowledges every PSN before it (IBA 9.7.5.2.2).
-        if (!ImplicitAck(qp, wire::PsnAdd(psn, wire::kPsnMask))) return;
-        switch (static_cast<wire::NakCode>(wire::SyndromeValue(syn))) {
-          case wire::NakCode::kPsnSequenceError:
-                      if (qp->comp.rewound && qp->comp.rewound_psn == qp->comp.comp_psn) return;
-            if (qp->comp.retry_left == 0) {
-              RequesterError(qp, WcStatus::kRetryExcErr);
-              return;
-            }
-            --qp->comp.retry_left;
-            Rewind(qp);
-            return;
-          case wire::NakCode::kInvalidRequest:
-            RequesterError(qp, WcStatus::kRemInvReqErr);
-            return;
-          case wire::NakCode::kRemoteAccessError:
-            RequesterError(qp, WcStatus::kRemAccessErr);
-            return;
-          case wire::NakCode::kRemoteOperationalError:
-            RequesterError(qp, WcStatus::kRemOpErr);
-            return;
-          default:
-            RequesterError(qp, WcStatus::kRemInvRdReqErr);
-            return;
-        }
-      }
-      default:
-        return;
+    // We never offered it: a SACK here is forged; a plain NAK is handled
+    // as one below (the bitmap, if any, ignored).
+    if (pkt.payload_length > 0) {
+      ++stats_.rx_sacks_invalid;
+      return;
     }
   }
-
-  if (wire::PsnDiff(psn, qp->comp.comp_psn) < 0) {
-    ++stats_.rx_duplicates;
+  const wire::AckKind kind = wire::SyndromeKind(syn);
+  if (kind == wire::AckKind::kReserved) return;
+  if (kind == wire::AckKind::kRnrNak) ++stats_.rx_rnr_naks;
+  if (kind == wire::AckKind::kNak) ++stats_.rx_naks;
+  if (wire::PsnDiff(psn, qp->comp.comp_psn) < 0) {  // old (late duplicates land here too)
     ++stats_.rx_responses_stale;
     return;
   }
-  // Every response acknowledges the PSNs before it.
+  switch (kind) {
+    case wire::AckKind::kAck:
+      // A selective responder sends a plain ACK only with nothing kept.
+      if (pkt.bth.sr()) qp->sr.sacked_count = 0;
+      ImplicitAck(qp, psn);
+      return;
+    case wire::AckKind::kRnrNak:
+      HandleRnrNak(qp, psn, syn);
+      return;
+    default:
+      HandleNak(qp, psn, syn);
+      return;
+  }
+}
+
+// IBA 9.7.5.2.8: wait the timer the responder sent, then resend from the
+// PSN it names; rnr_retry bounds the attempts (7: forever).
+void Engine::HandleRnrNak(Qp* qp, uint32_t psn, uint8_t syn) {
+  if (!RnrNakPlausible(qp, psn)) {
+    ++stats_.rx_rnr_naks_invalid;
+    return;
+  }
   if (!ImplicitAck(qp, wire::PsnAdd(psn, wire::kPsnMask))) return;
+  if (qp->comp.rnr_retry_left == 0) {
+    RequesterError(qp, WcStatus::kRnrRetryExcErr);
+    return;
+  }
+  if (qp->attr.rnr_retry != 7) --qp->comp.rnr_retry_left;  // 7 = retry forever
+  qp->comp.rnr_waiting = true;
+  qp->comp.rnr_deadline = Clock::now() + RnrTimerDelay(wire::SyndromeValue(syn));
+  qp->comp.retransmit_armed = false;
+  qp->comp.rewound = false;
+  Rewind(qp);
+}
+
+// A NAK acknowledges every PSN before it (IBA 9.7.5.2.2); a PSN sequence
+// error is retried (go-back-N, counted against retry_cnt), the others fail
+// the WQE with the status the code names (IBA 9.9.3).
+void Engine::HandleNak(Qp* qp, uint32_t psn, uint8_t syn) {
+  if (!ImplicitAck(qp, wire::PsnAdd(psn, wire::kPsnMask))) return;
+  switch (static_cast<wire::NakCode>(wire::SyndromeValue(syn))) {
+    case wire::NakCode::kPsnSequenceError:
+      if (qp->comp.rewound && qp->comp.rewound_psn == qp->comp.comp_psn) return;
+      if (qp->comp.retry_left == 0) {
+        RequesterError(qp, WcStatus::kRetryExcErr);
+        return;
+      }
+      --qp->comp.retry_left;
+      Rewind(qp);
+      return;
+    case wire::NakCode::kInvalidRequest: RequesterError(qp, WcStatus::kRemInvReqErr); return;
+    case wire::NakCode::kRemoteAccessError: RequesterError(qp, WcStatus::kRemAccessErr); return;
+    case wire::NakCode::kRemoteOperationalError: RequesterError(qp, WcStatus::kRemOpErr); return;
+    default: RequesterError(qp, WcStatus::kRemInvRdReqErr); return;
+  }
+}
+
+// A READ response or atomic ACK: it acknowledges every PSN before it
+// (IBA 9.7.5.2.3, which may reveal a lost response: rewind), must be the
+// next one expected (a gap: go back to the oldest), and belongs to the
+// oldest WQE. Returns that WQE, or null when the response is dealt with.
+SendWqe* Engine::MatchResponse(Qp* qp, const wire::Packet& pkt) {
+  const uint32_t psn = pkt.bth.psn();
+  if (wire::PsnDiff(psn, qp->comp.comp_psn) < 0) {
+    ++stats_.rx_duplicates;
+    ++stats_.rx_responses_stale;
+    return nullptr;
+  }
+  if (!ImplicitAck(qp, wire::PsnAdd(psn, wire::kPsnMask))) return nullptr;
   if (psn != qp->comp.comp_psn) {
-    // A response in the middle is missing: go back to the oldest.
     ++stats_.rx_out_of_sequence;
     Rewind(qp);
+    return nullptr;
+  }
+  if (qp->sq_head == qp->sq_tail) return nullptr;
+  SendWqe& w = qp->Wqe(qp->sq_head);
+  if (!w.started || w.done) return nullptr;
+  return &w;
+}
+
+void Engine::HandleAtomicAck(Qp* qp, const wire::Packet& pkt, SendWqe& w) {
+  const uint32_t psn = pkt.bth.psn();
+  if (!GetWrOpcodeInfo(w.opcode).atomic || w.first_psn != psn) return;
+  if (wire::SyndromeKind(pkt.aeth().syndrome()) != wire::AckKind::kAck) return;
+  const uint64_t orig = pkt.atomic_ack_eth().orig();
+  uint8_t bytes[8];
+  std::memcpy(bytes, &orig, 8);  // the result lands in host order
+  if (!ScatterSges(qp->pd, qp->WqeSges(qp->sq_head), w.num_sge, 0, bytes, 8)) {
+    RequesterError(qp, WcStatus::kLocProtErr);
     return;
   }
-  if (qp->sq_head == qp->sq_tail) return;
-  SendWqe& w = qp->Wqe(qp->sq_head);
-  if (!w.started || w.done) return;
+  w.done = true;
+  w.status = WcStatus::kSuccess;
+  if (qp->req.outstanding_rd_atomic) --qp->req.outstanding_rd_atomic;
+  qp->comp.comp_psn = wire::PsnAdd(psn, 1);
+  AckProgress(qp, psn, /*restore_rnr_retry=*/false);
+}
 
-  if (opcode == wire::op::kRcAtomicAck) {
-    if (!GetWrOpcodeInfo(w.opcode).atomic || w.first_psn != psn) return;
-    const uint8_t syn = pkt.aeth().syndrome();
-    if (wire::SyndromeKind(syn) != wire::AckKind::kAck) return;
-    const uint64_t orig = pkt.atomic_ack_eth().orig();
-    uint8_t bytes[8];
-    std::memcpy(bytes, &orig, 8);  // the result lands in host order
-    const WcStatus st = ScatterSges(qp->pd, qp->WqeSges(qp->sq_head), w.num_sge, 0, bytes, 8)
-                            ? WcStatus::kSuccess
-                            : WcStatus::kLocProtErr;
-    if (st != WcStatus::kSuccess) {
-      RequesterError(qp, st);
-      return;
-    }
+void Engine::HandleReadResponse(Qp* qp, const wire::Packet& pkt, SendWqe& w) {
+  const uint32_t psn = pkt.bth.psn();
+  if (!GetWrOpcodeInfo(w.opcode).read) return;
+  const int32_t idx = wire::PsnDiff(psn, w.first_psn);
+  if (idx < 0 || static_cast<uint32_t>(idx) >= w.npackets) return;
+  const bool is_final = static_cast<uint32_t>(idx) == w.npackets - 1;
+  const uint32_t offset = static_cast<uint32_t>(idx) * qp->mtu_bytes;
+  const uint32_t expect = is_final ? w.length - offset : qp->mtu_bytes;
+  if (pkt.info->has(wire::kLast) != is_final || pkt.payload_length != expect) {
+    // IBA 9.7.5.2.4 (C9-168): a malformed response is a bad response.
+    RequesterError(qp, WcStatus::kBadRespErr);
+    return;
+  }
+  if (pkt.payload_length > 0 &&
+      !ScatterSges(qp->pd, qp->WqeSges(qp->sq_head), w.num_sge, offset, pkt.payload,
+                   pkt.payload_length)) {
+    RequesterError(qp, WcStatus::kLocProtErr);
+    return;
+  }
+  if (is_final) {
     w.done = true;
     w.status = WcStatus::kSuccess;
-    qp->comp.comp_psn = wire::PsnAdd(psn, 1);
-    CcOnAck(qp, 1, SrOnCumAck(qp, psn));
     if (qp->req.outstanding_rd_atomic) --qp->req.outstanding_rd_atomic;
-    qp->comp.retry_left = qp->attr.retry_cnt;
-    qp->comp.rewound = false;
-    RetireCompletedWqes(qp);
-    ArmRetransmitTimer(qp);
-    MarkWork(qp);
-    return;
   }
-
-  if (pkt.info->has(wire::kIsReadResponse)) {
-    if (!GetWrOpcodeInfo(w.opcode).read) return;
-    const int32_t idx = wire::PsnDiff(psn, w.first_psn);
-    if (idx < 0 || static_cast<uint32_t>(idx) >= w.npackets) return;
-    const bool is_final = static_cast<uint32_t>(idx) == w.npackets - 1;
-    const bool op_last = pkt.info->has(wire::kLast);
-    const uint32_t offset = static_cast<uint32_t>(idx) * qp->mtu_bytes;
-    const uint32_t expect = is_final ? w.length - offset : qp->mtu_bytes;
-    if (op_last != is_final || pkt.payload_length != expect) {
-      // IBA 9.7.5.2.4 (C9-168): a malformed response is a bad response.
-      RequesterError(qp, WcStatus::kBadRespErr);
-      return;
-    }
-    if (pkt.payload_length > 0 &&
-        !ScatterSges(qp->pd, qp->WqeSges(qp->sq_head), w.num_sge, offset, pkt.payload,
-                     pkt.payload_length)) {
-      RequesterError(qp, WcStatus::kLocProtErr);
-      return;
-    }
-    qp->comp.comp_psn = wire::PsnAdd(psn, 1);
-    CcOnAck(qp, 1, SrOnCumAck(qp, psn));
-    qp->comp.retry_left = qp->attr.retry_cnt;
-    qp->comp.rewound = false;
-    if (is_final) {
-      w.done = true;
-      w.status = WcStatus::kSuccess;
-      if (qp->req.outstanding_rd_atomic) --qp->req.outstanding_rd_atomic;
-      RetireCompletedWqes(qp);
-    }
-    ArmRetransmitTimer(qp);
-    MarkWork(qp);
-  }
+  qp->comp.comp_psn = wire::PsnAdd(psn, 1);
+  AckProgress(qp, psn, /*restore_rnr_retry=*/false);
 }
 
 }  // namespace softrnic::engine

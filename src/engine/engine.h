@@ -268,6 +268,20 @@ class Engine {
 
   // --- Completer (completer.cc) ---
   void HandleResponse(Qp* qp, const wire::Packet& pkt);
+  // HandleResponse's steps, in order (completer.cc says what each checks).
+  bool CheckResponseState(Qp* qp);
+  bool CheckResponsePsn(Qp* qp, const wire::Packet& pkt);
+  void HandleAck(Qp* qp, const wire::Packet& pkt);
+  void HandleRnrNak(Qp* qp, uint32_t psn, uint8_t syndrome);
+  void HandleNak(Qp* qp, uint32_t psn, uint8_t syndrome);
+  SendWqe* MatchResponse(Qp* qp, const wire::Packet& pkt);
+  void HandleAtomicAck(Qp* qp, const wire::Packet& pkt, SendWqe& w);
+  void HandleReadResponse(Qp* qp, const wire::Packet& pkt, SendWqe& w);
+  // Acknowledgement progress: comp_psn has moved on from comp_before. The
+  // bookkeeping every kind of progress shares: selective retransmission
+  // and congestion control hear of it, retries are restored, completed
+  // WQEs retire, the timer re-arms and the requester may send.
+  void AckProgress(Qp* qp, uint32_t comp_before, bool restore_rnr_retry);
   void CompleteSendWqe(Qp* qp, SendWqe& wqe, WcStatus status);
   void RetireCompletedWqes(Qp* qp);
   bool ImplicitAck(Qp* qp, uint32_t psn_inclusive);
@@ -279,6 +293,26 @@ class Engine {
   // --- Responder (responder.cc) ---
   void HandleRequest(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx);
   void HandleRequestOne(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx);
+  // HandleRequestOne's steps, in order (responder.cc says what each checks).
+  // A check returns whether the packet goes on; one that stops it has
+  // answered it, dropped it or failed the QP.
+  bool CheckQpState(Qp* qp);
+  bool CheckPsn(Qp* qp, const wire::Packet& pkt);
+  void HandleOutOfSequence(Qp* qp, const wire::Packet& pkt, int32_t diff);
+  void HandleDuplicate(Qp* qp, const wire::Packet& pkt);
+  bool CheckOpSequence(const Qp* qp, const wire::Packet& pkt) const;
+  bool CheckLength(const Qp* qp, const wire::Packet& pkt) const;
+  bool CheckRdAtomicResources(Qp* qp, const wire::Packet& pkt);
+  bool CheckRecvWqe(Qp* qp, const wire::Packet& pkt);
+  bool CheckRemoteAccess(Qp* qp, const wire::Packet& pkt, uint8_t** atomic_target);
+  bool Execute(Qp* qp, const wire::Packet& pkt, uint8_t* atomic_target);
+  bool ExecuteSend(Qp* qp, const wire::Packet& pkt);
+  bool ExecuteWrite(Qp* qp, const wire::Packet& pkt);
+  void Acknowledge(Qp* qp, const wire::Packet& pkt);
+  // Why a request is refused: RC answers (an RNR NAK, or an Invalid Request
+  // NAK that fails the QP), UC loses the message and resynchronises.
+  enum class Refusal : uint8_t { kInvalid, kNoRecvWqe, kRecvTooShort };
+  void RefuseRequest(Qp* qp, uint32_t psn, Refusal why);
   void HandleUdRequest(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx);
   // may_defer: a plain ACK a request of this QP may carry (ack_delay.cc).
   void QueueAck(Qp* qp, uint8_t syndrome, uint32_t psn, bool may_defer = false);

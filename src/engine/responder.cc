@@ -67,6 +67,15 @@ void BuildGrh(const transport::RxPacket& rx, const Gid& local, uint32_t udp_payl
   }
 }
 
+// The responder resource a READ or atomic is saved in (IBA 9.7.5.1.3):
+// recycled oldest first (CheckRdAtomicResources says why that is safe).
+RdAtomicResource& NextRdAtomicResource(Qp* qp) {
+  return qp->resp.resources[qp->resp.next_resource++ % qp->resp.resources.size()];
+}
+const RdAtomicResource& LastRdAtomicResource(const Qp* qp) {
+  return qp->resp.resources[(qp->resp.next_resource - 1) % qp->resp.resources.size()];
+}
+
 }  // namespace
 
 bool Engine::ScatterSges(const Pd* pd, const Sge* sges, uint32_t num_sge, uint32_t offset,
@@ -252,302 +261,379 @@ void Engine::HandleRequest(Qp* qp, const wire::Packet& pkt, const transport::RxP
   if (qp->sr_store.ooo_count > 0 && !qp->sr_store.draining) SrDrain(qp, rx);
 }
 
+// The responder's pipeline, in the order the file comment gives (rxe_resp.c:
+// check_psn -> check_op_seq -> check_length -> check_resource -> check_rkey
+// -> execute -> acknowledge). Each check returns whether the packet goes on;
+// one that stops it has dealt with it (answered, dropped or failed the QP).
 void Engine::HandleRequestOne(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx) {
   (void)rx;
-  if (!ResponderState(qp->attr.qp_state)) {
-    ++stats_.rx_dropped_qp_state;
+  if (!CheckQpState(qp)) return;
+  if (!CheckPsn(qp, pkt)) return;
+  if (!CheckOpSequence(qp, pkt) || !CheckLength(qp, pkt)) {
+    RefuseRequest(qp, pkt.bth.psn(), Refusal::kInvalid);
     return;
   }
-  const wire::OpcodeInfo& info = *pkt.info;
-  const uint32_t psn = pkt.bth.psn();
-  const bool rc = qp->type == QpType::kRc;
+  if (!CheckRdAtomicResources(qp, pkt)) return;
+  if (!CheckRecvWqe(qp, pkt)) return;
+  uint8_t* atomic_target = nullptr;
+  if (!CheckRemoteAccess(qp, pkt, &atomic_target)) return;
+  if (!Execute(qp, pkt, atomic_target)) return;
+  Acknowledge(qp, pkt);
+}
 
-  if (rc) {
-    const int32_t diff = wire::PsnDiff(psn, qp->resp.epsn);
-    if (diff > 0) {
-      ++stats_.rx_out_of_sequence;
-      if (qp->sr_store.peer_sr_req && pkt.bth.sr()) {
-        // Selective peer: keep it, answer with a SACK (selective.cc).
-        SrKeep(qp, pkt, diff);
-        return;
-      }
-      if (pkt.bth.sr() && !qp->sr_store.ooo_len.empty()) ++stats_.rx_sr_unnegotiated;
-      // IBA 9.7.5.1.1 (C9-111): NAK the first out-of-sequence packet once,
-      // then stay silent until the expected PSN arrives.
-      if (!qp->resp.nak_sequence_sent) {
-        qp->resp.nak_sequence_sent = true;
-        ++stats_.tx_naks_sequence;
-        SendAckNow(qp,
-                   wire::MakeSyndrome(wire::AckKind::kNak,
-                                      static_cast<uint8_t>(wire::NakCode::kPsnSequenceError)),
-                   qp->resp.epsn);
-      }
-      return;
-    }
-    if (diff < 0) {
-      if (!info.has(wire::kIsReadRequest) && !info.has(wire::kIsAtomic) &&
-          SrRunCopyDiffers(*qp, pkt)) {
-        // The packet the reorder store ran for this PSN and this copy
-        // differ: one was forged (sr_store.h). Its bytes are in memory and
-        // cannot be taken back; fail the QP rather than report success
-        // over them. The NAK names the last PSN accepted, which the
-        // requester may still have outstanding.
-        ++stats_.rx_ooo_forgery_detected;
-        ResponderError(qp, wire::NakCode::kInvalidRequest,
-                       wire::PsnAdd(qp->resp.epsn, wire::kPsnMask), WcStatus::kRemInvReqErr);
-        return;
-      }
-      ++stats_.rx_duplicates;
-      // IBA 9.7.5.1.3: duplicates are answered, never executed again.
-      if (info.has(wire::kIsReadRequest)) {
-        for (const RdAtomicResource& r : qp->resp.resources) {
-          if (!r.valid || !r.is_read) continue;
-          const int32_t into = wire::PsnDiff(psn, r.first_psn);
-          if (into < 0 || static_cast<uint32_t>(into) >= r.npackets) continue;
-          const wire::Reth reth = pkt.reth();
-          // The resent request asks for the rest of the original; it must
-          // stay inside what the original was allowed to read.
-          const uint64_t skip = uint64_t{static_cast<uint32_t>(into)} * qp->mtu_bytes;
-          if (reth.rkey() != r.rkey || reth.va() != r.va + skip ||
-              uint64_t{reth.dma_length()} + skip != r.length)
-            return;
-          uint8_t* ignored;
-          if (reth.dma_length() > 0 &&
-              mr_table_.ResolveRemote(reth.rkey(), qp->pd, reth.va(), reth.dma_length(),
-                                      kRemoteRead, &ignored) != KeyCheck::kOk)
-            return;
-          SendReadResponses(qp, psn, reth.va(), reth.rkey(), reth.dma_length(), 0);
-          return;
-        }
-        return;
-      }
-      if (info.has(wire::kIsAtomic)) {
-        for (const RdAtomicResource& r : qp->resp.resources) {
-          if (r.valid && !r.is_read && r.first_psn == psn) {
-            SendAtomicAck(qp, psn, r.atomic_orig);
-            return;
-          }
-        }
-        return;
-      }
-      QueueAck(qp, wire::kAckSyndromeNoCredit, wire::PsnAdd(qp->resp.epsn, wire::kPsnMask));
-      return;
-    }
-    qp->resp.nak_sequence_sent = false;
-    SrForgetRun(qp, psn);
-  } else if (psn != qp->resp.epsn) {
-    // UC (IBA 9.8.3.2): a gap loses the message in progress; resynchronise
-    // on this packet if it starts a message.
-    ++stats_.rx_out_of_sequence;
-    qp->resp.in_message = InMessage::kNone;
-    qp->resp.recv_offset = 0;
-    qp->resp.epsn = psn;
-  }
-
-  // Opcode sequence (IBA 9.7.5.1.2, C9-95..C9-97).
-  const bool is_send = info.has(wire::kIsSend);
-  const bool is_write = info.has(wire::kIsWrite);
-  const bool first = info.has(wire::kFirst);
-  const bool last = info.has(wire::kLast);
-  bool sequence_ok;
-  switch (qp->resp.in_message) {
-    case InMessage::kSend: sequence_ok = is_send && !first; break;
-    case InMessage::kWrite: sequence_ok = is_write && !first; break;
-    default: sequence_ok = first; break;
-  }
-  // Packet length (IBA 9.7.5.1.2 C9-98..C9-100): first and middle packets
-  // carry exactly one PMTU, last and only at most one.
-  const uint32_t len = pkt.payload_length;
-  const bool length_ok = (is_send || is_write) ? (last ? len <= qp->mtu_bytes : len == qp->mtu_bytes)
-                                                : true;
-  if (!sequence_ok || !length_ok) {
-    if (rc) {
-      ResponderError(qp, wire::NakCode::kInvalidRequest, psn, WcStatus::kRemInvReqErr);
-    } else {
-      ++stats_.rx_dropped_invalid;
-      qp->resp.in_message = InMessage::kNone;
-      qp->resp.epsn = wire::PsnAdd(psn, 1);
-    }
-    return;
-  }
-  if ((info.has(wire::kIsReadRequest) || info.has(wire::kIsAtomic)) &&
-      qp->attr.max_dest_rd_atomic == 0) {
-    // IBA 9.5 / 9.7.5.1 (issue 14, L5): READ and atomic requests need a
-    // responder resource, max_dest_rd_atomic of them; none granted makes
-    // such a request an Invalid Request (rxe: RESPST_ERR_TOO_MANY_RDMA_ATM_REQ,
-    // class C). With some granted, the saved responses are recycled oldest
-    // first, as rxe does: each request is answered completely before the
-    // next packet is read, so no resource is ever busy when one is needed.
-    if (rc) ++stats_.tx_naks_rd_atomic_limit;
-    ResponderError(qp, wire::NakCode::kInvalidRequest, psn, WcStatus::kRemInvReqErr);
-    return;
-  }
-  const bool solicited = pkt.bth.solicited();
-
-  if (is_send) {
-    if (first && !qp->resp.recv_active) {
-      if (!TakeRecvWqe(qp)) {
-        if (rc) {
-          // IBA 9.7.5.1.6: no receive WQE -> RNR NAK; the PSN is not consumed.
-          ++stats_.tx_rnr_naks;
-          SendAckNow(qp, wire::MakeSyndrome(wire::AckKind::kRnrNak, qp->attr.min_rnr_timer), psn);
-        } else {
-          ++stats_.rx_dropped_no_recv;
-          qp->resp.epsn = wire::PsnAdd(psn, 1);
-        }
-        return;
-      }
-    }
-    if (!qp->resp.recv_active) return;
-    if (!ScatterToRecv(qp, pkt.payload, len)) {
-      // Message longer than the receive buffer (or the buffer's lkey is bad):
-      // IBA 9.7.5.1.5 -> Invalid Request NAK, local length error here.
-      if (rc) {
-        ResponderError(qp, wire::NakCode::kInvalidRequest, psn, WcStatus::kLocLenErr);
-      } else {
-        CompleteRecv(qp, WcStatus::kLocLenErr, WcOpcode::kRecv, 0, 0, 0, 0, false);
-        qp->resp.in_message = InMessage::kNone;
-        qp->resp.epsn = wire::PsnAdd(psn, 1);
-      }
-      return;
-    }
-    qp->resp.in_message = last ? InMessage::kNone : InMessage::kSend;
-    if (last) {
-      uint32_t flags = 0;
-      uint32_t imm = 0;
-      if (info.imm_offset) {
-        flags |= kWcWithImm;
-        imm = pkt.imm().raw();
-      }
-      if (info.ieth_offset) {
-        // SEND with Invalidate (issue 14, M4). Only a type-2 memory window
-        // or a fast-registered MR (IBA 10.6.7; rxe_invalidate_mr
-        // accepts only IB_MR_TYPE_MEM_REG) can be invalidated remotely;
-        // softrnic has neither, so no rkey names an invalidatable object,
-        // and an ordinary MR (ibv_reg_mr) must never be revoked by a peer.
-        // As for an unknown R_Key (rxe: Class J error): Invalid Request
-        // NAK, the receive completes with REM_INV_REQ_ERR, the QP fails.
-        // When MWs or fast-reg MRs exist, this is where they are checked.
-        ResponderError(qp, wire::NakCode::kInvalidRequest, psn, WcStatus::kRemInvReqErr);
-        return;
-      }
-      ++qp->resp.msn;
-      CompleteRecv(qp, WcStatus::kSuccess, WcOpcode::kRecv, qp->resp.recv_offset, imm, flags, 0,
-                   solicited);
-    }
-  } else if (is_write) {
-    const bool with_imm = info.imm_offset != 0;
-    // The receive WQE an immediate consumes is checked before any byte
-    // moves, so an RNR retry finds the same state.
-    if (with_imm && !qp->resp.recv_active && !TakeRecvWqe(qp)) {
-      if (rc) {
+void Engine::RefuseRequest(Qp* qp, uint32_t psn, Refusal why) {
+  if (qp->type == QpType::kRc) {
+    switch (why) {
+      case Refusal::kNoRecvWqe:
+        // IBA 9.7.5.1.6: no receive WQE -> RNR NAK; the PSN is not consumed.
         ++stats_.tx_rnr_naks;
         SendAckNow(qp, wire::MakeSyndrome(wire::AckKind::kRnrNak, qp->attr.min_rnr_timer), psn);
-      } else {
-        // UC: no receive WQE loses the message (IBA 9.8.3.2).
-        ++stats_.rx_dropped_no_recv;
-        qp->resp.in_message = InMessage::kNone;
-        qp->resp.epsn = wire::PsnAdd(psn, 1);
-      }
-      return;
-    }
-    if (first) {
-      const wire::Reth reth = pkt.reth();
-      qp->resp.write_va = reth.va();
-      qp->resp.write_rkey = reth.rkey();
-      qp->resp.write_remaining = reth.dma_length();
-      qp->resp.write_total = reth.dma_length();
-      uint8_t* ignored;
-      if (!(qp->attr.qp_access_flags & kRemoteWrite) ||
-          (reth.dma_length() > 0 &&
-           mr_table_.ResolveRemote(reth.rkey(), qp->pd, reth.va(), reth.dma_length(),
-                                   kRemoteWrite, &ignored) != KeyCheck::kOk)) {
-        ResponderError(qp, wire::NakCode::kRemoteAccessError, psn, WcStatus::kRemAccessErr);
         return;
-      }
-    }
-    if (len > qp->resp.write_remaining || (last && len != qp->resp.write_remaining)) {
-      // IBA C9-??: payload must add up to the RETH DMA length.
-      ResponderError(qp, wire::NakCode::kInvalidRequest, psn, WcStatus::kRemInvReqErr);
-      return;
-    }
-    if (len > 0) {
-      uint8_t* dst = nullptr;
-      // Resolved per packet: a region deregistered mid-message stops here.
-      if (mr_table_.ResolveRemote(qp->resp.write_rkey, qp->pd, qp->resp.write_va, len, kRemoteWrite,
-                                  &dst) != KeyCheck::kOk) {
-        ResponderError(qp, wire::NakCode::kRemoteAccessError, psn, WcStatus::kRemAccessErr);
+      case Refusal::kRecvTooShort:
+        // IBA 9.7.5.1.5: Invalid Request NAK, a local length error here.
+        ResponderError(qp, wire::NakCode::kInvalidRequest, psn, WcStatus::kLocLenErr);
         return;
-      }
-      std::memcpy(dst, pkt.payload, len);
-      qp->resp.write_va += len;
-      qp->resp.write_remaining -= len;
+      case Refusal::kInvalid:
+        ResponderError(qp, wire::NakCode::kInvalidRequest, psn, WcStatus::kRemInvReqErr);
+        return;
     }
-    qp->resp.in_message = last ? InMessage::kNone : InMessage::kWrite;
-    if (last) {
-      ++qp->resp.msn;
-      if (with_imm)
-        CompleteRecv(qp, WcStatus::kSuccess, WcOpcode::kRecvRdmaWithImm, qp->resp.write_total,
-                     pkt.imm().raw(), kWcWithImm, 0, solicited);
+  }
+  // UC (IBA 9.8.3.2): the message is lost, the QP stays usable and picks
+  // up at the next PSN.
+  switch (why) {
+    case Refusal::kNoRecvWqe: ++stats_.rx_dropped_no_recv; break;
+    case Refusal::kRecvTooShort:
+      CompleteRecv(qp, WcStatus::kLocLenErr, WcOpcode::kRecv, 0, 0, 0, 0, false);
+      break;
+    case Refusal::kInvalid: ++stats_.rx_dropped_invalid; break;
+  }
+  qp->resp.in_message = InMessage::kNone;
+  qp->resp.epsn = wire::PsnAdd(psn, 1);
+}
+
+// IBA 9.7.5.1 / 10.3.1: only a QP in RTR, RTS, SQD or SQE receives.
+bool Engine::CheckQpState(Qp* qp) {
+  if (ResponderState(qp->attr.qp_state)) return true;
+  ++stats_.rx_dropped_qp_state;
+  return false;
+}
+
+// IBA 9.7.5.1.1 (RC) and 9.8.3.2 (UC): only the expected PSN executes.
+bool Engine::CheckPsn(Qp* qp, const wire::Packet& pkt) {
+  const uint32_t psn = pkt.bth.psn();
+  if (qp->type != QpType::kRc) {
+    if (psn != qp->resp.epsn) {
+      // UC: a gap loses the message in progress; resynchronise on this
+      // packet if it starts a message.
+      ++stats_.rx_out_of_sequence;
+      qp->resp.in_message = InMessage::kNone;
+      qp->resp.recv_offset = 0;
+      qp->resp.epsn = psn;
     }
-  } else if (info.has(wire::kIsReadRequest)) {
-    const wire::Reth reth = pkt.reth();
-    uint8_t* ignored;
-    if (!(qp->attr.qp_access_flags & kRemoteRead) ||
-        (reth.dma_length() > 0 &&
-         mr_table_.ResolveRemote(reth.rkey(), qp->pd, reth.va(), reth.dma_length(), kRemoteRead,
-                                 &ignored) != KeyCheck::kOk)) {
-      ResponderError(qp, wire::NakCode::kRemoteAccessError, psn, WcStatus::kRemAccessErr);
-      return;
-    }
-    const uint32_t n = PacketsFor(reth.dma_length(), qp->mtu_bytes);
-    RdAtomicResource& r = qp->resp.resources[qp->resp.next_resource++ % qp->resp.resources.size()];
-    r = RdAtomicResource{true, true, psn, n, reth.va(), reth.rkey(), reth.dma_length(), 0};
-    ++qp->resp.msn;
-    SendReadResponses(qp, psn, reth.va(), reth.rkey(), reth.dma_length(), 0);
-    qp->resp.epsn = wire::PsnAdd(psn, n);
+    return true;
+  }
+  const int32_t diff = wire::PsnDiff(psn, qp->resp.epsn);
+  if (diff > 0) {
+    HandleOutOfSequence(qp, pkt, diff);
+    return false;
+  }
+  if (diff < 0) {
+    HandleDuplicate(qp, pkt);
+    return false;
+  }
+  qp->resp.nak_sequence_sent = false;
+  SrForgetRun(qp, psn);
+  return true;
+}
+
+void Engine::HandleOutOfSequence(Qp* qp, const wire::Packet& pkt, int32_t diff) {
+  ++stats_.rx_out_of_sequence;
+  if (qp->sr_store.peer_sr_req && pkt.bth.sr()) {
+    // Selective peer: keep it, answer with a SACK (selective.cc).
+    SrKeep(qp, pkt, diff);
     return;
-  } else if (info.has(wire::kIsAtomic)) {
+  }
+  if (pkt.bth.sr() && !qp->sr_store.ooo_len.empty()) ++stats_.rx_sr_unnegotiated;
+  // IBA 9.7.5.1.1 (C9-111): NAK the first out-of-sequence packet once,
+  // then stay silent until the expected PSN arrives.
+  if (qp->resp.nak_sequence_sent) return;
+  qp->resp.nak_sequence_sent = true;
+  ++stats_.tx_naks_sequence;
+  SendAckNow(qp,
+             wire::MakeSyndrome(wire::AckKind::kNak,
+                                static_cast<uint8_t>(wire::NakCode::kPsnSequenceError)),
+             qp->resp.epsn);
+}
+
+// IBA 9.7.5.1.3: duplicates are answered, never executed again.
+void Engine::HandleDuplicate(Qp* qp, const wire::Packet& pkt) {
+  const wire::OpcodeInfo& info = *pkt.info;
+  const uint32_t psn = pkt.bth.psn();
+  if (!info.has(wire::kIsReadRequest) && !info.has(wire::kIsAtomic) &&
+      SrRunCopyDiffers(*qp, pkt)) {
+    // The packet the reorder store ran for this PSN and this copy
+    // differ: one was forged (sr_store.h). Its bytes are in memory and
+    // cannot be taken back; fail the QP rather than report success
+    // over them. The NAK names the last PSN accepted, which the
+    // requester may still have outstanding.
+    ++stats_.rx_ooo_forgery_detected;
+    ResponderError(qp, wire::NakCode::kInvalidRequest,
+                   wire::PsnAdd(qp->resp.epsn, wire::kPsnMask), WcStatus::kRemInvReqErr);
+    return;
+  }
+  ++stats_.rx_duplicates;
+  if (info.has(wire::kIsReadRequest)) {
+    // Replayed from the saved request (C9-104..C9-106).
+    for (const RdAtomicResource& r : qp->resp.resources) {
+      if (!r.valid || !r.is_read) continue;
+      const int32_t into = wire::PsnDiff(psn, r.first_psn);
+      if (into < 0 || static_cast<uint32_t>(into) >= r.npackets) continue;
+      const wire::Reth reth = pkt.reth();
+      // The resent request asks for the rest of the original; it must
+      // stay inside what the original was allowed to read.
+      const uint64_t skip = uint64_t{static_cast<uint32_t>(into)} * qp->mtu_bytes;
+      if (reth.rkey() != r.rkey || reth.va() != r.va + skip ||
+          uint64_t{reth.dma_length()} + skip != r.length)
+        return;
+      uint8_t* ignored;
+      if (reth.dma_length() > 0 &&
+          mr_table_.ResolveRemote(reth.rkey(), qp->pd, reth.va(), reth.dma_length(),
+                                  kRemoteRead, &ignored) != KeyCheck::kOk)
+        return;
+      SendReadResponses(qp, psn, reth.va(), reth.rkey(), reth.dma_length(), 0);
+      return;
+    }
+    return;
+  }
+  if (info.has(wire::kIsAtomic)) {
+    // Answered from the saved result, never executed twice.
+    for (const RdAtomicResource& r : qp->resp.resources) {
+      if (r.valid && !r.is_read && r.first_psn == psn) {
+        SendAtomicAck(qp, psn, r.atomic_orig);
+        return;
+      }
+    }
+    return;
+  }
+  QueueAck(qp, wire::kAckSyndromeNoCredit, wire::PsnAdd(qp->resp.epsn, wire::kPsnMask));
+}
+
+// IBA 9.7.5.1.2 (C9-95..C9-97): a middle or last packet continues the
+// message in progress, of the same kind; anything else starts one.
+bool Engine::CheckOpSequence(const Qp* qp, const wire::Packet& pkt) const {
+  const wire::OpcodeInfo& info = *pkt.info;
+  const bool first = info.has(wire::kFirst);
+  switch (qp->resp.in_message) {
+    case InMessage::kSend: return info.has(wire::kIsSend) && !first;
+    case InMessage::kWrite: return info.has(wire::kIsWrite) && !first;
+    default: return first;
+  }
+}
+
+// IBA 9.7.5.1.2 (C9-98..C9-100): first and middle packets of a SEND or
+// WRITE carry exactly one PMTU, last and only at most one.
+bool Engine::CheckLength(const Qp* qp, const wire::Packet& pkt) const {
+  const wire::OpcodeInfo& info = *pkt.info;
+  if (!info.has(wire::kIsSend) && !info.has(wire::kIsWrite)) return true;
+  const uint32_t len = pkt.payload_length;
+  return info.has(wire::kLast) ? len <= qp->mtu_bytes : len == qp->mtu_bytes;
+}
+
+bool Engine::CheckRdAtomicResources(Qp* qp, const wire::Packet& pkt) {
+  const wire::OpcodeInfo& info = *pkt.info;
+  if (!info.has(wire::kIsReadRequest) && !info.has(wire::kIsAtomic)) return true;
+  if (qp->attr.max_dest_rd_atomic > 0) return true;
+  // IBA 9.5 / 9.7.5.1 (issue 14, L5): READ and atomic requests need a
+  // responder resource, max_dest_rd_atomic of them; none granted makes
+  // such a request an Invalid Request (rxe: RESPST_ERR_TOO_MANY_RDMA_ATM_REQ,
+  // class C). With some granted, the saved responses are recycled oldest
+  // first, as rxe does: each request is answered completely before the
+  // next packet is read, so no resource is ever busy when one is needed.
+  if (qp->type == QpType::kRc) ++stats_.tx_naks_rd_atomic_limit;
+  ResponderError(qp, wire::NakCode::kInvalidRequest, pkt.bth.psn(), WcStatus::kRemInvReqErr);
+  return false;
+}
+
+// IBA 9.7.5.1.6: a SEND's first packet and a WRITE with immediate need a
+// receive WQE, taken before any byte moves so that an RNR retry finds the
+// same state.
+bool Engine::CheckRecvWqe(Qp* qp, const wire::Packet& pkt) {
+  const wire::OpcodeInfo& info = *pkt.info;
+  const bool needs_wqe = info.has(wire::kIsSend) ? info.has(wire::kFirst)
+                                                 : info.has(wire::kIsWrite) && info.imm_offset != 0;
+  if (needs_wqe && !qp->resp.recv_active && !TakeRecvWqe(qp)) {
+    RefuseRequest(qp, pkt.bth.psn(), Refusal::kNoRecvWqe);
+    return false;
+  }
+  // A SEND continuing a message whose receive is gone (it failed): dropped.
+  return !info.has(wire::kIsSend) || qp->resp.recv_active;
+}
+
+// The remote memory a request names (access rights, IBA 10.6.7; rxe
+// check_rkey): the QP's access flags, then the R_Key resolved to a region
+// of this QP's PD that grants the right, and the range inside it
+// (MrTable::ResolveRemote). A WRITE is checked on its first packet against
+// the whole RETH length, then per packet as it executes; an atomic also
+// needs a naturally aligned word (IBA 9.4.5, C9-30), returned in *target.
+bool Engine::CheckRemoteAccess(Qp* qp, const wire::Packet& pkt, uint8_t** target) {
+  const wire::OpcodeInfo& info = *pkt.info;
+  const uint32_t psn = pkt.bth.psn();
+  const auto access_error = [&] {
+    ResponderError(qp, wire::NakCode::kRemoteAccessError, psn, WcStatus::kRemAccessErr);
+    return false;
+  };
+  if (info.has(wire::kIsAtomic)) {
     const wire::AtomicEth a = pkt.atomic_eth();
     if (a.va() & 7) {
-      // IBA 9.4.5 (C9-30): atomics must be 8-byte aligned.
       ResponderError(qp, wire::NakCode::kInvalidRequest, psn, WcStatus::kRemInvReqErr);
-      return;
+      return false;
     }
-    uint8_t* target = nullptr;
     if (!(qp->attr.qp_access_flags & kRemoteAtomic) ||
-        mr_table_.ResolveRemote(a.rkey(), qp->pd, a.va(), 8, kRemoteAtomic, &target) !=
-            KeyCheck::kOk) {
-      ResponderError(qp, wire::NakCode::kRemoteAccessError, psn, WcStatus::kRemAccessErr);
-      return;
-    }
-    if (reinterpret_cast<uintptr_t>(target) & 7) {
+        mr_table_.ResolveRemote(a.rkey(), qp->pd, a.va(), 8, kRemoteAtomic, target) !=
+            KeyCheck::kOk)
+      return access_error();
+    if (reinterpret_cast<uintptr_t>(*target) & 7) {
       // The va is aligned but the host word is not (a zero-based MR, or
       // ibv_reg_mr_iova with an iova aligned unlike the address): an
       // atomic there would be undefined behaviour and a split lock. C9-30
       // asks for an aligned word; this one cannot be had: refused alike.
       ResponderError(qp, wire::NakCode::kInvalidRequest, psn, WcStatus::kRemInvReqErr);
-      return;
+      return false;
     }
-    // Atomic against other users of the memory (local CPU, shm peers).
-    std::atomic_ref<uint64_t> word(*reinterpret_cast<uint64_t*>(target));
-    uint64_t orig;
-    if (pkt.opcode() == wire::op::kRcCompareSwap) {
-      orig = a.compare();
-      word.compare_exchange_strong(orig, a.swap_add());
-    } else {
-      orig = word.fetch_add(a.swap_add());
-    }
-    RdAtomicResource& r = qp->resp.resources[qp->resp.next_resource++ % qp->resp.resources.size()];
-    r = RdAtomicResource{true, false, psn, 1, a.va(), a.rkey(), 8, orig};
+    return true;
+  }
+  if (!info.reth_offset) return true;  // SEND; WRITE middle and last
+  const wire::Reth reth = pkt.reth();
+  const uint32_t right = info.has(wire::kIsReadRequest) ? kRemoteRead : kRemoteWrite;
+  if (right == kRemoteWrite) {
+    qp->resp.write_va = reth.va();
+    qp->resp.write_rkey = reth.rkey();
+    qp->resp.write_remaining = reth.dma_length();
+    qp->resp.write_total = reth.dma_length();
+  }
+  uint8_t* ignored;
+  if (!(qp->attr.qp_access_flags & right) ||
+      (reth.dma_length() > 0 &&
+       mr_table_.ResolveRemote(reth.rkey(), qp->pd, reth.va(), reth.dma_length(), right,
+                               &ignored) != KeyCheck::kOk))
+    return access_error();
+  return true;
+}
+
+bool Engine::Execute(Qp* qp, const wire::Packet& pkt, uint8_t* atomic_target) {
+  const wire::OpcodeInfo& info = *pkt.info;
+  if (info.has(wire::kIsSend)) return ExecuteSend(qp, pkt);
+  if (info.has(wire::kIsWrite)) return ExecuteWrite(qp, pkt);
+  if (info.has(wire::kIsReadRequest)) {
+    // The data leaves as the acknowledgement (Acknowledge); saved for
+    // duplicates (IBA 9.7.5.1.3).
+    const wire::Reth reth = pkt.reth();
+    const uint32_t n = PacketsFor(reth.dma_length(), qp->mtu_bytes);
+    NextRdAtomicResource(qp) = RdAtomicResource{true, true, pkt.bth.psn(), n, reth.va(),
+                                                reth.rkey(), reth.dma_length(), 0};
     ++qp->resp.msn;
-    SendAtomicAck(qp, psn, orig);
-    qp->resp.epsn = wire::PsnAdd(psn, 1);
+    return true;
+  }
+  // Atomic, against other users of the memory too (local CPU, shm peers).
+  const wire::AtomicEth a = pkt.atomic_eth();
+  std::atomic_ref<uint64_t> word(*reinterpret_cast<uint64_t*>(atomic_target));
+  uint64_t orig;
+  if (pkt.opcode() == wire::op::kRcCompareSwap) {
+    orig = a.compare();
+    word.compare_exchange_strong(orig, a.swap_add());
+  } else {
+    orig = word.fetch_add(a.swap_add());
+  }
+  NextRdAtomicResource(qp) =
+      RdAtomicResource{true, false, pkt.bth.psn(), 1, a.va(), a.rkey(), 8, orig};
+  ++qp->resp.msn;
+  return true;
+}
+
+bool Engine::ExecuteSend(Qp* qp, const wire::Packet& pkt) {
+  const wire::OpcodeInfo& info = *pkt.info;
+  const uint32_t psn = pkt.bth.psn();
+  if (!ScatterToRecv(qp, pkt.payload, pkt.payload_length)) {
+    // Longer than the receive buffer (or the buffer's lkey is bad).
+    RefuseRequest(qp, psn, Refusal::kRecvTooShort);
+    return false;
+  }
+  const bool last = info.has(wire::kLast);
+  qp->resp.in_message = last ? InMessage::kNone : InMessage::kSend;
+  if (!last) return true;
+  uint32_t flags = 0;
+  uint32_t imm = 0;
+  if (info.imm_offset) {
+    flags |= kWcWithImm;
+    imm = pkt.imm().raw();
+  }
+  if (info.ieth_offset) {
+    // SEND with Invalidate (issue 14, M4). Only a type-2 memory window
+    // or a fast-registered MR (IBA 10.6.7; rxe_invalidate_mr
+    // accepts only IB_MR_TYPE_MEM_REG) can be invalidated remotely;
+    // softrnic has neither, so no rkey names an invalidatable object,
+    // and an ordinary MR (ibv_reg_mr) must never be revoked by a peer.
+    // As for an unknown R_Key (rxe: Class J error): Invalid Request
+    // NAK, the receive completes with REM_INV_REQ_ERR, the QP fails.
+    // When MWs or fast-reg MRs exist, this is where they are checked.
+    ResponderError(qp, wire::NakCode::kInvalidRequest, psn, WcStatus::kRemInvReqErr);
+    return false;
+  }
+  ++qp->resp.msn;
+  CompleteRecv(qp, WcStatus::kSuccess, WcOpcode::kRecv, qp->resp.recv_offset, imm, flags, 0,
+               pkt.bth.solicited());
+  return true;
+}
+
+bool Engine::ExecuteWrite(Qp* qp, const wire::Packet& pkt) {
+  const uint32_t psn = pkt.bth.psn();
+  const uint32_t len = pkt.payload_length;
+  const bool last = pkt.info->has(wire::kLast);
+  if (len > qp->resp.write_remaining || (last && len != qp->resp.write_remaining)) {
+    // The payloads must add up to the RETH DMA length (rxe check_length:
+    // RESPST_ERR_LENGTH).
+    ResponderError(qp, wire::NakCode::kInvalidRequest, psn, WcStatus::kRemInvReqErr);
+    return false;
+  }
+  if (len > 0) {
+    uint8_t* dst = nullptr;
+    // Resolved per packet: a region deregistered mid-message stops here.
+    if (mr_table_.ResolveRemote(qp->resp.write_rkey, qp->pd, qp->resp.write_va, len,
+                                kRemoteWrite, &dst) != KeyCheck::kOk) {
+      ResponderError(qp, wire::NakCode::kRemoteAccessError, psn, WcStatus::kRemAccessErr);
+      return false;
+    }
+    std::memcpy(dst, pkt.payload, len);
+    qp->resp.write_va += len;
+    qp->resp.write_remaining -= len;
+  }
+  qp->resp.in_message = last ? InMessage::kNone : InMessage::kWrite;
+  if (last) {
+    ++qp->resp.msn;
+    if (pkt.info->imm_offset)
+      CompleteRecv(qp, WcStatus::kSuccess, WcOpcode::kRecvRdmaWithImm, qp->resp.write_total,
+                   pkt.imm().raw(), kWcWithImm, 0, pkt.bth.solicited());
+  }
+  return true;
+}
+
+// The responder's answer (IBA 9.7.5; rxe acknowledge): a READ is answered by its response packets and an atomic by an
+// atomic ACK, each moving ePSN past the PSNs it consumed; SEND and WRITE
+// packets that ask for it (AckReq) get a coalesced, possibly delayed, ACK.
+void Engine::Acknowledge(Qp* qp, const wire::Packet& pkt) {
+  const uint32_t psn = pkt.bth.psn();
+  if (pkt.info->has(wire::kIsReadRequest) || pkt.info->has(wire::kIsAtomic)) {
+    const RdAtomicResource& r = LastRdAtomicResource(qp);
+    if (r.is_read)
+      SendReadResponses(qp, psn, r.va, r.rkey, r.length, 0);
+    else
+      SendAtomicAck(qp, psn, r.atomic_orig);
+    qp->resp.epsn = wire::PsnAdd(psn, r.npackets);
     return;
   }
-
   qp->resp.epsn = wire::PsnAdd(psn, 1);
-  if (rc && pkt.bth.ack_req()) QueueAck(qp, wire::kAckSyndromeNoCredit, psn, /*may_defer=*/true);
+  if (qp->type == QpType::kRc && pkt.bth.ack_req())
+    QueueAck(qp, wire::kAckSyndromeNoCredit, psn, /*may_defer=*/true);
 }
 
 void Engine::HandleUdRequest(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx) {
