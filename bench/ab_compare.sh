@@ -13,9 +13,11 @@
 # round and compared by median; a difference smaller than the spread
 # (min-max of either side) is noise.
 #
-# Placement: server and client on this host, unpinned (as users run
-# perftest), one pair at a time; each figure is perftest's own: t_typical
-# (median) for latency in us, BW average for bandwidth in MB/s.
+# Placement: server and client on this host, one pair at a time; unpinned
+# by default (as users run perftest); AB_PIN=1 pins the server to CPU 0 and
+# the client to CPU 1 (their progress threads inherit the pin), which
+# narrows the spread the scheduler adds. Each figure is perftest's own:
+# t_typical (median) for latency in us, BW average for bandwidth in MB/s.
 # Prints one TSV row per run on stderr and a markdown table on stdout.
 set -u
 A=${1:?A_LIB_DIR}; B=${2:?B_LIB_DIR}; ROUNDS=${3:-5}
@@ -33,11 +35,13 @@ run() {
   local lib=$1 tr=$2 tool=$3 size=$4 n=$5
   port=$((port + 1))
   local env=(env LD_LIBRARY_PATH="$lib" SOFTRNIC_TRANSPORT="$tr" SOFTRNIC_MTU=4096)
-  timeout 90 "${env[@]}" "$tool" -F -p "$port" -s "$size" -n "$n" >"$TMP/srv" 2>&1 &
+  local pin_srv=() pin_cli=()
+  if [[ ${AB_PIN:-0} == 1 ]]; then pin_srv=(taskset -c 0); pin_cli=(taskset -c 1); fi
+  timeout 90 "${pin_srv[@]}" "${env[@]}" "$tool" -F -p "$port" -s "$size" -n "$n" >"$TMP/srv" 2>&1 &
   local srv=$!
   local i
   for i in $(seq 50); do ss -ltn "sport = :$port" | grep -q LISTEN && break; sleep 0.05; done
-  timeout 90 "${env[@]}" "$tool" -F -p "$port" -s "$size" -n "$n" 127.0.0.1 >"$TMP/cli" 2>&1
+  timeout 90 "${pin_cli[@]}" "${env[@]}" "$tool" -F -p "$port" -s "$size" -n "$n" 127.0.0.1 >"$TMP/cli" 2>&1
   wait "$srv"
   # perftest rows: lat "bytes iters t_min t_max t_typical ...", bw "bytes iters peak avg msgrate"
   local col=5; [[ $tool == *bw ]] && col=4
@@ -64,14 +68,15 @@ for r in $(seq "$ROUNDS"); do
   done
 done
 
-python3 - "$TMP/rows" "$A" "$B" "$ROUNDS" <<'EOF'
+python3 - "$TMP/rows" "$A" "$B" "$ROUNDS" "${AB_PIN:-0}" <<'EOF'
 import statistics, sys
 rows = [l.split('\t') for l in open(sys.argv[1]).read().splitlines()]
 vals = {}
 for _, side, name, v in rows:
     if v != 'NA':
         vals.setdefault((name, side), []).append(float(v))
-print(f"A = {sys.argv[2]}, B = {sys.argv[3]}, {sys.argv[4]} alternated rounds\n")
+pin = "pinned (server CPU 0, client CPU 1)" if sys.argv[5] == "1" else "unpinned"
+print(f"A = {sys.argv[2]}, B = {sys.argv[3]}, {sys.argv[4]} alternated rounds, {pin}\n")
 print("| figure | A median (min-max) | B median (min-max) | B/A |")
 print("| --- | --- | --- | --- |")
 names = list(dict.fromkeys(r[2] for r in rows))
