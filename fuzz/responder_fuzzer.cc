@@ -145,12 +145,12 @@ void Unpoison(uint8_t* p, size_t n) { ASAN_UNPOISON_MEMORY_REGION(p, n); }
 void Setup() {
   g = new Fixture;
   g->verbose = std::getenv("RESPONDER_FUZZER_VERBOSE") != nullptr;
-  // No /dev/shm stats file for the fuzzer's device, however the lead wires
-  // the publisher.
-  setenv("SOFTRNIC_STATS_SHM", "0", 1);
-  transport::UdpConfig config;
-  config.bind_addresses = {"127.0.0.1"};
-  config.port = 0;  // any free port: the socket is never used
+  // The defaults, whatever the environment says (reproducible runs), and no
+  // /dev/shm stats file for the fuzzer's device.
+  engine::EngineConfig config;
+  config.stats_shm = false;
+  config.udp.bind_addresses = {"127.0.0.1"};
+  config.udp.port = 0;  // any free port: the socket is never used
   std::string error;
   g->dev = engine::Device::Create(config, &error);
   if (!g->dev) {

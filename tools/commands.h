@@ -7,5 +7,6 @@ namespace softrnic::tools {
 int StatMain(int argc, char** argv);   // softrnic_stat.cc
 int RunMain(int argc, char** argv);    // softrnic_run.cc
 int SetupMain(int argc, char** argv);  // softrnic_setup.cc
+int ConfigMain(int argc, char** argv); // softrnic_config.cc
 
 }  // namespace softrnic::tools

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "config/environment.h"
 #include "engine/device_identity.h"
 #include "transport/transport.h"
 #include "transport/udp_transport.h"
@@ -114,7 +115,7 @@ DeviceFacts CurrentFacts(std::optional<pid_t> pid) {
   DeviceFacts f;
   f.name = engine::kDeviceName;
   std::vector<uint32_t> addrs;  // network order, GID index order
-  const transport::UdpConfig config = transport::UdpConfigFromEnvironment();
+  const transport::UdpConfig config = transport::UdpConfigFromEnvironment(config::Environment::FromProcess());
   if (!config.bind_addresses.empty()) {
     // SOFTRNIC_BIND replaces the automatic scheme: exactly these, in order.
     for (const std::string& text : config.bind_addresses) {

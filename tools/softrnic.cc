@@ -3,6 +3,7 @@
 //   softrnic stat ...          live counters of every softrnic device (softrnic_stat.cc)
 //   softrnic run [--] CMD ...  CMD with softrnic's libraries and device view (softrnic_run.cc)
 //   softrnic setup [--remove]  the device view system-wide, as root (softrnic_setup.cc)
+//   softrnic config [--markdown]  the SOFTRNIC_* variables (softrnic_config.cc)
 #include <cstdio>
 #include <cstring>
 
@@ -15,11 +16,14 @@ void Usage(FILE* out) {
                "usage: softrnic stat [-p PID] [-w SECS [-c COUNT]] [-r | -j] [-d DIR] [--clean]\n"
                "       softrnic run [--] CMD [ARGS...]\n"
                "       softrnic setup [--remove]\n"
+               "       softrnic config [--markdown]\n"
                "       softrnic help\n"
                "stat:  the counters of every running softrnic device (docs/hardening.md)\n"
                "run:   CMD with softrnic's libraries and a private /dev/infiniband and\n"
                "       /sys/class/infiniband for middleware (docs/user-guide.md)\n"
                "setup: the same device files system-wide (root); --remove undoes it\n"
+               "config: every SOFTRNIC_* variable, its value here and what it does\n"
+               "       (docs/configuration.md)\n"
                "`softrnic COMMAND --help` describes each.\n");
 }
 
@@ -36,6 +40,7 @@ int main(int argc, char** argv) {
   if (!std::strcmp(cmd, "stat") || !std::strcmp(cmd, "statistic")) return StatMain(argc - 1, argv + 1);
   if (!std::strcmp(cmd, "run")) return RunMain(argc - 1, argv + 1);
   if (!std::strcmp(cmd, "setup")) return SetupMain(argc - 1, argv + 1);
+  if (!std::strcmp(cmd, "config")) return ConfigMain(argc - 1, argv + 1);
   std::fprintf(stderr, "softrnic: unknown command '%s'\n", cmd);
   Usage(stderr);
   return 2;

@@ -36,13 +36,6 @@ constexpr int32_t kScoreCap = 16;
 
 }  // namespace
 
-void Engine::InitAckDelay() {
-  // SOFTRNIC_ACK_DELAY_US: the longest an ACK waits for a request to carry
-  // it (0 turns delaying off).
-  if (const char* d = std::getenv("SOFTRNIC_ACK_DELAY_US"); d != nullptr && *d != '\0')
-    ack_delay_ = std::chrono::microseconds(std::clamp(std::atoi(d), 0, 500));
-}
-
 bool Engine::DeferAck(Qp* qp, uint8_t syndrome) {
   if (ack_delay_.count() == 0 || qp->type != QpType::kRc) return false;
   // Not where the transport says no wake-up is saved: shared-memory peers

@@ -43,8 +43,8 @@ inline constexpr int32_t kMaxInflight = 1024;
 // the AIMD window's minimum time between CNP cuts.
 inline constexpr std::chrono::microseconds kCnpInterval{50};
 
-// Which algorithm, and its knobs. Read from the environment once per engine
-// (FromEnv); tests may build one directly.
+// Which algorithm, and its knobs. Read from the environment once per device
+// (EngineConfig::FromEnvironment); tests may build one directly.
 enum class CcAlgorithm {
   kAimdWindow,   // SOFTRNIC_CC unset or any other value (aimd_window.cc)
   kDelayWindow,  // SOFTRNIC_CC=delay (delay_window.cc)
@@ -69,8 +69,6 @@ struct CcSettings {
   // made 4 flows through one tbf unfair (Jain 0.4-0.85); delay then only
   // classifies losses.
   bool aimd_delay_cuts = false;
-
-  static CcSettings FromEnv();
 };
 
 // What a cumulative acknowledgement told the requester.

@@ -84,19 +84,19 @@ uint32_t FreshQpn(const Engine& engine) {
 std::shared_ptr<Device> Device::Get(std::string* error) {
   std::lock_guard<std::mutex> lock(g_device_mu);
   if (g_device != nullptr && g_device_pid == getpid()) return *g_device;
-  // First use, or first use in a forked child: build a device of our own.
+  // First use, or first use in a forked child: build a device of our own,
+  // configured by the environment as it is now (docs/configuration.md).
   // SOFTRNIC_TRANSPORT selects the packet path (udp | shm | auto, see
   // transport.h). Anything else is refused loudly rather than silently
   // measured on the wrong path.
-  if (transport::TransportMode mode;
-      !transport::ParseTransportMode(std::getenv("SOFTRNIC_TRANSPORT"), &mode)) {
-    const std::string msg = std::string("softrnic: SOFTRNIC_TRANSPORT=") +
-                            std::getenv("SOFTRNIC_TRANSPORT") + ": unknown transport (udp|shm|auto)";
+  EngineConfig config;
+  if (std::string msg;
+      !EngineConfig::FromEnvironment(config::Environment::FromProcess(), &config, &msg)) {
     std::fprintf(stderr, "%s\n", msg.c_str());
     if (error) *error = msg;
     return nullptr;
   }
-  auto device = Create(transport::UdpConfigFromEnvironment(), error);
+  auto device = Create(config, error);
   if (!device) return nullptr;
   g_device = new std::shared_ptr<Device>(device);
   g_device_pid = getpid();
@@ -117,7 +117,7 @@ std::shared_ptr<Device> Device::Get(std::string* error) {
   // Counters readable while running: /dev/shm/softrnic-<pid>.stats, read by
   // `softrnic stat` (tools/softrnic_stat.cc).
   StatsPublisher::StartForProcess(*device);
-  if (const char* s = std::getenv("SOFTRNIC_STATS"); s && *s == '1') {
+  if (config.stats_at_exit) {
     // SOFTRNIC_STATS=1: print the counters when the process exits.
     std::atexit([] {
       if (g_device == nullptr || g_device_pid != getpid()) return;
@@ -128,25 +128,29 @@ std::shared_ptr<Device> Device::Get(std::string* error) {
   return *g_device;
 }
 
-std::shared_ptr<Device> Device::Create(const transport::UdpConfig& config, std::string* error) {
+std::shared_ptr<Device> Device::Create(const transport::UdpConfig& udp, std::string* error) {
+  // Everything but the UDP configuration from the environment (an unknown
+  // SOFTRNIC_TRANSPORT means auto here), so the engine tests run over
+  // either path.
+  EngineConfig config = EngineConfig::FromProcess();
+  config.udp = udp;
+  return Create(config, error);
+}
+
+std::shared_ptr<Device> Device::Create(const EngineConfig& config, std::string* error) {
   std::string err;
-  // SOFTRNIC_TRANSPORT (default auto) applies to explicitly configured
-  // devices too, so the engine tests run over either path.
-  transport::TransportMode mode = transport::TransportMode::kAuto;
-  if (!transport::ParseTransportMode(std::getenv("SOFTRNIC_TRANSPORT"), &mode))
-    mode = transport::TransportMode::kAuto;
-  auto transport = transport::CreateTransport(config, mode, &err);
+  auto transport = transport::CreateTransport(config.udp, config.transport_mode, &err);
   if (!transport) {
     if (error) *error = "softrnic: cannot open UDP transport: " + err;
     return nullptr;
   }
   transport::PeerMemory* peer_memory = transport->peer_memory();
   DeviceAttr attr;
-  auto engine = std::make_unique<Engine>(std::move(transport), attr);
+  auto engine = std::make_unique<Engine>(std::move(transport), attr, config);
   engine->peer_memory_ = peer_memory;
-  if (peer_memory != nullptr && ShmDirectEnabled())
+  if (peer_memory != nullptr && config.shm_direct)
     engine->shm_direct_ = std::make_unique<ShmDirect>(&peer_memory->own_segment());
-  engine->udp_port_ = config.port;
+  engine->udp_port_ = config.udp.port;
   engine->StartProgressThread();
   return std::shared_ptr<Device>(new Device(std::move(engine)));
 }

@@ -34,6 +34,7 @@ class Srq;
 class Ah;
 class Qp;
 class Engine;
+struct EngineConfig;
 
 // What the device reports about itself (ibv_device_attr + port attributes).
 // Every limit here is one the engine enforces.
@@ -85,9 +86,13 @@ class Device {
   // Returns null and sets *error if no transport could be opened.
   static std::shared_ptr<Device> Get(std::string* error);
 
-  // A device of its own with an explicit transport configuration, for tests
-  // and tools that want several devices in one process.
-  static std::shared_ptr<Device> Create(const transport::UdpConfig& config, std::string* error);
+  // A device of its own with an explicit configuration (engine_config.h),
+  // for tests, fuzzers and tools that want several devices in one process
+  // or settings other than the environment's.
+  static std::shared_ptr<Device> Create(const EngineConfig& config, std::string* error);
+  // The same with the environment's settings (EngineConfig::FromProcess)
+  // but this UDP configuration.
+  static std::shared_ptr<Device> Create(const transport::UdpConfig& udp, std::string* error);
 
   ~Device();
   Device(const Device&) = delete;

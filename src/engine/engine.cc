@@ -33,8 +33,9 @@ bool FromPeerPort(const Qp& qp, const transport::RxPacket& rx, uint16_t device_p
 
 }  // namespace
 
-Engine::Engine(std::unique_ptr<transport::Transport> transport, DeviceAttr attr)
-    : attr_(std::move(attr)), transport_(std::move(transport)) {
+Engine::Engine(std::unique_ptr<transport::Transport> transport, DeviceAttr attr,
+               const EngineConfig& config)
+    : config_(config), attr_(std::move(attr)), transport_(std::move(transport)) {
   for (const auto& ep : transport_->locals()) gids_.push_back(ep.gid);
   attr_.gid_tbl_len = static_cast<uint32_t>(gids_.size());
   // SOFTRNIC_MTU: the port's active MTU, what applications (perftest,
@@ -43,34 +44,19 @@ Engine::Engine(std::unique_ptr<transport::Transport> transport, DeviceAttr attr)
   // with Don't Fragment. Where every interface on the path carries more
   // (loopback: 65536; jumbo frames), 4096 cuts the packets per byte by four.
   // Like a NIC's MTU, both ends must agree.
-  if (const char* m = std::getenv("SOFTRNIC_MTU"); m != nullptr && *m != '\0') {
-    bool known = false;
-    for (Mtu v : {Mtu::k256, Mtu::k512, Mtu::k1024, Mtu::k2048, Mtu::k4096}) {
-      if (std::to_string(MtuBytes(v)) == m) {
-        attr_.active_mtu = v;
-        known = true;
-      }
-    }
-    if (!known)
-      std::fprintf(stderr, "softrnic: ignoring SOFTRNIC_MTU=%s (expected 256, 512, 1024, 2048 or 4096)\n", m);
-  }
+  attr_.active_mtu = config.mtu;
   // Node GUID from the last GID's address (the per-process loopback one in
   // the automatic scheme), EUI-64 style: it differs between hosts and
   // processes (device_identity.h, shared with `softrnic run`'s sysfs view).
   attr_.node_guid = NodeGuidFromGids(gids_);
   attr_.sys_image_guid = attr_.node_guid;
   async_queues_.emplace(Device::kDeviceAsyncQueue, std::make_unique<AsyncQueue>());
-  if (const char* spin = std::getenv("SOFTRNIC_SPIN_US")) spin_us_ = std::atoi(spin);
-  InitAckDelay();
-  split_tx_ = transport_->accepts_split_payload();
-  if (const char* z = std::getenv("SOFTRNIC_ZEROCOPY_TX"); z != nullptr && std::strcmp(z, "0") == 0)
-    split_tx_ = false;
-  if (const char* b = std::getenv("SOFTRNIC_TX_BATCH"); b != nullptr && std::strcmp(b, "0") == 0)
-    hold_tx_ = false;
-  // docs/loss.md: SOFTRNIC_RETRANSMIT=gbn|selective (default selective).
-  if (const char* m = std::getenv("SOFTRNIC_RETRANSMIT"); m && std::strcmp(m, "gbn") == 0)
-    selective_ = false;
-  cc_settings_ = CcSettings::FromEnv();
+  spin_us_ = config.spin_us;
+  ack_delay_ = config.ack_delay;
+  split_tx_ = transport_->accepts_split_payload() && config.zerocopy_tx;
+  hold_tx_ = config.tx_batch;
+  selective_ = config.selective;  // docs/loss.md
+  cc_settings_ = config.cc;
 }
 
 Engine::~Engine() {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "engine/device.h"
+#include "engine/engine_config.h"
 #include "engine/mr_table.h"
 #include "engine/packet_builder.h"
 #include "engine/shm_direct.h"
@@ -36,8 +37,16 @@ namespace softrnic::engine {
 
 class Engine {
  public:
-  Engine(std::unique_ptr<transport::Transport> transport, DeviceAttr attr);
+  // The settings in `config` become the fields below (attr_.active_mtu,
+  // selective_, cc_settings_, ack_delay_, ...); the rest are read from
+  // config() where used.
+  Engine(std::unique_ptr<transport::Transport> transport, DeviceAttr attr,
+         const EngineConfig& config);
   ~Engine();
+
+  // What the device was created with (engine_config.h).
+  const EngineConfig& config() const { return config_; }
+  const EngineConfig config_;
 
   void StartProgressThread();
   void StopProgressThread();
@@ -145,11 +154,11 @@ class Engine {
   unsigned spin_us_ = 0;
   // SOFTRNIC_RETRANSMIT=gbn|selective (default selective): whether QPs
   // created from now on offer selective retransmission (docs/loss.md).
-  // Read when a QP enters RTR/RTS, so tests may flip it per QP.
+  // Read when a QP enters RTR/RTS (EngineConfig::selective).
   bool selective_ = true;
   // SOFTRNIC_CC (the algorithm, or 0 for none), SOFTRNIC_CC_TARGET_US,
   // SOFTRNIC_CC_DELAY: congestion_control.h. Used when a QP enters RTS (it
-  // gets its controller then), so tests may change it per QP.
+  // gets its controller then); EngineConfig::cc.
   CcSettings cc_settings_;
   Clock::time_point next_timer_check_{};
   // SOFTRNIC_ACK_DELAY_US: how long a plain ACK may wait for a request of
@@ -323,7 +332,6 @@ class Engine {
                uint16_t sgid_index, const Gid& dgid, bool sr = false);
   void FlushAck(Qp* qp);
   // --- Delayed ACKs (ack_delay.cc) ---
-  void InitAckDelay();
   // Whether the plain ACK just queued on qp may wait for a request of qp's
   // to carry it (then it is not put on the work list).
   bool DeferAck(Qp* qp, uint8_t syndrome);

@@ -86,8 +86,6 @@ void RequestShortSlice() {
 // msg/s, ib_write_lat and ib_send_lat ~5 us both (the polling applications
 // apply packets themselves now), ib_read_lat 9.9 / 13.5 us. Off by default.
 void PlaceAwayFromApplication(const cpu_set_t& app_cpus) {
-  const char* placement = std::getenv("SOFTRNIC_PLACEMENT");
-  if (placement == nullptr || std::strcmp(placement, "away") != 0) return;
   if (CPU_COUNT(&app_cpus) != 1) return;
   cpu_set_t all;
   CPU_ZERO(&all);
@@ -106,9 +104,7 @@ void PlaceAwayFromApplication(const cpu_set_t& app_cpus) {
 // SOFTRNIC_PROGRESS_RT=1: run the progress thread SCHED_FIFO (needs
 // CAP_SYS_NICE or an RLIMIT_RTPRIO; silently stays SCHED_OTHER otherwise). A
 // woken real-time thread preempts at once, whatever the application does.
-bool MaybeRealtime() {
-  const char* rt = std::getenv("SOFTRNIC_PROGRESS_RT");
-  if (rt == nullptr || *rt != '1') return false;
+bool MakeRealtime() {
   sched_param p{};
   p.sched_priority = 1;
   return pthread_setschedparam(pthread_self(), SCHED_FIFO, &p) == 0;
@@ -263,10 +259,10 @@ void Engine::ProgressThreadMain() {
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
   pthread_setname_np(pthread_self(), "softrnic-engine");
   RequestShortSlice();
-  PlaceAwayFromApplication(app_cpus_);
+  if (config_.placement_away) PlaceAwayFromApplication(app_cpus_);  // SOFTRNIC_PLACEMENT=away
   // Under SCHED_FIFO this thread must never spin on the lock: it would
   // starve the application thread holding it (the loop below never does).
-  MaybeRealtime();
+  if (config_.progress_realtime) MakeRealtime();
   const auto spin = std::chrono::microseconds(spin_us_);
   Clock::time_point last_work = Clock::now();
   uint64_t seen_activity = app_activity_.load(std::memory_order_relaxed);

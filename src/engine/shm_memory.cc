@@ -245,11 +245,6 @@ std::vector<std::pair<uint64_t, uint64_t>> Uncovered(const Entry& e, uint64_t st
 
 }  // namespace
 
-bool ShmDirectEnabled() {
-  const char* e = std::getenv("SOFTRNIC_SHM_DIRECT");
-  return e == nullptr || std::strcmp(e, "0") != 0;
-}
-
 SharedRange ShareRegion(const void* addr, size_t length) {
   SharedRange out;
   if (addr == nullptr || length == 0) return out;

@@ -44,10 +44,6 @@ struct SharedRange {
   bool privatize = true;  // UnshareRegion of the last user copies back
 };
 
-// SOFTRNIC_SHM_DIRECT=0 turns direct one-sided operations off (for devices
-// created while it is set): every operation then goes through the rings.
-bool ShmDirectEnabled();
-
 // Shares the pages fully inside [addr, addr+length) if possible. Always
 // succeeds; out->length is 0 when nothing was shared.
 SharedRange ShareRegion(const void* addr, size_t length);

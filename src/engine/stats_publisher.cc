@@ -1,5 +1,7 @@
 #include "engine/stats_publisher.h"
 
+#include "config/environment.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -87,14 +89,12 @@ uint64_t RealtimeNs() {
 }  // namespace
 
 std::string StatsPublisher::Directory() {
-  const char* d = std::getenv("SOFTRNIC_STATS_DIR");
-  return (d && *d) ? d : "/dev/shm";
+  return config::Environment::FromProcess().Text("SOFTRNIC_STATS_DIR");
 }
 
 StatsPublisher::StatsPublisher(Engine& engine, std::chrono::milliseconds period)
-    : engine_(engine), period_(period) {
-  const char* env = std::getenv("SOFTRNIC_STATS_SHM");
-  if (env && std::strcmp(env, "0") == 0) return;
+    : engine_(engine), period_(period), dir_(engine.config().stats_dir) {
+  if (!engine.config().stats_shm) return;  // SOFTRNIC_STATS_SHM=0
   owner_pid_ = getpid();
   // Read here, not in a function-local static in Write(): such a static is
   // destroyed by exit() while this publisher's thread may still be writing
@@ -114,7 +114,7 @@ StatsPublisher::StatsPublisher(Engine& engine, std::chrono::milliseconds period)
       std::atexit(StopAllAtExit);
     }
   }
-  path_ = Directory() + "/softrnic-" + std::to_string(owner_pid_) +
+  path_ = dir_ + "/softrnic-" + std::to_string(owner_pid_) +
           (index == 0 ? "" : "-" + std::to_string(index)) + ".stats";
   enabled_ = true;
   PublishNow();
@@ -222,7 +222,7 @@ void StatsPublisher::Write(const std::string& counters) {
   // pid from the contents, not from the name.
   if ((rename_errno == EPERM || rename_errno == EACCES || rename_errno == EISDIR) && !renamed_) {
     renamed_ = true;
-    path_ = transport::UnpredictableName(Directory() + "/softrnic-" + std::to_string(owner_pid_) + "-") +
+    path_ = transport::UnpredictableName(dir_ + "/softrnic-" + std::to_string(owner_pid_) + "-") +
             ".stats";
     Write(counters);
   }

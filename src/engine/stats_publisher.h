@@ -73,7 +73,8 @@ class StatsPublisher {
   bool enabled() const { return enabled_; }
   const std::string& path() const { return path_; }
 
-  // $SOFTRNIC_STATS_DIR or /dev/shm.
+  // $SOFTRNIC_STATS_DIR or /dev/shm, as the environment has it now (for
+  // readers such as `softrnic stat`; a publisher uses its engine's config).
   static std::string Directory();
 
  private:
@@ -85,6 +86,7 @@ class StatsPublisher {
 
   Engine& engine_;
   const std::chrono::milliseconds period_;
+  const std::string dir_;  // SOFTRNIC_STATS_DIR, from the engine's config
   bool enabled_ = false;
   int owner_pid_ = 0;
   std::string comm_;  // /proc/self/comm when the publisher started

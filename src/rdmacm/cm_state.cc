@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "config/environment.h"
 #include "rdmacm/cm_internal.h"
 #include "rdmacm/cma.h"
 #include "rdmacm/host_registry.h"
@@ -20,24 +21,21 @@ namespace softrnic::rdmacm {
 // Retransmission of REQ / REP / DREQ / SIDR_REQ: every kRetryMs, kRetries
 // times, then the timeout event. SOFTRNIC_CM_TIMEOUT_MS overrides the
 // interval, SOFTRNIC_CM_RETRIES the count.
+// Read once per process through the table (docs/configuration.md).
+const config::Environment& Env() {
+  static const config::Environment* env = new config::Environment(config::Environment::FromProcess());
+  return *env;
+}
 int RetryMs() {
-  static int v = [] {
-    const char* s = getenv("SOFTRNIC_CM_TIMEOUT_MS");
-    int x = s ? atoi(s) : 0;
-    return x > 0 ? x : 500;
-  }();
+  static const int v = static_cast<int>(Env().Integer("SOFTRNIC_CM_TIMEOUT_MS"));
   return v;
 }
 int Retries() {
-  static int v = [] {
-    const char* s = getenv("SOFTRNIC_CM_RETRIES");
-    int x = s ? atoi(s) : -1;
-    return x >= 0 ? x : 9;
-  }();
+  static const int v = static_cast<int>(Env().Integer("SOFTRNIC_CM_RETRIES"));
   return v;
 }
 bool Debug() {
-  static bool v = getenv("SOFTRNIC_CM_DEBUG") != nullptr;
+  static const bool v = Env().Flag("SOFTRNIC_CM_DEBUG");
   return v;
 }
 

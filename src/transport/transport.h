@@ -25,6 +25,10 @@
 
 #include "transport/address.h"
 
+namespace softrnic::config {
+class Environment;
+}  // namespace softrnic::config
+
 namespace softrnic::transport {
 
 class PeerMemory;  // peer_memory.h
@@ -201,7 +205,9 @@ struct UdpConfig {
   bool reply_sockets = true;
 };
 
-// Reads SOFTRNIC_BIND, SOFTRNIC_PORT and SOFTRNIC_FAULTS from the environment.
-UdpConfig UdpConfigFromEnvironment();
+// Reads SOFTRNIC_BIND, SOFTRNIC_PORT, SOFTRNIC_FAULTS, SOFTRNIC_GSO and
+// SOFTRNIC_REPLY_SOCKET from `env`; a bad value is reported on stderr and
+// keeps its default.
+UdpConfig UdpConfigFromEnvironment(const config::Environment& env);
 
 }  // namespace softrnic::transport

@@ -1,4 +1,5 @@
-// UdpConfig from the environment: SOFTRNIC_BIND, SOFTRNIC_PORT, SOFTRNIC_FAULTS.
+// UdpConfig from the environment: SOFTRNIC_BIND, SOFTRNIC_PORT, SOFTRNIC_FAULTS,
+// SOFTRNIC_GSO, SOFTRNIC_REPLY_SOCKET (read through config::Environment).
 #include <arpa/inet.h>
 
 #include <cerrno>
@@ -7,6 +8,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "config/environment.h"
 #include "transport/udp_transport.h"
 
 namespace softrnic::transport {
@@ -76,19 +78,17 @@ bool ParseUdpConfig(const char* bind, const char* port, const char* faults, UdpC
   return ok;
 }
 
-UdpConfig UdpConfigFromEnvironment() {
+UdpConfig UdpConfigFromEnvironment(const config::Environment& env) {
   UdpConfig config;
   std::string error;
-  if (!ParseUdpConfig(std::getenv("SOFTRNIC_BIND"), std::getenv("SOFTRNIC_PORT"),
-                      std::getenv("SOFTRNIC_FAULTS"), &config, &error)) {
+  if (!ParseUdpConfig(env.Raw("SOFTRNIC_BIND"), env.Raw("SOFTRNIC_PORT"), env.Raw("SOFTRNIC_FAULTS"),
+                      &config, &error)) {
     // No error channel in this signature: say so loudly and keep the defaults
     // for the bad variable rather than run with a half-understood setting.
     std::fprintf(stderr, "softrnic: ignoring bad environment setting: %s\n", error.c_str());
   }
-  if (const char* gso = std::getenv("SOFTRNIC_GSO"); gso != nullptr && std::strcmp(gso, "0") == 0)
-    config.segmentation = false;
-  if (const char* r = std::getenv("SOFTRNIC_REPLY_SOCKET"); r != nullptr && std::strcmp(r, "0") == 0)
-    config.reply_sockets = false;
+  config.segmentation = env.Flag("SOFTRNIC_GSO");
+  config.reply_sockets = env.Flag("SOFTRNIC_REPLY_SOCKET");
   return config;
 }
 

@@ -4,7 +4,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
+#include "config/environment.h"
 #include "wire/byte_order.h"
 #include "wire/headers.h"
 
@@ -39,10 +41,12 @@ Crc32Fn KernelFn(Crc32Kernel kernel) {
 // save at every switch, frequency changes) that a micro-benchmark does not
 // see, so the 128-bit kernels are the default.
 Crc32Kernel ChooseKernel() {
-  if (const char* e = std::getenv("SOFTRNIC_CRC")) {
-    const Crc32Kernel k = std::strcmp(e, "sse") == 0   ? Crc32Kernel::kSse
-                          : std::strcmp(e, "avx") == 0 ? Crc32Kernel::kAvx
-                                                       : Crc32Kernel::kIsal;
+  // SOFTRNIC_CRC (docs/configuration.md): read once per process.
+  const std::string e = config::Environment::FromProcess().Choice("SOFTRNIC_CRC");
+  if (e != "auto") {
+    const Crc32Kernel k = e == "sse"   ? Crc32Kernel::kSse
+                          : e == "avx" ? Crc32Kernel::kAvx
+                                       : Crc32Kernel::kIsal;
     if (Crc32KernelSupported(k)) return k;
   }
   if (Crc32KernelSupported(Crc32Kernel::kAvx)) return Crc32Kernel::kAvx;

@@ -3,7 +3,7 @@
 // delay makes the QP acknowledge at once for a while. Tests set a long delay
 // so that a loaded machine cannot turn a carried ACK into an expired one.
 #include <chrono>
-#include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "rc_pair.h"
@@ -15,20 +15,16 @@ using std::chrono::milliseconds;
 
 class AckDelayTest : public RcPairTest {
  protected:
-  // ACKs are delayed on UDP only (ack_delay.cc): these devices use it in
-  // the auto (shared-memory) run of the suite too.
-  void SetUp() override {
-    if (const char* t = std::getenv("SOFTRNIC_TRANSPORT")) saved_transport_ = t;
-    setenv("SOFTRNIC_TRANSPORT", "udp", 1);
-  }
-  void TearDown() override {
-    if (saved_transport_.empty()) unsetenv("SOFTRNIC_TRANSPORT");
-    else setenv("SOFTRNIC_TRANSPORT", saved_transport_.c_str(), 1);
-  }
-  std::string saved_transport_;
-  void SetDelay(Side& s, std::chrono::microseconds delay) {
-    std::lock_guard lock(s.dev->engine().mu_);
-    s.dev->engine().ack_delay_ = delay;
+  // Opens the pair with these ACK delays (unset: the environment's). ACKs
+  // are delayed on UDP only (ack_delay.cc): these devices use it in the
+  // auto (shared-memory) run of the suite too.
+  void OpenWithDelays(std::optional<std::chrono::microseconds> delay_a,
+                      std::optional<std::chrono::microseconds> delay_b) {
+    EngineConfig ca = TestConfig(0), cb = TestConfig(1);
+    ca.transport_mode = cb.transport_mode = transport::TransportMode::kUdp;
+    if (delay_a) ca.ack_delay = *delay_a;
+    if (delay_b) cb.ack_delay = *delay_b;
+    OpenWith(LongTimeout(), ca, cb);
   }
   // Posts a receive on `to` and a SEND on `from`.
   void Send(Side& from, Side& to, uint64_t id) {
@@ -89,10 +85,8 @@ class AckDelayTest : public RcPairTest {
 };
 
 TEST_F(AckDelayTest, PingPongAcksRideOnTheAnswer) {
-  Open(LongTimeout());
   const auto delay = milliseconds(200);
-  SetDelay(a_, delay);
-  SetDelay(b_, delay);
+  OpenWithDelays(delay, delay);
   const int rounds = 50;
   PingPong(rounds, 0);
   // Nothing carries A's last ACK: it leaves when the delay is over.
@@ -117,9 +111,7 @@ TEST_F(AckDelayTest, PingPongAcksRideOnTheAnswer) {
 // whole delay. A QP whose ACKs rode along is forgiven that one miss and
 // keeps deferring in the next ping-pong.
 TEST_F(AckDelayTest, APingPongThatPausesKeepsDeferring) {
-  Open(LongTimeout());
-  SetDelay(a_, milliseconds(50));
-  SetDelay(b_, milliseconds(50));
+  OpenWithDelays(milliseconds(50), milliseconds(50));
   PingPong(10, 0);
   EXPECT_EQ(Await(b_, WcOpcode::kSend).wr_id, 19u);  // A's ACK expired
   const EngineStats before = StatsOf(*a_.dev);
@@ -132,9 +124,8 @@ TEST_F(AckDelayTest, APingPongThatPausesKeepsDeferring) {
 }
 
 TEST_F(AckDelayTest, AnAckNobodyCarriesLeavesAfterTheDelay) {
-  Open(LongTimeout());
   const auto delay = milliseconds(100);
-  SetDelay(b_, delay);
+  OpenWithDelays(std::nullopt, delay);
   SendOne(b_, a_, 1);  // B has sent once: its ACKs may now wait
   Await(b_, WcOpcode::kSend);
   const auto start = std::chrono::steady_clock::now();
@@ -148,9 +139,8 @@ TEST_F(AckDelayTest, AnAckNobodyCarriesLeavesAfterTheDelay) {
 }
 
 TEST_F(AckDelayTest, AfterAnExpiredDelayTheQpAcknowledgesAtOnce) {
-  Open(LongTimeout());
   const auto delay = milliseconds(300);
-  SetDelay(b_, delay);
+  OpenWithDelays(std::nullopt, delay);
   SendOne(b_, a_, 1);
   Await(b_, WcOpcode::kSend);
   SendOne(a_, b_, 2);  // waits the whole delay
@@ -167,9 +157,7 @@ TEST_F(AckDelayTest, AfterAnExpiredDelayTheQpAcknowledgesAtOnce) {
 }
 
 TEST_F(AckDelayTest, ZeroDelayNeverDefers) {
-  Open(LongTimeout());
-  SetDelay(a_, std::chrono::microseconds(0));
-  SetDelay(b_, std::chrono::microseconds(0));
+  OpenWithDelays(std::chrono::microseconds(0), std::chrono::microseconds(0));
   for (int i = 0; i < 10; ++i) {
     SendOne(a_, b_, 2 * i);
     Await(a_, WcOpcode::kSend);  // before B answers

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/congestion_control.h"
+#include "engine/engine_config.h"
 #include "engine/stats.h"
 
 namespace softrnic::engine::testing {
@@ -54,15 +55,20 @@ CcSettings Delay(double target_us) {
   return s;
 }
 
-TEST(CcSettingsTest, FromEnvSelectsTheAlgorithm) {
-  unsetenv("SOFTRNIC_CC");
-  EXPECT_EQ(CcSettings::FromEnv().algorithm, CcAlgorithm::kAimdWindow);
-  EXPECT_TRUE(CcSettings::FromEnv().enabled);
-  setenv("SOFTRNIC_CC", "delay", 1);
-  EXPECT_EQ(CcSettings::FromEnv().algorithm, CcAlgorithm::kDelayWindow);
-  setenv("SOFTRNIC_CC", "0", 1);
-  EXPECT_FALSE(CcSettings::FromEnv().enabled);
-  unsetenv("SOFTRNIC_CC");
+TEST(CcSettingsTest, TheEnvironmentSelectsTheAlgorithm) {
+  auto cc = [](config::Environment::Values values) {
+    EngineConfig c;
+    EXPECT_TRUE(EngineConfig::FromEnvironment(config::Environment(std::move(values)), &c, nullptr));
+    return c.cc;
+  };
+  EXPECT_EQ(cc({}).algorithm, CcAlgorithm::kAimdWindow);
+  EXPECT_TRUE(cc({}).enabled);
+  EXPECT_EQ(cc({{"SOFTRNIC_CC", "delay"}}).algorithm, CcAlgorithm::kDelayWindow);
+  EXPECT_EQ(cc({{"SOFTRNIC_CC", "aimd"}}).algorithm, CcAlgorithm::kAimdWindow);
+  EXPECT_FALSE(cc({{"SOFTRNIC_CC", "0"}}).enabled);
+  EXPECT_EQ(cc({{"SOFTRNIC_CC_TARGET_US", "250"}}).target_us, 250);
+  EXPECT_EQ(cc({{"SOFTRNIC_CC_TARGET_US", "-3"}}).target_us, 1000);  // not > 0: the default
+  EXPECT_TRUE(cc({{"SOFTRNIC_CC_DELAY", "1"}}).aimd_delay_cuts);
   RttEstimator rtt;
   EngineStats stats;
   EXPECT_STREQ(MakeCongestionControl(Aimd(), rtt, stats)->name(), "aimd");

@@ -51,19 +51,9 @@ void InjectCnp(Device& dev, const Gid& from, uint32_t dest_qp) {
 // one-sided operations send no packets at all).
 class CongestionTest : public RcPairTest {
  protected:
-  void SetUp() override {
-    if (const char* old = std::getenv("SOFTRNIC_TRANSPORT")) saved_ = old;
-    setenv("SOFTRNIC_TRANSPORT", "udp", 1);
-    RcPairTest::SetUp();
+  void Configure(EngineConfig& config) override {
+    config.transport_mode = transport::TransportMode::kUdp;
   }
-  void TearDown() override {
-    RcPairTest::TearDown();
-    if (saved_.empty()) unsetenv("SOFTRNIC_TRANSPORT");
-    else setenv("SOFTRNIC_TRANSPORT", saved_.c_str(), 1);
-  }
-
- private:
-  std::string saved_;
 };
 
 TEST_F(CongestionTest, CnpFromPeerCutsWindowOthersDoNot) {
@@ -217,26 +207,12 @@ TEST_F(CongestionTest, InflightBoundedByWindowUnderLoss) {
 // transfer depend on selective retransmission under that window.
 class DelayControllerTest : public CongestionTest {
  protected:
-  void SetUp() override {
-    Save("SOFTRNIC_CC", "delay");
-    Save("SOFTRNIC_CC_TARGET_US", "1");
-    CongestionTest::SetUp();
+  // SOFTRNIC_CC=delay SOFTRNIC_CC_TARGET_US=1.
+  void Configure(EngineConfig& config) override {
+    CongestionTest::Configure(config);
+    config.cc.algorithm = CcAlgorithm::kDelayWindow;
+    config.cc.target_us = 1;
   }
-  void TearDown() override {
-    CongestionTest::TearDown();
-    for (const auto& [name, value] : saved_) {
-      if (value.has_value()) setenv(name.c_str(), value->c_str(), 1);
-      else unsetenv(name.c_str());
-    }
-  }
-
- private:
-  void Save(const char* name, const char* value) {
-    const char* old = std::getenv(name);
-    saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
-    setenv(name, value, 1);
-  }
-  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
 };
 
 TEST_F(DelayControllerTest, TransferUnderLossCompletesAndTheControllerActs) {

@@ -526,10 +526,6 @@ TEST_F(HostileTest, IdenticalCopyOfKeptPacketIsAPlainDuplicate) {
 class HostileResponseTest : public HostileTest {
  protected:
   void SetUp() override {
-    // The requests must reach b's engine (and be dropped there), not b's
-    // memory directly through the same-host shared-memory path.
-    if (const char* old = std::getenv("SOFTRNIC_TRANSPORT")) saved_ = old;
-    setenv("SOFTRNIC_TRANSPORT", "udp", 1);
     QpOptions o;
     o.timeout = 18;  // ~1 s: no retry exhaustion during the test
     Open(o);
@@ -537,9 +533,10 @@ class HostileResponseTest : public HostileTest {
     payload_.assign(256, 0x5A);
     qpn_ = a_.dev->QpNum(a_.qp);
   }
-  void TearDown() override {
-    if (saved_.empty()) unsetenv("SOFTRNIC_TRANSPORT");
-    else setenv("SOFTRNIC_TRANSPORT", saved_.c_str(), 1);
+  // The requests must reach b's engine (and be dropped there), not b's
+  // memory directly through the same-host shared-memory path.
+  void Configure(EngineConfig& config) override {
+    config.transport_mode = transport::TransportMode::kUdp;
   }
   // Sends as b (its address and port) to a; waits for `counter` to grow.
   void ToRequester(std::vector<uint8_t> pkt, uint64_t EngineStats::*counter) {
@@ -549,9 +546,6 @@ class HostileResponseTest : public HostileTest {
     EXPECT_TRUE(WaitFor([&] { return StatsOf(*a_.dev).*counter > before; }))
         << "the forged response was not counted where expected";
   }
-
- private:
-  std::string saved_;
 };
 
 TEST_F(HostileResponseTest, OnlyPsnsSentCanBeAnswered) {

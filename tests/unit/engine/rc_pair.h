@@ -31,15 +31,26 @@ inline std::string TestAddress(int which) {
 // UDP port every test device of this process uses (each on its own address).
 inline uint16_t TestPort() { return static_cast<uint16_t>(20000 + (getpid() % 20000)); }
 
-inline std::shared_ptr<Device> MakeDevice(int which, transport::FaultConfig faults = {}) {
-  transport::UdpConfig config;
-  config.bind_addresses = {TestAddress(which)};
-  config.port = TestPort();
-  config.faults = faults;
+// The environment's settings (so the suite runs over either transport, see
+// tests/CMakeLists.txt), bound to test device `which`'s address and port,
+// with `faults`. Tests that need other settings change the result.
+inline EngineConfig TestConfig(int which, transport::FaultConfig faults = {}) {
+  EngineConfig config = EngineConfig::FromProcess();
+  config.udp.bind_addresses = {TestAddress(which)};
+  config.udp.port = TestPort();
+  config.udp.faults = faults;
+  return config;
+}
+
+inline std::shared_ptr<Device> MakeDevice(const EngineConfig& config) {
   std::string error;
   auto dev = Device::Create(config, &error);
   EXPECT_NE(dev, nullptr) << error;
   return dev;
+}
+
+inline std::shared_ptr<Device> MakeDevice(int which, transport::FaultConfig faults = {}) {
+  return MakeDevice(TestConfig(which, faults));
 }
 
 struct Side {
@@ -249,9 +260,18 @@ class RcPairTest : public ::testing::Test {
  protected:
   void Open(const QpOptions& o, transport::FaultConfig faults_a = {},
             transport::FaultConfig faults_b = {}) {
+    EngineConfig config_a = TestConfig(0, faults_a), config_b = TestConfig(1, faults_b);
+    Configure(config_a);
+    Configure(config_b);
+    OpenWith(o, config_a, config_b);
+  }
+  // A fixture's settings for both devices Open makes (instead of setenv).
+  virtual void Configure(EngineConfig& /*config*/) {}
+  // The same with devices of these settings (TestConfig(0) and (1), changed).
+  void OpenWith(const QpOptions& o, const EngineConfig& config_a, const EngineConfig& config_b) {
     opts_ = o;
-    SetupSide(a_, MakeDevice(0, faults_a), o);
-    SetupSide(b_, MakeDevice(1, faults_b), o);
+    SetupSide(a_, MakeDevice(config_a), o);
+    SetupSide(b_, MakeDevice(config_b), o);
     Connect(a_, b_, o);
     Connect(b_, a_, o);
   }

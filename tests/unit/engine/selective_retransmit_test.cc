@@ -13,25 +13,20 @@
 namespace softrnic::engine::testing {
 namespace {
 
-// Both devices of a pair, with each side's retransmission mode chosen before
-// the QPs connect (Engine::selective_ is read at RTR/RTS).
+// Both devices of a pair, each side's retransmission mode in its
+// EngineConfig (SOFTRNIC_RETRANSMIT's field).
 struct Pair {
   Side a, b;
 };
 
 void OpenPair(Pair& p, const QpOptions& o, bool selective_a, bool selective_b,
               transport::FaultConfig fa = {}, transport::FaultConfig fb = {}) {
-  auto da = MakeDevice(0, fa);
-  auto db = MakeDevice(1, fb);
+  EngineConfig ca = TestConfig(0, fa), cb = TestConfig(1, fb);
+  ca.selective = selective_a;
+  cb.selective = selective_b;
+  auto da = MakeDevice(ca);
+  auto db = MakeDevice(cb);
   ASSERT_TRUE(da && db);
-  {
-    std::lock_guard lock(da->engine().mu_);
-    da->engine().selective_ = selective_a;
-  }
-  {
-    std::lock_guard lock(db->engine().mu_);
-    db->engine().selective_ = selective_b;
-  }
   SetupSide(p.a, da, o);
   SetupSide(p.b, db, o);
   Connect(p.a, p.b, o);

@@ -108,9 +108,9 @@ TEST_P(PsnWrapTest, MixedTrafficAcrossWrap) {
   o.buf_size = 4 << 20;
   // Same-host direct WRITE/READ/atomics consume no PSN: this test is about
   // the packet path's PSN wrap, so it keeps every operation on it.
-  setenv("SOFTRNIC_SHM_DIRECT", "0", 1);
-  Open(o);
-  unsetenv("SOFTRNIC_SHM_DIRECT");
+  EngineConfig ca = TestConfig(0), cb = TestConfig(1);
+  ca.shm_direct = cb.shm_direct = false;  // SOFTRNIC_SHM_DIRECT=0
+  OpenWith(o, ca, cb);
   // Every message crosses several PSNs; in total far more than 16 PSNs, so
   // each kind crosses 0xFFFFFF -> 0 at some point.
   uint64_t id = 1;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <set>
 
+#include "config/environment.h"
 #include "transport/fault_injector.h"
 #include "transport/udp_transport.h"
 
@@ -173,17 +174,16 @@ TEST(UdpConfigParse, RejectsBadValuesWithMessage) {
 }
 
 TEST(UdpConfigFromEnvironment, ReadsEnvironment) {
-  setenv("SOFTRNIC_BIND", "127.0.0.5", 1);
-  setenv("SOFTRNIC_PORT", "4800", 1);
-  setenv("SOFTRNIC_FAULTS", "corrupt=0.25", 1);
-  const UdpConfig c = UdpConfigFromEnvironment();
-  unsetenv("SOFTRNIC_BIND");
-  unsetenv("SOFTRNIC_PORT");
-  unsetenv("SOFTRNIC_FAULTS");
+  const UdpConfig c = UdpConfigFromEnvironment(config::Environment({{"SOFTRNIC_BIND", "127.0.0.5"},
+                                                                    {"SOFTRNIC_PORT", "4800"},
+                                                                    {"SOFTRNIC_FAULTS", "corrupt=0.25"},
+                                                                    {"SOFTRNIC_GSO", "0"}}));
   ASSERT_EQ(c.bind_addresses.size(), 1u);
   EXPECT_EQ(c.bind_addresses[0], "127.0.0.5");
   EXPECT_EQ(c.port, 4800);
   EXPECT_DOUBLE_EQ(c.faults.corrupt, 0.25);
+  EXPECT_FALSE(c.segmentation);
+  EXPECT_TRUE(c.reply_sockets);
 }
 
 TEST(PerProcessLoopback, DistinctPerPidAndNeverDefaultLoopback) {

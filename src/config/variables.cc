@@ -1,0 +1,171 @@
+// The table itself (variables.h). Meanings say what a setting changes and
+// point at the document that explains why; docs/configuration.md is
+// generated from this file, so edit here and regenerate there.
+#include "config/variables.h"
+
+#include <array>
+
+namespace softrnic::config {
+namespace {
+
+constexpr std::array kVariables = {
+    // --- Transport: how packets travel (src/transport) ---
+    Variable{"SOFTRNIC_TRANSPORT", Kind::kChoice, "auto", "auto|udp|shm",
+             "The packet path. `auto`: peers on this host, in this network namespace and of this "
+             "user go through shared memory (RDMA WRITE/READ/atomics run directly on the peer's "
+             "memory), others over UDP (RoCE v2); `shm`: the same, and says on stderr (once) when "
+             "a peer cannot use shared memory; `udp`: never shared memory. Any other value makes "
+             "device creation fail (the device does not appear). `SOFTRNIC_FAULTS` always means "
+             "UDP. docs/shm.md",
+             "transport"},
+    Variable{"SOFTRNIC_BIND", Kind::kText, "automatic (docs/addressing.md)",
+             "comma-separated IPv4 addresses, e.g. `10.0.0.1,127.0.0.2`",
+             "The addresses to bind instead of the automatic scheme; GID index = position in the "
+             "list. A bind failure makes device creation fail with the address and reason on "
+             "stderr",
+             "transport"},
+    Variable{"SOFTRNIC_PORT", Kind::kInteger, "4791", "0..65535",
+             "The UDP port of every local endpoint; `0` lets the kernel pick (tests only: real "
+             "RoCE always sends to 4791)",
+             "transport", 0, 65535},
+    Variable{"SOFTRNIC_FAULTS", Kind::kText, "none",
+             "e.g. `drop=0.01,dup=0.01,reorder=0.02,corrupt=0.001,seed=7` (`duplicate` is an alias "
+             "of `dup`; probabilities in [0,1]; seed decimal or 0x hex)",
+             "Fault injection on transmit, to test behaviour on a lossy network (docs/loss.md)",
+             "transport"},
+    Variable{"SOFTRNIC_GSO", Kind::kFlag, "1", "0|1",
+             "`0`: send and receive packet by packet instead of in UDP GSO/GRO runs (docs/wire.md); "
+             "for comparisons",
+             "transport"},
+    Variable{"SOFTRNIC_REPLY_SOCKET", Kind::kFlag, "1", "0|1",
+             "`0`: one socket per address instead of a `SO_REUSEPORT` pair whose second socket "
+             "receives RC responses (docs/engine.md, progress); for comparisons",
+             "transport"},
+    // --- Wire: packet formats (src/wire) ---
+    Variable{"SOFTRNIC_CRC", Kind::kChoice, "auto", "auto|avx|sse|isal",
+             "Which ISA-L CRC-32 kernel computes the ICRC (docs/wire.md): `auto` is `avx` where the "
+             "CPU has it, else `sse`, else `isal`; `isal` lets ISA-L choose (AVX-512 where present, "
+             "measured slower in the engine). A kernel the CPU lacks falls back to `auto`",
+             "wire"},
+    // --- Engine: the RDMA protocol (src/engine) ---
+    Variable{"SOFTRNIC_MTU", Kind::kChoice, "1024", "256|512|1024|2048|4096",
+             "The port's `active_mtu`, which perftest and rdma_cm take as the path MTU. 1024 fits "
+             "1500-byte Ethernet (softrnic sends with Don't Fragment); 4096 where every link on "
+             "the path carries at least 4200 bytes (loopback, jumbo frames). Both ends must agree, "
+             "as with a NIC's MTU",
+             "engine"},
+    Variable{"SOFTRNIC_RETRANSMIT", Kind::kChoice, "selective", "selective|gbn",
+             "`selective`: offer selective retransmission to softrnic peers (the BTH sr bit; used "
+             "on a QP only once the peer has shown it); `gbn`: plain go-back-N only, as hardware "
+             "does (docs/loss.md)",
+             "engine"},
+    Variable{"SOFTRNIC_CC", Kind::kChoice, "aimd", "aimd|delay|0",
+             "Congestion control: `aimd` the AIMD window; `delay` a delay-based window "
+             "(Swift-like, docs/engine.md \"Swapping congestion control\"); `0` no congestion "
+             "window (only the fixed in-flight cap)",
+             "engine"},
+    Variable{"SOFTRNIC_CC_TARGET_US", Kind::kNumber, "1000", "a number > 0",
+             "RTT (us) above which a loss counts as congestion (with `SOFTRNIC_CC_DELAY=1` also the "
+             "delay target); with `SOFTRNIC_CC=delay` the target delay",
+             "engine"},
+    Variable{"SOFTRNIC_CC_DELAY", Kind::kFlag, "0", "0|1",
+             "`1`: the AIMD window also cuts on delay alone (docs/loss.md)", "engine"},
+    Variable{"SOFTRNIC_ACK_DELAY_US", Kind::kInteger, "20", "0..1000000 (more than 500 means 500)",
+             "How long (us) a plain ACK may wait for a request of its QP to carry it (docs/engine.md, "
+             "\"Delayed ACKs\"); `0` sends every ACK at once; capped at 500 and at an eighth of the "
+             "QP's Local ACK Timeout",
+             "engine", 0, 1000000},
+    Variable{"SOFTRNIC_TX_BATCH", Kind::kFlag, "1", "0|1",
+             "`0`: every post sends its packets at once, instead of letting a streaming QP's "
+             "packets wait for the next post or poll (docs/engine.md, \"Doorbell batching\")",
+             "engine"},
+    Variable{"SOFTRNIC_ZEROCOPY_TX", Kind::kFlag, "1", "0|1",
+             "`0`: copy every payload into a packet buffer instead of sending it from registered "
+             "memory (docs/wire.md, UDP segmentation)",
+             "engine"},
+    Variable{"SOFTRNIC_SHM_DIRECT", Kind::kFlag, "1", "0|1",
+             "`0`: no direct one-sided operations over shared memory (everything goes through the "
+             "shared-memory rings as packets)",
+             "engine"},
+    Variable{"SOFTRNIC_SPIN_US", Kind::kInteger, "0", "0..1000000",
+             "How long (us) the progress thread keeps busy-polling after the last work it saw "
+             "before it sleeps in epoll; larger = lower wake-up latency for passive targets, more "
+             "CPU burnt (on a 2-CPU machine it competes with the application)",
+             "engine", 0, 1000000},
+    Variable{"SOFTRNIC_PROGRESS_RT", Kind::kFlag, "0", "0|1",
+             "`1`: run the progress thread `SCHED_FIFO` priority 1 (needs root, `CAP_SYS_NICE` or "
+             "an `RLIMIT_RTPRIO`; ignored otherwise). Helps passive targets such as "
+             "`ib_write_lat`'s, costs polling workloads (docs/engine.md)",
+             "engine"},
+    Variable{"SOFTRNIC_PLACEMENT", Kind::kChoice, "default", "default|away",
+             "`away`: move the progress thread off a single-CPU-pinned application's CPU "
+             "(docs/engine.md, progress item 7); `default`: leave it where it was created",
+             "engine"},
+    Variable{"SOFTRNIC_STATS", Kind::kFlag, "0", "0|1",
+             "`1`: print every counter to stderr when the process exits", "engine"},
+    Variable{"SOFTRNIC_STATS_SHM", Kind::kFlag, "1", "0|1",
+             "`0`: do not publish live counters in `softrnic-<pid>.stats` (read by `softrnic stat`, "
+             "docs/hardening.md)",
+             "engine"},
+    Variable{"SOFTRNIC_STATS_DIR", Kind::kText, "/dev/shm", "a directory",
+             "Where the live counters are published, and where `softrnic stat` looks for them",
+             "engine, tools"},
+    // --- rdmacm: connection management (src/rdmacm) ---
+    Variable{"SOFTRNIC_CM_TIMEOUT_MS", Kind::kInteger, "500", "1..3600000",
+             "Interval (ms) between retransmissions of a CM REQ, REP, DREQ or SIDR_REQ "
+             "(docs/rdmacm.md)",
+             "rdmacm", 1, 3600000},
+    Variable{"SOFTRNIC_CM_RETRIES", Kind::kInteger, "9", "0..1000",
+             "How many times a CM message is resent before the timeout event (docs/rdmacm.md)",
+             "rdmacm", 0, 1000},
+    Variable{"SOFTRNIC_CM_DEBUG", Kind::kFlag, "0", "0|1",
+             "`1`: trace the connection manager's messages and state changes on stderr", "rdmacm"},
+};
+
+// One table cell: '|' would end it.
+std::string Cell(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '|') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+// "a|b|c" as "`a`, `b`, `c`".
+std::string Words(std::string_view values) {
+  std::string out;
+  while (true) {
+    const size_t bar = values.find('|');
+    if (!out.empty()) out += ", ";
+    out += "`" + std::string(values.substr(0, bar)) + "`";
+    if (bar == std::string_view::npos) break;
+    values.remove_prefix(bar + 1);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::span<const Variable> Variables() { return kVariables; }
+
+const Variable* FindVariable(std::string_view name) {
+  for (const Variable& v : kVariables)
+    if (v.name == name) return &v;
+  return nullptr;
+}
+
+std::string MarkdownTable() {
+  std::string out = "| variable | default | values | meaning | layer |\n| --- | --- | --- | --- | --- |\n";
+  for (const Variable& v : kVariables) {
+    const bool worded = v.kind == Kind::kFlag || v.kind == Kind::kChoice;
+    const bool literal_default = v.kind != Kind::kText || v.default_value.starts_with('/');
+    out += "| `" + std::string(v.name) + "` | ";
+    out += literal_default ? "`" + std::string(v.default_value) + "`" : Cell(v.default_value);
+    out += " | " + (worded ? Words(v.values) : Cell(v.values));
+    out += " | " + Cell(v.meaning) + " | " + std::string(v.layer) + " |\n";
+  }
+  return out;
+}
+
+}  // namespace softrnic::config

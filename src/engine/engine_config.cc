@@ -1,0 +1,62 @@
+#include "engine/engine_config.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+namespace softrnic::engine {
+
+namespace {
+
+// Everything but SOFTRNIC_TRANSPORT.
+EngineConfig ReadSettings(const config::Environment& env) {
+  EngineConfig c;
+  c.udp = transport::UdpConfigFromEnvironment(env);
+
+  const std::string mtu = env.Choice("SOFTRNIC_MTU");
+  for (Mtu v : {Mtu::k256, Mtu::k512, Mtu::k1024, Mtu::k2048, Mtu::k4096})
+    if (std::to_string(MtuBytes(v)) == mtu) c.mtu = v;
+  c.selective = env.Choice("SOFTRNIC_RETRANSMIT") != "gbn";
+  const std::string cc = env.Choice("SOFTRNIC_CC");
+  c.cc.enabled = cc != "0";
+  c.cc.algorithm = cc == "delay" ? CcAlgorithm::kDelayWindow : CcAlgorithm::kAimdWindow;
+  c.cc.target_us = env.Number("SOFTRNIC_CC_TARGET_US");
+  c.cc.aimd_delay_cuts = env.Flag("SOFTRNIC_CC_DELAY");
+  // Longer waits than 500 us only delay loss recovery (ack_delay.cc).
+  c.ack_delay = std::chrono::microseconds(std::min(env.Integer("SOFTRNIC_ACK_DELAY_US"), 500L));
+  c.tx_batch = env.Flag("SOFTRNIC_TX_BATCH");
+  c.zerocopy_tx = env.Flag("SOFTRNIC_ZEROCOPY_TX");
+  c.shm_direct = env.Flag("SOFTRNIC_SHM_DIRECT");
+  c.spin_us = static_cast<unsigned>(env.Integer("SOFTRNIC_SPIN_US"));
+  c.progress_realtime = env.Flag("SOFTRNIC_PROGRESS_RT");
+  c.placement_away = env.Choice("SOFTRNIC_PLACEMENT") == "away";
+
+  c.stats_at_exit = env.Flag("SOFTRNIC_STATS");
+  c.stats_shm = env.Flag("SOFTRNIC_STATS_SHM");
+  c.stats_dir = env.Text("SOFTRNIC_STATS_DIR");
+  return c;
+}
+
+}  // namespace
+
+bool EngineConfig::FromEnvironment(const config::Environment& env, EngineConfig* out,
+                                   std::string* error) {
+  std::string mode;
+  if (!env.StrictChoice("SOFTRNIC_TRANSPORT", &mode, error)) return false;
+  *out = ReadSettings(env);
+  transport::ParseTransportMode(mode.c_str(), &out->transport_mode);
+  return true;
+}
+
+EngineConfig EngineConfig::FromProcess() {
+  const config::Environment env = config::Environment::FromProcess();
+  EngineConfig c = ReadSettings(env);
+  std::string mode, error;
+  if (env.StrictChoice("SOFTRNIC_TRANSPORT", &mode, &error))
+    transport::ParseTransportMode(mode.c_str(), &c.transport_mode);
+  else
+    std::fprintf(stderr, "%s; using auto\n", error.c_str());
+  return c;
+}
+
+}  // namespace softrnic::engine

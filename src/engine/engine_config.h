@@ -1,0 +1,53 @@
+// EngineConfig: every setting a device is created with, typed. Device::Get
+// reads it from the environment once (FromEnvironment, through the table in
+// src/config/, docs/configuration.md); tests and fuzzers build one and pass
+// it to Device::Create instead of calling setenv or writing Engine fields.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "config/environment.h"
+#include "engine/congestion_control.h"
+#include "engine/types.h"
+#include "transport/factory.h"
+#include "transport/transport.h"
+
+namespace softrnic::engine {
+
+struct EngineConfig {
+  // --- The transport (SOFTRNIC_TRANSPORT, _BIND, _PORT, _FAULTS, _GSO,
+  // _REPLY_SOCKET) ---
+  transport::TransportMode transport_mode = transport::TransportMode::kAuto;
+  transport::UdpConfig udp;
+
+  // --- The engine ---
+  Mtu mtu = Mtu::k1024;                             // SOFTRNIC_MTU
+  // SOFTRNIC_RETRANSMIT: whether QPs offer selective retransmission.
+  bool selective = true;
+  CcSettings cc;                                    // SOFTRNIC_CC, _CC_TARGET_US, _CC_DELAY
+  std::chrono::microseconds ack_delay{20};          // SOFTRNIC_ACK_DELAY_US (0..500)
+  bool tx_batch = true;                             // SOFTRNIC_TX_BATCH
+  bool zerocopy_tx = true;                          // SOFTRNIC_ZEROCOPY_TX
+  bool shm_direct = true;                           // SOFTRNIC_SHM_DIRECT
+  unsigned spin_us = 0;                             // SOFTRNIC_SPIN_US
+  bool progress_realtime = false;                   // SOFTRNIC_PROGRESS_RT
+  bool placement_away = false;                      // SOFTRNIC_PLACEMENT=away
+
+  // --- Counters (Device::Get's process device only) ---
+  bool stats_at_exit = false;                       // SOFTRNIC_STATS
+  bool stats_shm = true;                            // SOFTRNIC_STATS_SHM
+  std::string stats_dir = "/dev/shm";               // SOFTRNIC_STATS_DIR
+
+  // Reads every engine and transport variable of `env`. Returns false (and
+  // sets *error) only for an unknown SOFTRNIC_TRANSPORT, which makes device
+  // creation fail; any other bad value is reported on stderr and keeps its
+  // default.
+  static bool FromEnvironment(const config::Environment& env, EngineConfig* out,
+                              std::string* error);
+  // The process environment, read now; an unknown SOFTRNIC_TRANSPORT is
+  // reported on stderr and means auto (for tests' explicit devices).
+  static EngineConfig FromProcess();
+};
+
+}  // namespace softrnic::engine
