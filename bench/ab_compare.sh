@@ -2,7 +2,12 @@
 # ab_compare.sh - two softrnic builds side by side, alternated (A B A B ...),
 # with Debian's unmodified perftest over each build's libibverbs.so.1.
 #
-#   bench/ab_compare.sh A_LIB_DIR B_LIB_DIR [ROUNDS]      (default 5 rounds)
+#   bench/ab_compare.sh [--record LABEL] A_LIB_DIR B_LIB_DIR [ROUNDS]   (default 5 rounds)
+#
+#   --record LABEL appends the table, under LABEL with the date and the
+#   command, to bench/ab_results.md and refreshes that section of
+#   docs/benchmarks.md (bench/report.py includes the file when it
+#   regenerates the report, so recorded comparisons survive a full run).
 #
 #   e.g. git worktree add --detach /tmp/base <commit> &&
 #        (cd /tmp/base && scripts/build.sh RelWithDebInfo build --target softrnic_verbs_libs)
@@ -20,6 +25,10 @@
 # t_typical (median) for latency in us, BW average for bandwidth in MB/s.
 # Prints one TSV row per run on stderr and a markdown table on stdout.
 set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+CMDLINE="bench/ab_compare.sh $*"
+RECORD=""
+if [[ ${1:-} == --record ]]; then RECORD=${2:?--record LABEL}; shift 2; fi
 A=${1:?A_LIB_DIR}; B=${2:?B_LIB_DIR}; ROUNDS=${3:-5}
 for d in "$A" "$B"; do
   [[ -e "$d/libibverbs.so.1" ]] || { echo "ab_compare: no libibverbs.so.1 in $d" >&2; exit 2; }
@@ -57,6 +66,7 @@ FIGS=(
   "udp_write_bw_64KiB_MBps udp ib_write_bw 65536 5000"
 )
 : >"$TMP/rows"
+LOAD0=$(cut -d" " -f1-3 /proc/loadavg)
 for r in $(seq "$ROUNDS"); do
   for side in A B; do
     lib=$A; [[ $side == B ]] && lib=$B
@@ -68,7 +78,7 @@ for r in $(seq "$ROUNDS"); do
   done
 done
 
-python3 - "$TMP/rows" "$A" "$B" "$ROUNDS" "${AB_PIN:-0}" <<'EOF'
+python3 - "$TMP/rows" "$A" "$B" "$ROUNDS" "${AB_PIN:-0}" >"$TMP/table" <<'EOF'
 import statistics, sys
 rows = [l.split('\t') for l in open(sys.argv[1]).read().splitlines()]
 vals = {}
@@ -87,3 +97,38 @@ for n in names:
     ratio = f"{statistics.median(b) / statistics.median(a):.3f}" if a and b else "NA"
     print(f"| {n} | {cell(a)} | {cell(b)} | {ratio} |")
 EOF
+cat "$TMP/table"
+[[ -n $RECORD ]] || exit 0
+
+# ------------------------------------------------------------------ record
+AB_MD=$HERE/ab_results.md
+if [[ ! -s $AB_MD ]]; then
+  cat >"$AB_MD" <<'HDR'
+## A/B comparisons between builds (`bench/ab_compare.sh --record`)
+
+Two builds' libraries under Debian's unmodified perftest, alternated round by
+round on this machine (server and client on one host); medians with min-max.
+A difference inside either side's spread is noise.
+HDR
+fi
+{
+  printf '\n### %s\n\n' "$RECORD"
+  printf 'Recorded %s (load average before: %s). Command: `%s%s`\n\n' \
+    "$(date -u '+%Y-%m-%d %H:%M UTC')" "$LOAD0" "$([[ ${AB_PIN:-0} == 1 ]] && echo 'AB_PIN=1 ')" "$CMDLINE"
+  cat "$TMP/table"
+} >>"$AB_MD"
+python3 - "$HERE/../docs/benchmarks.md" "$AB_MD" <<'EOF'
+import sys
+md, ab = sys.argv[1], sys.argv[2]
+begin, end = "<!-- ab_results.md begin -->", "<!-- ab_results.md end -->"
+text = open(md).read()
+section = f"{begin}\n{open(ab).read().rstrip()}\n{end}\n"
+if begin in text and end in text:
+    head, rest = text.split(begin, 1)
+    text = head + section + "\n" + rest.split(end, 1)[1].lstrip("\n")
+else:
+    anchor = "## Failed or timed-out runs"
+    text = text.replace(anchor, section + "\n" + anchor, 1) if anchor in text else text + "\n" + section
+open(md, "w").write(text)
+EOF
+echo "ab_compare: recorded in $AB_MD and docs/benchmarks.md" >&2

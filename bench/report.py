@@ -184,6 +184,10 @@ def stat_rows(w, d, ids, metrics_of, extra_of=None):
                 w(row + (f" {extra_of(id_, place)} |" if extra_of else ""))
 
 
+AB_BEGIN = "<!-- ab_results.md begin -->"
+AB_END = "<!-- ab_results.md end -->"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--results", required=True)
@@ -457,6 +461,17 @@ def main():
             w("")
 
     # ---------------------------------------------------------- failures + method
+    # A/B comparisons of two builds (bench/ab_compare.sh --record): kept in
+    # bench/ab_results.md so that regenerating this report keeps them; the
+    # markers let ab_compare.sh refresh the section without a full run.
+    ab = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ab_results.md")
+    if os.path.exists(ab):
+        w(AB_BEGIN)
+        with open(ab) as f:
+            w(f.read().rstrip())
+        w(AB_END)
+        w("")
+
     w("## Failed or timed-out runs")
     w("")
     if fails:
