@@ -279,6 +279,18 @@ CmEvent Classify(const Id* id, const CmMsg& m) {
   }
 }
 
+// The peer's connection parameters from a REQ or REP, as the application
+// sees them: the peer's responder resources are our initiator depth and
+// the other way round (ib_cm's cm_format_req_event / cm_format_rep_event).
+void SetConnParam(rdma_conn_param* p, const CmMsg& m) {
+  p->responder_resources = m.initiator_depth;
+  p->initiator_depth = m.responder_resources;
+  p->flow_control = m.flow_control;
+  p->rnr_retry_count = m.rnr_retry_count;
+  p->srq = m.srq;
+  p->qp_num = m.qpn;
+}
+
 // The event the application gets for row `t` on MAD `m`: the row's type and
 // status, with what the MAD carries for it (private data, the REJ reason,
 // the peer's connection or UD parameters). nullptr when the row delivers
@@ -289,13 +301,7 @@ Event* EventFor(Id* id, const CmTransition& t, const CmMsg& m) {
   const bool established = t.deliver == RDMA_CM_EVENT_ESTABLISHED || t.deliver == RDMA_CM_EVENT_CONNECT_RESPONSE;
   if (m.attr == kAttrRep && established) {
     SetConnPdata(e, m.pdata, kRepPdata);
-    rdma_conn_param& p = e->ev.param.conn;
-    p.responder_resources = m.initiator_depth;
-    p.initiator_depth = m.responder_resources;
-    p.flow_control = m.flow_control;
-    p.rnr_retry_count = m.rnr_retry_count;
-    p.srq = m.srq;
-    p.qp_num = m.qpn;
+    SetConnParam(&e->ev.param.conn, m);
   } else if (m.attr == kAttrRej) {
     // The QP is the application's: it moves it (rdma_disconnect) or destroys it,
     // possibly right now on its own thread, so the CM thread leaves it alone
@@ -426,14 +432,8 @@ void HandleReq(const CmMsg& m, int sgid, const ibv_gid& peer, uint32_t dst_ip) {
     ah.port_num = 1;
   } else {
     SetConnPdata(e, m.pdata + kCmaHdr, kReqPdata - kCmaHdr);
-    rdma_conn_param& p = e->ev.param.conn;
-    p.responder_resources = m.initiator_depth;
-    p.initiator_depth = m.responder_resources;
-    p.flow_control = m.flow_control;
-    p.retry_count = m.retry_count;
-    p.rnr_retry_count = m.rnr_retry_count;
-    p.srq = m.srq;
-    p.qp_num = m.qpn;
+    SetConnParam(&e->ev.param.conn, m);
+    e->ev.param.conn.retry_count = m.retry_count;  // a REP carries none
   }
   // The CONNECT_REQUEST goes to the listener's channel (Deliver: for a
   // synchronous listener, rdma_get_request picks it up there).

@@ -3,6 +3,7 @@
 // as librdmacm does) and its SRQ.
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <mutex>
 
 #include "rdmacm/cm_internal.h"
@@ -10,21 +11,19 @@
 
 namespace softrnic::rdmacm {
 namespace {
+// Destroys one CQ (and its channel) that CreateOwnCq made for the id.
+void DestroyOwnCq(bool* own, ibv_cq** cq, ibv_comp_channel** ch) {
+  if (!*own || !*cq) return;
+  ibv_destroy_cq(*cq);
+  *cq = nullptr;
+  if (*ch) ibv_destroy_comp_channel(*ch);
+  *ch = nullptr;
+  *own = false;
+}
+
 void DestroyOwnCqs(Id* id) {
-  if (id->own_recv_cq && id->id.recv_cq) {
-    ibv_destroy_cq(id->id.recv_cq);
-    id->id.recv_cq = nullptr;
-    if (id->id.recv_cq_channel) ibv_destroy_comp_channel(id->id.recv_cq_channel);
-    id->id.recv_cq_channel = nullptr;
-    id->own_recv_cq = false;
-  }
-  if (id->own_send_cq && id->id.send_cq) {
-    ibv_destroy_cq(id->id.send_cq);
-    id->id.send_cq = nullptr;
-    if (id->id.send_cq_channel) ibv_destroy_comp_channel(id->id.send_cq_channel);
-    id->id.send_cq_channel = nullptr;
-    id->own_send_cq = false;
-  }
+  DestroyOwnCq(&id->own_recv_cq, &id->id.recv_cq, &id->id.recv_cq_channel);
+  DestroyOwnCq(&id->own_send_cq, &id->id.send_cq, &id->id.send_cq_channel);
 }
 
 int CreateOwnCq(Id* id, int size, ibv_comp_channel** ch, ibv_cq** cq) {
@@ -71,21 +70,9 @@ CMA_EXPORT int rdma_create_qp_ex(rdma_cm_id* cid, ibv_qp_init_attr_ex* attr) {
     attr->recv_cq = id->id.recv_cq;
   }
   if (id->id.srq && !attr->srq) attr->srq = id->id.srq;
-  ibv_qp* qp;
-  if (attr->comp_mask == IBV_QP_INIT_ATTR_PD) {
-    ibv_qp_init_attr a{};
-    a.qp_context = attr->qp_context;
-    a.send_cq = attr->send_cq;
-    a.recv_cq = attr->recv_cq;
-    a.srq = attr->srq;
-    a.cap = attr->cap;
-    a.qp_type = attr->qp_type;
-    a.sq_sig_all = attr->sq_sig_all;
-    qp = ibv_create_qp(attr->pd, &a);
-    if (qp) attr->cap = a.cap;
-  } else {
-    qp = ibv_create_qp_ex(id->id.verbs, attr);
-  }
+  // With only IBV_QP_INIT_ATTR_PD, verbs.h's inline ibv_create_qp_ex calls
+  // ibv_create_qp on the ibv_qp_init_attr prefix, which gets the real caps.
+  ibv_qp* qp = ibv_create_qp_ex(id->id.verbs, attr);
   if (!qp) {
     int e = errno;
     DestroyOwnCqs(id);
@@ -112,14 +99,9 @@ CMA_EXPORT int rdma_create_qp_ex(rdma_cm_id* cid, ibv_qp_init_attr_ex* attr) {
 CMA_EXPORT int rdma_create_qp(rdma_cm_id* cid, ibv_pd* pd, ibv_qp_init_attr* qp_init_attr) {
   if (!cid || !qp_init_attr) return Fail(EINVAL);
   if (pd && cid->verbs && pd->context != cid->verbs) return Fail(EINVAL);
+  // ibv_qp_init_attr is the prefix of ibv_qp_init_attr_ex.
   ibv_qp_init_attr_ex a{};
-  a.qp_context = qp_init_attr->qp_context;
-  a.send_cq = qp_init_attr->send_cq;
-  a.recv_cq = qp_init_attr->recv_cq;
-  a.srq = qp_init_attr->srq;
-  a.cap = qp_init_attr->cap;
-  a.qp_type = qp_init_attr->qp_type;
-  a.sq_sig_all = qp_init_attr->sq_sig_all;
+  std::memcpy(&a, qp_init_attr, sizeof(*qp_init_attr));
   a.comp_mask = IBV_QP_INIT_ATTR_PD;
   a.pd = pd;
   int rc = rdma_create_qp_ex(cid, &a);

@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include "verbs/internal.h"
+
 namespace softrnic::verbs {
 
 // ibv_ack_async_event: one more event of `object` acknowledged.
@@ -28,6 +30,25 @@ void WaitForAsyncAcks(Object* object, const uint32_t* completed, uint32_t report
   pthread_mutex_lock(&object->mutex);
   while (*completed < reported) pthread_cond_wait(&object->cond, &object->mutex);
   pthread_mutex_unlock(&object->mutex);
+}
+
+// The shape of ibv_destroy_qp / _cq / _srq: `destroy(&reported)` asks the
+// engine to destroy the object (0 or an errno) and says how many async events
+// of it were handed out; on success this waits for their acknowledgements,
+// destroys the object's mutex and condition variable and frees the wrapper
+// `w`. On failure the object stays usable and the errno is returned.
+template <class W, class Object, class Destroy>
+int DestroyAfterAsyncAcks(W* w, Object* object, const uint32_t* completed, Destroy&& destroy) {
+  return DestroyThenFree(w, [&] {
+    uint32_t reported = 0;
+    const int rc = destroy(&reported);
+    if (rc == 0) {
+      WaitForAsyncAcks(object, completed, reported);
+      pthread_mutex_destroy(&object->mutex);
+      pthread_cond_destroy(&object->cond);
+    }
+    return rc;
+  });
 }
 
 }  // namespace softrnic::verbs

@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <iterator>
+#include <type_traits>
 
 #include <rdma/ib_user_sa.h>
 #include <rdma/ib_user_verbs.h>
@@ -189,48 +190,43 @@ SOFTRNIC_EXPORT void ibv_copy_qp_attr_from_kern(ibv_qp_attr* dst, ib_uverbs_qp_a
   dst->qp_state = static_cast<ibv_qp_state>(src->qp_state);
 }
 
+namespace {
+// ibv_sa_path_rec and the kernel's ib_user_path_rec name their fields alike;
+// this copies every field but the GIDs (arrays in one, unions in the other)
+// in either direction, converting each to the destination's type.
+template <class Dst, class Src>
+void CopyPathRecFields(Dst* dst, const Src* src) {
+  const auto set = [](auto& to, const auto& from) { to = static_cast<std::remove_reference_t<decltype(to)>>(from); };
+  set(dst->dlid, src->dlid);
+  set(dst->slid, src->slid);
+  set(dst->raw_traffic, src->raw_traffic);
+  set(dst->flow_label, src->flow_label);
+  set(dst->reversible, src->reversible);
+  set(dst->mtu, src->mtu);
+  set(dst->pkey, src->pkey);
+  set(dst->hop_limit, src->hop_limit);
+  set(dst->traffic_class, src->traffic_class);
+  set(dst->numb_path, src->numb_path);
+  set(dst->sl, src->sl);
+  set(dst->mtu_selector, src->mtu_selector);
+  set(dst->rate_selector, src->rate_selector);
+  set(dst->rate, src->rate);
+  set(dst->packet_life_time_selector, src->packet_life_time_selector);
+  set(dst->packet_life_time, src->packet_life_time);
+  set(dst->preference, src->preference);
+}
+}  // namespace
+
 SOFTRNIC_EXPORT void ibv_copy_path_rec_from_kern(ibv_sa_path_rec* dst, ib_user_path_rec* src) {
   std::memcpy(dst->dgid.raw, src->dgid, sizeof(dst->dgid));
   std::memcpy(dst->sgid.raw, src->sgid, sizeof(dst->sgid));
-  dst->dlid = src->dlid;
-  dst->slid = src->slid;
-  dst->raw_traffic = static_cast<int>(src->raw_traffic);
-  dst->flow_label = src->flow_label;
-  dst->reversible = static_cast<int>(src->reversible);
-  dst->mtu = static_cast<uint8_t>(src->mtu);
-  dst->pkey = src->pkey;
-  dst->hop_limit = src->hop_limit;
-  dst->traffic_class = src->traffic_class;
-  dst->numb_path = src->numb_path;
-  dst->sl = src->sl;
-  dst->mtu_selector = src->mtu_selector;
-  dst->rate_selector = src->rate_selector;
-  dst->rate = src->rate;
-  dst->packet_life_time_selector = src->packet_life_time_selector;
-  dst->packet_life_time = src->packet_life_time;
-  dst->preference = src->preference;
+  CopyPathRecFields(dst, src);
 }
 
 SOFTRNIC_EXPORT void ibv_copy_path_rec_to_kern(ib_user_path_rec* dst, ibv_sa_path_rec* src) {
   std::memcpy(dst->dgid, src->dgid.raw, sizeof(src->dgid));
   std::memcpy(dst->sgid, src->sgid.raw, sizeof(src->sgid));
-  dst->dlid = src->dlid;
-  dst->slid = src->slid;
-  dst->raw_traffic = static_cast<uint32_t>(src->raw_traffic);
-  dst->flow_label = src->flow_label;
-  dst->reversible = static_cast<uint32_t>(src->reversible);
-  dst->mtu = src->mtu;
-  dst->pkey = src->pkey;
-  dst->hop_limit = src->hop_limit;
-  dst->traffic_class = src->traffic_class;
-  dst->numb_path = src->numb_path;
-  dst->sl = src->sl;
-  dst->mtu_selector = src->mtu_selector;
-  dst->rate_selector = src->rate_selector;
-  dst->rate = src->rate;
-  dst->packet_life_time_selector = src->packet_life_time_selector;
-  dst->packet_life_time = src->packet_life_time;
-  dst->preference = src->preference;
+  CopyPathRecFields(dst, src);
 }
 
 // ---- address handles from a received completion ------------------------------

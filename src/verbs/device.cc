@@ -130,8 +130,6 @@ int QueryDeviceExOp(ibv_context* ctx, const ibv_query_device_ex_input* input,
 
 }  // namespace
 
-void FillContextExtOps(verbs_context* vctx);  // resources.cc
-
 }  // namespace softrnic::verbs
 
 using namespace softrnic::verbs;
@@ -213,7 +211,9 @@ SOFTRNIC_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
     c->vctx.sz = sizeof(verbs_context);
     c->vctx.query_port = QueryPortOp;
     c->vctx.query_device_ex = QueryDeviceExOp;
-    FillContextOps(&c->vctx);
+    InstallPostOps(&ctx->ops);
+    InstallCqOps(&c->vctx);
+    InstallQpOps(&c->vctx);
     return ctx;
   });
 }

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -176,7 +177,49 @@ void FromEngineAv(const eng::AddressVector& in, ibv_ah_attr* out);
 void FromEngineWc(const eng::Completion& c, ibv_wc* wc);
 void InstallQpExOps(Qp* qp);
 
-// Populates the ops tables of a fresh context (resources.cc).
-void FillContextOps(verbs_context* vctx);
+// The ibv_context ops each file implements, installed on a fresh context
+// (device.cc). Every other op stays null, so verbs.h's inline wrappers
+// report EOPNOTSUPP/ENOSYS instead of calling something bogus.
+void InstallPostOps(ibv_context_ops* ops);   // post.cc
+void InstallCqOps(verbs_context* vctx);      // cq.cc
+void InstallQpOps(verbs_context* vctx);      // qp.cc
+
+// ibv_qp_cap <-> the engine's QpCaps (same fields, same meaning).
+eng::QpCaps ToEngineCaps(const ibv_qp_cap& cap);
+void FromEngineCaps(const eng::QpCaps& caps, ibv_qp_cap* cap);
+
+// The shape of every QP creation (ibv_create_qp, create_qp_ex, the GSI QP):
+// a new Qp wrapper filled by the engine through `create(dev, Qp*, QpCaps*)`
+// with the capacities asked for in attr->cap; on success the real ones are
+// written back to attr->cap (ibv_create_qp(3)) and the ibv_qp the
+// application sees is filled from attr. Null with errno set on failure.
+template <class Create>
+Qp* NewQp(ibv_qp_init_attr_ex* attr, Create&& create) {
+  ibv_context* ctx = attr->pd->context;
+  eng::Device* dev = DevOf(ctx);
+  eng::QpCaps caps = ToEngineCaps(attr->cap);
+  auto* qp = NewFilledByEngine<Qp>([&](Qp* w) {
+    std::memset(&w->qpx, 0, sizeof(w->qpx));
+    return create(dev, w, &caps);
+  });
+  if (!qp) return nullptr;
+  qp->dev = dev;
+  FromEngineCaps(caps, &attr->cap);
+  qp->cap = attr->cap;
+  qp->sq_sig_all = attr->sq_sig_all;
+  ibv_qp* q = &qp->qpx.qp_base;
+  q->context = ctx;
+  q->qp_context = attr->qp_context;
+  q->pd = attr->pd;
+  q->send_cq = attr->send_cq;
+  q->recv_cq = attr->recv_cq;
+  q->srq = attr->srq;
+  q->qp_num = dev->QpNum(qp->e);
+  q->state = IBV_QPS_RESET;
+  q->qp_type = attr->qp_type;
+  pthread_mutex_init(&q->mutex, nullptr);
+  pthread_cond_init(&q->cond, nullptr);
+  return qp;
+}
 
 }  // namespace softrnic::verbs

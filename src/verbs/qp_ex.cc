@@ -71,24 +71,24 @@ int WrComplete(ibv_qp_ex* qpx) {
   return rc;
 }
 
-void WrRdmaWrite(ibv_qp_ex* q, uint32_t rkey, uint64_t addr) {
-  if (PendingWr* p = Begin(q, eng::WrOpcode::kRdmaWrite)) {
+// Begin for an operation on remote memory (RDMA and atomics).
+PendingWr* BeginRemote(ibv_qp_ex* q, eng::WrOpcode op, uint32_t rkey, uint64_t addr) {
+  PendingWr* p = Begin(q, op);
+  if (p) {
     p->wr.rkey = rkey;
     p->wr.remote_addr = addr;
   }
+  return p;
+}
+
+void WrRdmaWrite(ibv_qp_ex* q, uint32_t rkey, uint64_t addr) {
+  BeginRemote(q, eng::WrOpcode::kRdmaWrite, rkey, addr);
 }
 void WrRdmaWriteImm(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, __be32 imm) {
-  if (PendingWr* p = Begin(q, eng::WrOpcode::kRdmaWriteWithImm)) {
-    p->wr.rkey = rkey;
-    p->wr.remote_addr = addr;
-    p->wr.imm_data = imm;
-  }
+  if (PendingWr* p = BeginRemote(q, eng::WrOpcode::kRdmaWriteWithImm, rkey, addr)) p->wr.imm_data = imm;
 }
 void WrRdmaRead(ibv_qp_ex* q, uint32_t rkey, uint64_t addr) {
-  if (PendingWr* p = Begin(q, eng::WrOpcode::kRdmaRead)) {
-    p->wr.rkey = rkey;
-    p->wr.remote_addr = addr;
-  }
+  BeginRemote(q, eng::WrOpcode::kRdmaRead, rkey, addr);
 }
 void WrSend(ibv_qp_ex* q) { Begin(q, eng::WrOpcode::kSend); }
 void WrSendImm(ibv_qp_ex* q, __be32 imm) {
@@ -101,19 +101,13 @@ void WrLocalInv(ibv_qp_ex* q, uint32_t rkey) {
   if (PendingWr* p = Begin(q, eng::WrOpcode::kLocalInv)) p->wr.imm_data = rkey;
 }
 void WrCmpSwp(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t compare, uint64_t swap) {
-  if (PendingWr* p = Begin(q, eng::WrOpcode::kAtomicCmpSwp)) {
-    p->wr.rkey = rkey;
-    p->wr.remote_addr = addr;
+  if (PendingWr* p = BeginRemote(q, eng::WrOpcode::kAtomicCmpSwp, rkey, addr)) {
     p->wr.compare_add = compare;
     p->wr.swap = swap;
   }
 }
 void WrFetchAdd(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t add) {
-  if (PendingWr* p = Begin(q, eng::WrOpcode::kAtomicFetchAdd)) {
-    p->wr.rkey = rkey;
-    p->wr.remote_addr = addr;
-    p->wr.compare_add = add;
-  }
+  if (PendingWr* p = BeginRemote(q, eng::WrOpcode::kAtomicFetchAdd, rkey, addr)) p->wr.compare_add = add;
 }
 // Operations a QP created without them (or softrnic at all) cannot do: the
 // batch fails at wr_complete with EOPNOTSUPP.

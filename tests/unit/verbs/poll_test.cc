@@ -1,4 +1,4 @@
-// Completions (resources.cc): engine Completion -> ibv_wc through
+// Completions (cq.cc): engine Completion -> ibv_wc through
 // ibv_poll_cq, the extended CQ's start_poll/next_poll/end_poll and read_*
 // callbacks, batching against the engine, and CQ notification.
 #include "verbs_fixture.h"

@@ -1,4 +1,4 @@
-// ibv_post_send / ibv_post_recv / ibv_post_srq_recv (resources.cc): what
+// ibv_post_send / ibv_post_recv / ibv_post_srq_recv (post.cc): what
 // reaches the engine for each ibv_wr_opcode, and how a WR list stops at the
 // first WR that fails (ibv_post_send(3): *bad_wr names it, those before it
 // are posted, none after it).

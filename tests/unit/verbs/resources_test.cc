@@ -1,4 +1,4 @@
-// Creating and destroying verbs objects (resources.cc, gsi_private.cc):
+// Creating and destroying verbs objects (pd_mr.cc, cq.cc, srq.cc, ah.cc, qp.cc, gsi_private.cc):
 // checks made before the engine is called, what the engine is asked for,
 // what is reported back, and that a failed destroy leaves the object usable
 // (DestroyThenFree) while a failed create leaves nothing behind.

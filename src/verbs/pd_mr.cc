@@ -1,0 +1,91 @@
+// Protection domains and memory regions: ibv_alloc_pd, ibv_reg_mr and its
+// iova variants, ibv_rereg_mr, ibv_dereg_mr.
+#include <cstdint>
+
+#include "verbs/internal.h"
+
+using namespace softrnic::verbs;
+
+// ---- PD ----------------------------------------------------------------------
+
+SOFTRNIC_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* ctx) {
+  if (!ctx) return FailNull<ibv_pd>(EINVAL);
+  return NoThrow<ibv_pd*>(nullptr, [&]() -> ibv_pd* {
+    auto* pd = NewFilledByEngine<Pd>([&](Pd* w) { return DevOf(ctx)->AllocPd(&w->pd, &w->e); });
+    if (!pd) return nullptr;
+    pd->pd.context = ctx;
+    return &pd->pd;
+  });
+}
+
+SOFTRNIC_EXPORT int ibv_dealloc_pd(ibv_pd* ibpd) {
+  if (!ibpd) return EINVAL;
+  auto* pd = reinterpret_cast<Pd*>(ibpd);
+  return DestroyThenFree(pd, [&] { return DevOf(ibpd->context)->DeallocPd(pd->e); });
+}
+
+// ---- MR ----------------------------------------------------------------------
+
+namespace {
+
+// IBV_ACCESS_OPTIONAL_RANGE (0x3ff00000, e.g. RELAXED_ORDERING): hints a
+// device may ignore; perftest always passes RELAXED_ORDERING. HUGETLB is a
+// hint too. Anything else unknown is an error.
+constexpr unsigned kKnownAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                  IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
+                                  IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
+                                  IBV_ACCESS_ON_DEMAND;
+
+ibv_mr* RegMr(ibv_pd* ibpd, void* addr, size_t length, uint64_t iova, unsigned access) {
+  if (!ibpd) return FailNull<ibv_mr>(EINVAL);
+  access &= ~(unsigned(IBV_ACCESS_OPTIONAL_RANGE) | IBV_ACCESS_HUGETLB);
+  if (access & ~kKnownAccess) return FailNull<ibv_mr>(EINVAL);
+  // No memory windows and no on-demand paging in softrnic.
+  if (access & (IBV_ACCESS_MW_BIND | IBV_ACCESS_ON_DEMAND)) return FailNull<ibv_mr>(EOPNOTSUPP);
+  return NoThrow<ibv_mr*>(nullptr, [&]() -> ibv_mr* {
+    auto* pd = reinterpret_cast<Pd*>(ibpd);
+    eng::Device* dev = DevOf(ibpd->context);
+    auto* mr = NewFilledByEngine<Mr>(
+        [&](Mr* w) { return dev->RegMr(pd->e, addr, length, iova, access, &w->mr, &w->e); });
+    if (!mr) return nullptr;
+    mr->mr.context = ibpd->context;
+    mr->mr.pd = ibpd;
+    mr->mr.addr = addr;
+    mr->mr.length = length;
+    mr->mr.lkey = dev->MrLkey(mr->e);
+    mr->mr.rkey = dev->MrRkey(mr->e);
+    return &mr->mr;
+  });
+}
+
+}  // namespace
+
+SOFTRNIC_EXPORT ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
+  return RegMr(pd, addr, length, reinterpret_cast<uintptr_t>(addr), static_cast<unsigned>(access));
+}
+
+SOFTRNIC_EXPORT ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64_t iova,
+                                        int access) {
+  return RegMr(pd, addr, length, iova, static_cast<unsigned>(access));
+}
+
+SOFTRNIC_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova,
+                                         unsigned int access) {
+  return RegMr(pd, addr, length, iova, access);
+}
+
+SOFTRNIC_EXPORT ibv_mr* ibv_reg_dmabuf_mr(ibv_pd*, uint64_t, size_t, uint64_t, int, int) {
+  return FailNull<ibv_mr>(EOPNOTSUPP);  // no device memory to import from
+}
+
+SOFTRNIC_EXPORT int ibv_dereg_mr(ibv_mr* ibmr) {
+  if (!ibmr) return EINVAL;
+  auto* mr = reinterpret_cast<Mr*>(ibmr);
+  return DestroyThenFree(mr, [&] { return DevOf(ibmr->context)->DeregMr(mr->e); });
+}
+
+// Not offered: deregister and register again. The MR stays valid as it was.
+SOFTRNIC_EXPORT int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int) {
+  errno = EOPNOTSUPP;
+  return IBV_REREG_MR_ERR_INPUT;
+}
