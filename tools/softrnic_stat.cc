@@ -18,7 +18,12 @@
 //   -r         raw: "pid PID name value" per counter (for scripts)
 //   -j         JSON: one object per process
 //   -d DIR     read DIR instead of $SOFTRNIC_STATS_DIR or /dev/shm
-//   --clean    remove the files of processes that are gone
+//   --clean    also remove files whose pid now runs another program
+//
+// Every run first sweeps what this user's dead processes left behind (a
+// process killed by SIGKILL cannot remove its own files): their stats files
+// (SweepStaleStatsFiles) and their shared-memory endpoint links
+// (transport::ShmSweepStaleLinks). Other users' files are never touched.
 //
 // Exit status: 0 on success, 1 if no process matched, 2 on usage errors.
 #include <signal.h>
@@ -36,6 +41,7 @@
 
 #include "commands.h"
 #include "engine/stats_publisher.h"
+#include "transport/shm_registry.h"
 
 namespace {
 
@@ -58,7 +64,10 @@ volatile sig_atomic_t g_stop = 0;
 void Usage(FILE* out) {
   std::fprintf(out,
                "usage: softrnic stat [-p PID] [-w SECS [-c COUNT]] [-r | -j] [-d DIR] [--clean]\n"
-               "Shows the counters of every running softrnic device (see docs/hardening.md).\n");
+               "Shows the counters of every running softrnic device (see docs/hardening.md).\n"
+               "Removes the stats files and endpoint links that this user's dead processes left\n"
+               "in the directory; --clean also those whose pid now runs another program.\n"
+               "Exit status: 0 on success, 1 if no process matched, 2 on usage errors.\n");
 }
 
 // Human-readable groups: (title, {(label, counter)...}).
@@ -343,6 +352,10 @@ int softrnic::tools::StatMain(int argc, char** argv) {
     Usage(stderr);
     return 2;
   }
+  // Leftovers of this user's processes killed by a signal (files of live
+  // processes, and every other user's files, stay).
+  softrnic::engine::SweepStaleStatsFiles(o.dir);
+  softrnic::transport::ShmSweepStaleLinks();
   signal(SIGINT, [](int) { g_stop = 1; });
   signal(SIGTERM, [](int) { g_stop = 1; });
   return o.watch > 0 ? Watch(o) : Show(o);

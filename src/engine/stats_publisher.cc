@@ -124,6 +124,9 @@ StatsPublisher::StatsPublisher(Engine& engine, std::chrono::milliseconds period)
 StatsPublisher::~StatsPublisher() { Stop(); }
 
 void StatsPublisher::StartForProcess(Device& device) {
+  // What killed processes of this user left behind (they cannot remove it
+  // themselves), before this process publishes its own file.
+  SweepStaleStatsFiles(device.engine().config().stats_dir);
   // Lives until exit; StopAllAtExit stops it and removes the file.
   new StatsPublisher(device.engine());
 }
@@ -341,6 +344,37 @@ std::vector<StatsFile> ReadStatsDir(const std::string& dir, bool remove_stale) {
     return a.pid != b.pid ? a.pid < b.pid : a.path < b.path;
   });
   return files;
+}
+
+int SweepStaleStatsFiles(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return 0;
+  const uid_t me = geteuid();
+  int removed = 0;
+  while (const dirent* e = readdir(d)) {
+    // softrnic-<pid>.stats, softrnic-<pid>-<n or random>.stats, and their
+    // temporaries <name>.tmp.<random>.
+    const std::string_view name = e->d_name;
+    constexpr std::string_view kPrefix = "softrnic-";
+    if (!name.starts_with(kPrefix)) continue;
+    const size_t stats_at = name.find(".stats");
+    if (stats_at == std::string_view::npos) continue;
+    const std::string_view tail = name.substr(stats_at + 6);
+    if (!tail.empty() && !tail.starts_with(".tmp.")) continue;
+    const std::string_view digits = name.substr(kPrefix.size(), stats_at - kPrefix.size());
+    uint64_t pid = 0;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
+    if (ec != std::errc() || end == digits.data() || (end != digits.data() + digits.size() && *end != '-') ||
+        pid == 0 || pid > uint64_t(std::numeric_limits<pid_t>::max()))
+      continue;
+    struct stat st;
+    if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (!S_ISREG(st.st_mode) || st.st_uid != me) continue;  // only our own files
+    if (kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to know)
+    if (unlinkat(dirfd(d), e->d_name, 0) == 0) ++removed;
+  }
+  closedir(d);
+  return removed;
 }
 
 }  // namespace softrnic::engine

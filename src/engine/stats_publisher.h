@@ -11,7 +11,9 @@
 // most every `period` (100 ms) and only when a counter changed; removed when
 // the publisher is destroyed and, for publishers still alive then, at exit.
 // A process killed by a signal leaves its file behind: readers check that
-// the pid is alive (ReadStatsDir does).
+// the pid is alive (ReadStatsDir does), and SweepStaleStatsFiles (run when a
+// process creates its device, and by `softrnic stat`) removes the files of
+// this user's dead processes.
 //
 // Format (text, one item per line, "key value"; docs/hardening.md):
 //
@@ -131,5 +133,14 @@ bool ParseStatsFile(std::string_view text, StatsFile* out);
 // they name count (no forging another user's process), and a user other
 // than root sees only its own files.
 std::vector<StatsFile> ReadStatsDir(const std::string& dir, bool remove_stale = false);
+
+// Removes the stats files (and half-written `.tmp.` files) in `dir` that
+// belong to dead processes of this user: a regular file, not a symlink,
+// owned by geteuid(), whose name's pid (softrnic-<pid>[-<n>].stats[.tmp.*];
+// every name a publisher uses starts with its pid) gives kill(pid, 0) ==
+// ESRCH. Never reads or touches another user's file (root sweeps only
+// root's). Names only, no file is opened: cheap enough for every device
+// creation. Returns how many files were removed.
+int SweepStaleStatsFiles(const std::string& dir);
 
 }  // namespace softrnic::engine

@@ -3,6 +3,7 @@
 // stats directory (security review L2), and the parser against junk bytes.
 // End to end with a second uid: tests/integration/security/test_stats_files.sh.
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -120,6 +121,57 @@ TEST_F(StatsDirTest, FileNotOwnedByThePidsUserIsIgnored) {
   std::ofstream(path) << ValidFile(getpid(), OwnComm());
   ASSERT_EQ(chown(path.c_str(), 65534, 65534), 0);
   EXPECT_TRUE(ReadStatsDir(dir_).empty());
+}
+
+// A pid that no process has now: a child that has exited and been reaped
+// (the kernel hands pids out in increasing order, so it is not reused
+// within this test unless pid_max wraps; checked with kill()).
+int DeadPid() {
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  int status = 0;
+  waitpid(child, &status, 0);
+  return int(child);
+}
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return lstat(path.c_str(), &st) == 0;
+}
+
+// SweepStaleStatsFiles removes our own files of dead pids (plain, numbered,
+// renamed and half-written temporaries), keeps files of live pids, files
+// whose name has no pid, symlinks, and (as root) another user's file.
+TEST_F(StatsDirTest, SweepRemovesOurFilesOfDeadPidsOnly) {
+  const int dead = DeadPid();
+  ASSERT_NE(kill(dead, 0), 0);
+  const std::string d = std::to_string(dead), live = std::to_string(getpid());
+  const std::vector<std::string> stale = {
+      "softrnic-" + d + ".stats", "softrnic-" + d + "-2.stats",
+      "softrnic-" + d + "-0123456789abcdef.stats",
+      "softrnic-" + d + ".stats.tmp.fedcba9876543210"};
+  const std::vector<std::string> kept = {
+      "softrnic-" + live + ".stats", "softrnic-" + live + ".stats.tmp.0011223344556677",
+      "softrnic-x" + d + ".stats", "softrnic-" + d + ".statsx", "other-" + d + ".stats",
+      "softrnic-0.stats"};
+  for (const auto& n : stale) std::ofstream(dir_ + "/" + n) << ValidFile(dead, "x");
+  for (const auto& n : kept) std::ofstream(dir_ + "/" + n) << ValidFile(dead, "x");
+  // A symlink with a dead pid's name is not a file of ours: left alone.
+  const std::string link = "softrnic-" + d + "-1.stats";
+  ASSERT_EQ(symlink("/nonexistent", (dir_ + "/" + link).c_str()), 0);
+  std::string foreign;
+  if (geteuid() == 0) {
+    foreign = "softrnic-" + d + "-3.stats";
+    std::ofstream(dir_ + "/" + foreign) << ValidFile(dead, "x");
+    ASSERT_EQ(chown((dir_ + "/" + foreign).c_str(), 65534, 65534), 0);
+  }
+  EXPECT_EQ(SweepStaleStatsFiles(dir_), int(stale.size()));
+  for (const auto& n : stale) EXPECT_FALSE(Exists(dir_ + "/" + n)) << n;
+  for (const auto& n : kept) EXPECT_TRUE(Exists(dir_ + "/" + n)) << n;
+  EXPECT_TRUE(Exists(dir_ + "/" + link));
+  if (!foreign.empty()) EXPECT_TRUE(Exists(dir_ + "/" + foreign)) << "another user's file removed";
+  EXPECT_EQ(SweepStaleStatsFiles(dir_), 0);
+  EXPECT_EQ(SweepStaleStatsFiles(dir_ + "/missing"), 0);
 }
 
 }  // namespace
