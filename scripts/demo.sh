@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
-# THE demo command: build softrnic and run Debian's own, unmodified RDMA tools
-# on it, first on one host, then across two "hosts" (network namespaces
-# joined by a veth pair, real RoCE v2 over UDP 4791 through the kernel stack).
+# THE first command: install softrnic from source and run Debian's own,
+# unmodified RDMA tools on the installed files, first on one host, then
+# across two "hosts" (network namespaces joined by a veth pair, real RoCE v2
+# over UDP 4791 through the kernel stack).
 #
 #   scripts/demo.sh
+# builds only what is installed (the `softrnic` command and the drop-in
+# libraries: target softrnic_install_targets, not the tests), installs it
+# with `cmake --install` into DEMO_PREFIX (the command in bin/, the
+# libraries in the private lib/softrnic/, never over the system's
+# libibverbs), then runs every step on the installed libraries.
 #   Environment:
 #     BUILD_DIR          default build (RelWithDebInfo)
+#     DEMO_PREFIX        default /usr/local as root, ~/.local otherwise
 #     SOFTRNIC_SKIP_DEPS=1 / SOFTRNIC_SKIP_BUILD=1   skip those steps
 #     DEMO_GID_INDEX     GID index passed to the tools (default 0)
 #     DEMO_IP_A/B        default 10.77.0.1 / 10.77.0.2
@@ -28,22 +35,29 @@ STEP_TIMEOUT=${DEMO_STEP_TIMEOUT:-60}
 banner() { printf '\n\033[1m######## %s\033[0m\n' "$*"; }
 say()    { printf '\033[36m$ %s\033[0m\n' "$*"; }
 
+if [[ $(id -u) -eq 0 ]]; then PREFIX=${DEMO_PREFIX:-/usr/local}; else PREFIX=${DEMO_PREFIX:-$HOME/.local}; fi
+
 banner "1/6 dependencies"
 scripts/install-deps.sh
 
-banner "2/6 build (RelWithDebInfo -> ${BUILD_DIR#"$ROOT"/})"
+banner "2/6 build and install (RelWithDebInfo -> ${BUILD_DIR#"$ROOT"/} -> $PREFIX)"
 if [[ "${SOFTRNIC_SKIP_BUILD:-0}" != 1 ]]; then
-  scripts/build.sh RelWithDebInfo "$BUILD_DIR"
+  scripts/build.sh RelWithDebInfo "$BUILD_DIR" --target softrnic_install_targets
 fi
+say "cmake --install ${BUILD_DIR#"$ROOT"/} --prefix $PREFIX"
+cmake --install "$BUILD_DIR" --prefix "$PREFIX" | grep -v '/share/doc/' || true
+SOFTRNIC="$PREFIX/bin/softrnic"
+[[ -x "$SOFTRNIC" ]] || { echo "demo: $SOFTRNIC was not installed" >&2; exit 1; }
 
-export SOFTRNIC_BUILD_DIR="$BUILD_DIR" SOFTRNIC_LIB_DIR="$BUILD_DIR/lib"
+# Every step below uses the installed files only.
+export SOFTRNIC_BUILD_DIR="$BUILD_DIR" SOFTRNIC_LIB_DIR="$PREFIX/lib/softrnic"
 export SOFTRNIC_CMD_TIMEOUT=$STEP_TIMEOUT SOFTRNIC_NO_LOG_DUMP=1
 # Namespaces, background servers, captures: all cleaned up by one EXIT trap.
 # shellcheck source=../tests/integration/lib/common.sh
 source "$ROOT/tests/integration/lib/common.sh"
 
 if [[ ! -e "$SOFTRNIC_LIB_DIR/libibverbs.so.1" ]]; then
-  echo "demo: $SOFTRNIC_LIB_DIR/libibverbs.so.1 was not built (verbs shim missing?)" >&2
+  echo "demo: $SOFTRNIC_LIB_DIR/libibverbs.so.1 was not installed (verbs shim missing?)" >&2
   exit 1
 fi
 softrnic_env
@@ -96,6 +110,7 @@ client_server() {
 }
 
 banner "3/6 ibv_devices / ibv_devinfo (Debian ibverbs-utils on softrnic)"
+step "softrnic run ibv_devinfo" timeout 20 "$SOFTRNIC" run ibv_devinfo
 step "ibv_devices" timeout 20 ibv_devices
 step "ibv_devinfo" timeout 20 ibv_devinfo -v
 
@@ -151,9 +166,9 @@ fi
 
 # Middleware (docs/middleware.md): Debian's UCX over softrnic, started with
 # `softrnic run` (library path + the /dev and /sys entries UCX checks).
-if command -v ucx_perftest >/dev/null && [[ -x "$SOFTRNIC_BUILD_DIR/bin/softrnic" ]]; then
+if command -v ucx_perftest >/dev/null; then
   banner "UCX over softrnic (Debian ucx-utils, UCX_TLS=rc_v,ud_v,self)"
-  sr=("$SOFTRNIC_BUILD_DIR/bin/softrnic" run --)
+  sr=("$SOFTRNIC" run --)
   export UCX_TLS=rc_v,ud_v,self UCX_NET_DEVICES=softrnic0:1
   say "softrnic run ucx_info -d | grep -A1 softrnic"
   "${sr[@]}" ucx_info -d 2>/dev/null | grep -B1 "Device: softrnic0" || true
@@ -177,3 +192,5 @@ fail=0
 for r in "${results[@]}"; do echo "  $r"; [[ $r == *FAIL* ]] && fail=1; done
 if (( fail )); then echo "demo: some steps FAILED"; exit 1; fi
 echo "demo: all steps passed"
+echo "installed: $SOFTRNIC (man softrnic; docs in $PREFIX/share/doc/softrnic)"
+echo "run any verbs program with: softrnic run CMD"

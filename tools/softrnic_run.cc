@@ -2,8 +2,9 @@
 // a private view of the device environment middleware looks for
 // (docs/user-guide.md, "Middleware: the device environment"):
 //
-//   LD_LIBRARY_PATH   softrnic's lib dir (the `lib` beside this tool's `bin`)
-//                     prepended, so verbs programs load softrnic's libibverbs
+//   LD_LIBRARY_PATH   softrnic's lib dir (`lib/softrnic` beside this tool's
+//                     `bin` when installed, `lib` in a build tree) prepended,
+//                     so verbs programs load softrnic's libibverbs
 //   /dev/infiniband/  uverbs0 and rdma_cm: /dev/null bound onto them, a
 //                     character device anyone can open read-write (UCX's
 //                     uct_ib_device_is_accessible checks /dev/infiniband/
@@ -77,6 +78,12 @@ const char* kUsernsHint =
     "  `softrnic setup` once and start the program directly with LD_LIBRARY_PATH set to\n"
     "  softrnic's lib directory.";
 
+// softrnic's libraries, found from this tool's own location: an installed
+// tool (P/bin/softrnic) uses P/lib/softrnic (the private folder `cmake
+// --install` and the Debian package fill), a tool in a build tree
+// (BUILD/bin/softrnic, BUILD/CMakeCache.txt) uses BUILD/lib; never P/lib
+// of an installed tool (/usr/local/lib may hold another libibverbs). The
+// installed folder if neither holds libibverbs.so.1 (for the warning).
 std::string SelfLibDir() {
   char exe[PATH_MAX];
   const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
@@ -87,7 +94,13 @@ std::string SelfLibDir() {
     if (slash == std::string::npos) return "";
     path.resize(slash);
   }
-  return path + "/lib";
+  const std::string installed = path + "/lib/softrnic";
+  if (access((installed + "/libibverbs.so.1").c_str(), R_OK) == 0) return installed;
+  const std::string build_tree = path + "/lib";
+  if (access((path + "/CMakeCache.txt").c_str(), R_OK) == 0 &&
+      access((build_tree + "/libibverbs.so.1").c_str(), R_OK) == 0)
+    return build_tree;
+  return installed;
 }
 
 bool WriteFile(const char* path, const std::string& text) {
@@ -336,8 +349,8 @@ int RunMain(int argc, char** argv) {
   const std::string lib = SelfLibDir();
   if (lib.empty() || access((lib + "/libibverbs.so.1").c_str(), R_OK) != 0) {
     std::fprintf(stderr,
-                 "softrnic run: warning: no libibverbs.so.1 in %s (the lib directory beside this "
-                 "tool's bin): programs will load the system's libraries\n",
+                 "softrnic run: warning: no libibverbs.so.1 in %s (lib/softrnic or lib beside this "
+                 "tool's bin): programs will load the system's libraries; reinstall softrnic\n",
                  lib.empty() ? "?" : lib.c_str());
   }
   if (!lib.empty()) {
