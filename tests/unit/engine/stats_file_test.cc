@@ -169,7 +169,9 @@ TEST_F(StatsDirTest, SweepRemovesOurFilesOfDeadPidsOnly) {
   for (const auto& n : stale) EXPECT_FALSE(Exists(dir_ + "/" + n)) << n;
   for (const auto& n : kept) EXPECT_TRUE(Exists(dir_ + "/" + n)) << n;
   EXPECT_TRUE(Exists(dir_ + "/" + link));
-  if (!foreign.empty()) EXPECT_TRUE(Exists(dir_ + "/" + foreign)) << "another user's file removed";
+  if (!foreign.empty()) {
+    EXPECT_TRUE(Exists(dir_ + "/" + foreign)) << "another user's file removed";
+  }
   EXPECT_EQ(SweepStaleStatsFiles(dir_), 0);
   EXPECT_EQ(SweepStaleStatsFiles(dir_ + "/missing"), 0);
 }
