@@ -390,10 +390,14 @@ void Engine::HandleReadResponse(Qp* qp, const wire::Packet& pkt, SendWqe& w) {
   if (!GetWrOpcodeInfo(w.opcode).read) return;
   const int32_t idx = wire::PsnDiff(psn, w.first_psn);
   if (idx < 0 || static_cast<uint32_t>(idx) >= w.npackets) return;
-  const bool is_final = static_cast<uint32_t>(idx) == w.npackets - 1;
-  const uint32_t offset = static_cast<uint32_t>(idx) * qp->mtu_bytes;
+  const uint32_t at = static_cast<uint32_t>(idx);
+  const bool is_final = at == w.npackets - 1;
+  // The last response of one of the WQE's READ requests (qp.h,
+  // kReadRequestPackets): a LAST or ONLY packet.
+  const bool request_last = at + 1 == ReadRequestEnd(at, w.npackets);
+  const uint32_t offset = at * qp->mtu_bytes;
   const uint32_t expect = is_final ? w.length - offset : qp->mtu_bytes;
-  if (pkt.info->has(wire::kLast) != is_final || pkt.payload_length != expect) {
+  if (pkt.info->has(wire::kLast) != request_last || pkt.payload_length != expect) {
     // IBA 9.7.5.2.4 (C9-168): a malformed response is a bad response.
     RequesterError(qp, WcStatus::kBadRespErr);
     return;
@@ -404,10 +408,10 @@ void Engine::HandleReadResponse(Qp* qp, const wire::Packet& pkt, SendWqe& w) {
     RequesterError(qp, WcStatus::kLocProtErr);
     return;
   }
+  if (request_last && qp->req.outstanding_rd_atomic) --qp->req.outstanding_rd_atomic;
   if (is_final) {
     w.done = true;
     w.status = WcStatus::kSuccess;
-    if (qp->req.outstanding_rd_atomic) --qp->req.outstanding_rd_atomic;
   }
   qp->comp.comp_psn = wire::PsnAdd(psn, 1);
   AckProgress(qp, psn, /*restore_rnr_retry=*/false);

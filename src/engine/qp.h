@@ -52,6 +52,24 @@ struct SendWqe {
   WcStatus status = WcStatus::kSuccess;
 };
 
+// An RDMA READ longer than this many response packets is asked for in
+// several READ requests on the wire, each for at most this many packets
+// and never across a multiple of it counted from the WQE's first PSN
+// (ReadRequestEnd). The congestion window then bounds a long READ as it
+// bounds a long WRITE: the responder answers each request at once, so one
+// request of 256 MiB used to pour its whole answer out in one burst, which
+// overflowed the requester's socket buffer, and after a loss kept the
+// responder busy with the stale rest beyond the Local ACK Timeout (issue
+// 17). The responder needs nothing: it sees ordinary READ requests.
+inline constexpr uint32_t kReadRequestPackets = 256;
+
+// One past the last response packet (counted from the WQE's first PSN) of
+// the READ request that starts at packet `from` of a READ of `npackets`.
+inline uint32_t ReadRequestEnd(uint32_t from, uint32_t npackets) {
+  const uint32_t boundary = (from / kReadRequestPackets + 1) * kReadRequestPackets;
+  return boundary < npackets ? boundary : npackets;
+}
+
 // Saved per READ / atomic request so a duplicate can be answered without
 // executing the operation again (IBA 9.7.5.1.3, C9-104..C9-106).
 struct RdAtomicResource {

@@ -134,12 +134,17 @@ bool Engine::SendNextPacket(Qp* qp, SendWqe& w, uint64_t index) {
     f.opcode = op.On(qp->type).only;
     f.ack_req = true;
     if (op.read) {
-      // A READ resent after a partial response asks only for the rest
-      // (IBA 9.7.4.1.4: the requester may reissue from the lost PSN).
-      const uint32_t done_bytes = qp->req.send_offset;
-      f.va = w.remote_addr + done_bytes;
-      f.dma_length = w.length - done_bytes;
-      psns_consumed = w.npackets - done_bytes / mtu;
+      // A long READ is asked for in requests of at most kReadRequestPackets
+      // response packets (qp.h); one resent after a partial response asks
+      // only for the rest of its request (IBA 9.7.4.1.4: the requester may
+      // reissue from the lost PSN). send_offset: the bytes asked for so far.
+      const uint32_t from = qp->req.send_offset / mtu;
+      const uint32_t end = ReadRequestEnd(from, w.npackets);
+      f.va = w.remote_addr + qp->req.send_offset;
+      f.dma_length = static_cast<uint32_t>(std::min<uint64_t>(w.length, uint64_t{end} * mtu) -
+                                           qp->req.send_offset);
+      psns_consumed = end - from;
+      last = end == w.npackets;
     } else {
       const bool cmp_swp = f.opcode == wire::op::kRcCompareSwap;
       f.swap_add = cmp_swp ? w.swap : w.compare_add;
@@ -196,7 +201,7 @@ bool Engine::SendNextPacket(Qp* qp, SendWqe& w, uint64_t index) {
       RetireCompletedWqes(qp);
     }
   } else {
-    qp->req.send_offset += payload;
+    qp->req.send_offset += op.read ? f.dma_length : payload;
   }
   if (qp->type == QpType::kRc && !qp->comp.retransmit_armed) ArmRetransmitTimer(qp);
   return true;

@@ -407,8 +407,12 @@ void Engine::RetransmitLost(Qp* qp, bool probe) {
     const uint32_t save_psn = qp->req.sq_psn;
     const uint32_t save_rd = qp->req.outstanding_rd_atomic;
     qp->sq_next = index;
-    qp->req.send_offset =
-        GetWrOpcodeInfo(w.opcode).read_or_atomic() ? 0 : static_cast<uint32_t>(wire::PsnDiff(psn, w.first_psn)) * qp->mtu_bytes;
+    // A READ request asks from its PSN to its request's end (qp.h); an
+    // atomic is one packet.
+    qp->req.send_offset = GetWrOpcodeInfo(w.opcode).atomic
+                              ? 0
+                              : static_cast<uint32_t>(wire::PsnDiff(psn, w.first_psn)) *
+                                    qp->mtu_bytes;
     qp->req.sq_psn = psn;
     qp->sr.resending = true;
     const bool ok = SendNextPacket(qp, w, index);
@@ -445,10 +449,26 @@ void Engine::RetransmitLost(Qp* qp, bool probe) {
     if (!w.started || qp->attr.qp_state != QpState::kRts) break;
     if (w.done) continue;
     if (wire::PsnDiff(w.first_psn, qp->req.sq_psn) >= 0) break;  // not sent yet (after a rewind)
-    if (GetWrOpcodeInfo(w.opcode).read_or_atomic()) {
-      // One request packet; a READ partly answered was received.
+    if (GetWrOpcodeInfo(w.opcode).atomic) {
+      // One request packet.
       if (wire::PsnDiff(w.first_psn, qp->comp.comp_psn) >= 0 && lost(w.first_psn) && spend()) {
         if (!resend(i, w, w.first_psn)) return;
+      }
+    } else if (GetWrOpcodeInfo(w.opcode).read) {
+      // One request packet per kReadRequestPackets response packets (qp.h);
+      // the first may be one resent from comp_psn after a partial answer.
+      // A request partly answered was received.
+      const uint32_t sent = i == qp->sq_next
+                                ? static_cast<uint32_t>(wire::PsnDiff(qp->req.sq_psn, w.first_psn))
+                                : w.npackets;
+      uint32_t k = 0;
+      const int32_t from_comp = wire::PsnDiff(qp->comp.comp_psn, w.first_psn);
+      if (from_comp > 0) k = static_cast<uint32_t>(from_comp);
+      for (; k < sent && k < w.npackets; k = ReadRequestEnd(k, w.npackets)) {
+        const uint32_t psn = wire::PsnAdd(w.first_psn, k);
+        if (!lost(psn)) continue;
+        if (!spend()) break;
+        if (!resend(i, w, psn)) return;
       }
     } else {
       const uint32_t n = i == qp->sq_next
