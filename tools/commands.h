@@ -8,5 +8,6 @@ int StatMain(int argc, char** argv);   // softrnic_stat.cc
 int RunMain(int argc, char** argv);    // softrnic_run.cc
 int SetupMain(int argc, char** argv);  // softrnic_setup.cc
 int ConfigMain(int argc, char** argv); // softrnic_config.cc
+int DoctorMain(int argc, char** argv); // softrnic_doctor.cc
 
 }  // namespace softrnic::tools

@@ -4,6 +4,7 @@
 //   softrnic run [--] CMD ...  CMD with softrnic's libraries and device view (softrnic_run.cc)
 //   softrnic setup [--remove]  the device view system-wide, as root (softrnic_setup.cc)
 //   softrnic config [--markdown]  the SOFTRNIC_* variables (softrnic_config.cc)
+//   softrnic doctor            checks the setup, says how to fix it (softrnic_doctor.cc)
 #include <cstdio>
 #include <cstring>
 
@@ -13,17 +14,21 @@ namespace {
 
 void Usage(FILE* out) {
   std::fprintf(out,
-               "usage: softrnic stat [-p PID] [-w SECS [-c COUNT]] [-r | -j] [-d DIR] [--clean]\n"
+               "usage: softrnic stat [-p PID] [-w SECS [-c COUNT]] [-r | -j | -P] [-d DIR] [--clean]\n"
                "       softrnic run [--] CMD [ARGS...]\n"
                "       softrnic setup [--remove]\n"
                "       softrnic config [--markdown]\n"
+               "       softrnic doctor\n"
                "       softrnic help\n"
-               "stat:  the counters of every running softrnic device (docs/hardening.md)\n"
+               "stat:  the counters of every running softrnic device (docs/hardening.md);\n"
+               "       -j JSON, -P (--prometheus) the Prometheus text format\n"
                "run:   CMD with softrnic's libraries and a private /dev/infiniband and\n"
                "       /sys/class/infiniband for middleware (docs/user-guide.md)\n"
                "setup: the same device files system-wide (root); --remove undoes it\n"
                "config: every SOFTRNIC_* variable, its value here and what it does\n"
                "       (docs/configuration.md)\n"
+               "doctor: checks the setup (libraries, UDP 4791, shared memory, clock) and\n"
+               "       says how to fix what is wrong; exit 1 if something is\n"
                "`softrnic COMMAND --help` describes each.\n");
 }
 
@@ -41,6 +46,7 @@ int main(int argc, char** argv) {
   if (!std::strcmp(cmd, "run")) return RunMain(argc - 1, argv + 1);
   if (!std::strcmp(cmd, "setup")) return SetupMain(argc - 1, argv + 1);
   if (!std::strcmp(cmd, "config")) return ConfigMain(argc - 1, argv + 1);
+  if (!std::strcmp(cmd, "doctor")) return DoctorMain(argc - 1, argv + 1);
   std::fprintf(stderr, "softrnic: unknown command '%s'\n", cmd);
   Usage(stderr);
   return 2;

@@ -44,6 +44,7 @@
 #include "device_view.h"
 #include "engine/device_identity.h"
 #include "mounts.h"
+#include "self_lib_dir.h"
 
 namespace softrnic::tools {
 namespace {
@@ -77,31 +78,6 @@ const char* kUsernsHint =
     "  on Ubuntu 24.04, or a container seccomp profile allowing unshare), or have root run\n"
     "  `softrnic setup` once and start the program directly with LD_LIBRARY_PATH set to\n"
     "  softrnic's lib directory.";
-
-// softrnic's libraries, found from this tool's own location: an installed
-// tool (P/bin/softrnic) uses P/lib/softrnic (the private folder `cmake
-// --install` and the Debian package fill), a tool in a build tree
-// (BUILD/bin/softrnic, BUILD/CMakeCache.txt) uses BUILD/lib; never P/lib
-// of an installed tool (/usr/local/lib may hold another libibverbs). The
-// installed folder if neither holds libibverbs.so.1 (for the warning).
-std::string SelfLibDir() {
-  char exe[PATH_MAX];
-  const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  if (n <= 0) return "";
-  std::string path(exe, static_cast<size_t>(n));
-  for (int up = 0; up < 2; ++up) {  // .../bin/softrnic -> ...
-    const size_t slash = path.rfind('/');
-    if (slash == std::string::npos) return "";
-    path.resize(slash);
-  }
-  const std::string installed = path + "/lib/softrnic";
-  if (access((installed + "/libibverbs.so.1").c_str(), R_OK) == 0) return installed;
-  const std::string build_tree = path + "/lib";
-  if (access((path + "/CMakeCache.txt").c_str(), R_OK) == 0 &&
-      access((build_tree + "/libibverbs.so.1").c_str(), R_OK) == 0)
-    return build_tree;
-  return installed;
-}
 
 bool WriteFile(const char* path, const std::string& text) {
   const int fd = open(path, O_WRONLY | O_CLOEXEC);

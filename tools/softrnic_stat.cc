@@ -1,6 +1,6 @@
 // `softrnic`: command-line tool for running softrnic devices.
 //
-//   softrnic stat [-p PID] [-w SECS [-c COUNT]] [-r | -j] [-d DIR] [--clean]
+//   softrnic stat [-p PID] [-w SECS [-c COUNT]] [-r | -j | -P] [-d DIR] [--clean]
 //
 // Lists every live process with a softrnic device and its counters, read
 // from the files the engine's StatsPublisher keeps in /dev/shm. A user sees
@@ -17,6 +17,8 @@
 //              counters that changed (Ctrl-C to stop; -c COUNT intervals)
 //   -r         raw: "pid PID name value" per counter (for scripts)
 //   -j         JSON: one object per process
+//   -P, --prometheus  the Prometheus text exposition format
+//              (prometheus_format.h; not with -w: Prometheus computes rates)
 //   -d DIR     read DIR instead of $SOFTRNIC_STATS_DIR or /dev/shm
 //   --clean    also remove files whose pid now runs another program
 //
@@ -40,6 +42,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "prometheus_format.h"
 #include "engine/stats_publisher.h"
 #include "transport/shm_registry.h"
 
@@ -55,6 +58,7 @@ struct Options {
   long count = 0;  // 0 = forever
   bool raw = false;
   bool json = false;
+  bool prometheus = false;
   bool clean = false;
   std::string dir;
 };
@@ -63,8 +67,10 @@ volatile sig_atomic_t g_stop = 0;
 
 void Usage(FILE* out) {
   std::fprintf(out,
-               "usage: softrnic stat [-p PID] [-w SECS [-c COUNT]] [-r | -j] [-d DIR] [--clean]\n"
-               "Shows the counters of every running softrnic device (see docs/hardening.md).\n"
+               "usage: softrnic stat [-p PID] [-w SECS [-c COUNT]] [-r | -j | -P] [-d DIR] [--clean]\n"
+               "Shows the counters of every running softrnic device (see docs/hardening.md):\n"
+               "-r \"pid PID name value\" lines, -j JSON, -P (--prometheus) the Prometheus text\n"
+               "format (softrnic_<counter>_total{pid,uid,device,port}); -w SECS per-second rates.\n"
                "Removes the stats files and endpoint links that this user's dead processes left\n"
                "in the directory; --clean also those whose pid now runs another program.\n"
                "Exit status: 0 on success, 1 if no process matched, 2 on usage errors.\n");
@@ -268,6 +274,12 @@ int Show(const Options& o) {
                  o.pid ? (" with pid " + std::to_string(o.pid)).c_str() : "", o.dir.c_str());
     return 1;
   }
+  if (o.prometheus) {
+    const std::string text = softrnic::tools::FormatPrometheus(files);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    return 0;
+  }
   std::vector<std::map<std::string, double>> values;
   for (const StatsFile& f : files) values.push_back(Totals(f));
   Print(files, values, o, false);
@@ -337,6 +349,7 @@ int softrnic::tools::StatMain(int argc, char** argv) {
     else if (a == "-c" || a == "--count") o.count = std::atol(need("a count"));
     else if (a == "-r" || a == "--raw") o.raw = true;
     else if (a == "-j" || a == "--json") o.json = true;
+    else if (a == "-P" || a == "--prometheus") o.prometheus = true;
     else if (a == "-d" || a == "--dir") o.dir = need("a directory");
     else if (a == "--clean") o.clean = true;
     else if (a == "-h" || a == "--help") {
@@ -348,7 +361,8 @@ int softrnic::tools::StatMain(int argc, char** argv) {
       return 2;
     }
   }
-  if ((o.pid < 0) || (o.watch < 0) || (o.raw && o.json)) {
+  if ((o.pid < 0) || (o.watch < 0) || (int(o.raw) + int(o.json) + int(o.prometheus) > 1) ||
+      (o.prometheus && o.watch > 0)) {
     Usage(stderr);
     return 2;
   }

@@ -346,7 +346,7 @@ std::vector<StatsFile> ReadStatsDir(const std::string& dir, bool remove_stale) {
   return files;
 }
 
-int SweepStaleStatsFiles(const std::string& dir) {
+int SweepStaleStatsFiles(const std::string& dir, bool dry_run) {
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) return 0;
   const uid_t me = geteuid();
@@ -371,7 +371,7 @@ int SweepStaleStatsFiles(const std::string& dir) {
     if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
     if (!S_ISREG(st.st_mode) || st.st_uid != me) continue;  // only our own files
     if (kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to know)
-    if (unlinkat(dirfd(d), e->d_name, 0) == 0) ++removed;
+    if (dry_run || unlinkat(dirfd(d), e->d_name, 0) == 0) ++removed;
   }
   closedir(d);
   return removed;

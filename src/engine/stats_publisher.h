@@ -140,7 +140,8 @@ std::vector<StatsFile> ReadStatsDir(const std::string& dir, bool remove_stale = 
 // every name a publisher uses starts with its pid) gives kill(pid, 0) ==
 // ESRCH. Never reads or touches another user's file (root sweeps only
 // root's). Names only, no file is opened: cheap enough for every device
-// creation. Returns how many files were removed.
-int SweepStaleStatsFiles(const std::string& dir);
+// creation. Returns how many files were removed; with `dry_run`, how many
+// would be, removing nothing (`softrnic doctor`).
+int SweepStaleStatsFiles(const std::string& dir, bool dry_run = false);
 
 }  // namespace softrnic::engine

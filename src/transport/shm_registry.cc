@@ -100,16 +100,17 @@ void ShmUnpublish(const std::string& path, int fd) {
   std::erase_if(p.links, [&](const auto& l) { return l.first == path && l.second == fd; });
 }
 
-void ShmSweepStaleLinks() {
+int ShmSweepStaleLinks(bool dry_run) {
   // Only our own directory: other users' links are theirs to sweep.
   const OwnedDir dir = OwnedDir::Open(ShmEndpointDirectory(), /*create=*/false, /*private_dir=*/true);
-  if (!dir.ok()) return;
+  if (!dir.ok()) return 0;
   const int scan = fcntl(dir.fd(), F_DUPFD_CLOEXEC, 0);
   DIR* d = scan >= 0 ? fdopendir(scan) : nullptr;
   if (d == nullptr) {
     if (scan >= 0) close(scan);
-    return;
+    return 0;
   }
+  int removed = 0;
   while (const dirent* e = readdir(d)) {
     if (e->d_name[0] == '.') continue;
     char buf[64];
@@ -121,9 +122,12 @@ void ShmSweepStaleLinks() {
     if (std::sscanf(buf, "/proc/%lu/fd/%d", &owner, &fd) != 2 || owner == 0 || owner > 0x7fffffff)
       continue;
     // Only links of processes that no longer exist.
-    if (kill(static_cast<pid_t>(owner), 0) != 0 && errno == ESRCH) unlinkat(dir.fd(), e->d_name, 0);
+    if (kill(static_cast<pid_t>(owner), 0) != 0 && errno == ESRCH &&
+        (dry_run || unlinkat(dir.fd(), e->d_name, 0) == 0))
+      ++removed;
   }
   closedir(d);
+  return removed;
 }
 
 int ShmLookup(uint64_t netns, uint32_t ip, uint16_t port, uint32_t* pid) {

@@ -38,7 +38,9 @@ void ShmUnpublish(const std::string& path, int fd);
 
 // Removes links whose owner process no longer exists (crashed or killed
 // processes cannot remove their own). Called when a device is created.
-void ShmSweepStaleLinks();
+// Returns how many were removed; with `dry_run`, how many would be, removing
+// nothing (`softrnic doctor`).
+int ShmSweepStaleLinks(bool dry_run = false);
 
 // Opens the segment published for an endpoint. Returns the descriptor and the
 // owner's pid (from the link target), or -1.
