@@ -26,6 +26,8 @@ REQUIRED=(
   python3-pyverbs libucx0 ucx-utils libfabric1 libfabric-bin
   openmpi-bin libopenmpi3 libopenmpi-dev mpich libmpich12 libmpich-dev
   python3 python3-scapy tshark tcpdump
+  # The Prometheus text parser tools_prometheus checks `softrnic stat -P` with.
+  python3-prometheus-client
   iproute2 nftables iputils-ping procps psmisc coreutils
   clang libclang-rt-14-dev
 )

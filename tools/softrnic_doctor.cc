@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -231,9 +232,11 @@ void CheckUdpPort(Report& r) {
     else if (h.softrnic_claim) softrnic.push_back(Holder(h, port));
     else if (!h.loopback && !h.ipv6) foreign.push_back(Holder(h, port));
   }
+  // A device has two sockets per address (device port, reply): named once.
   auto join = [](const std::vector<std::string>& v) {
     std::string s;
-    for (const std::string& x : v) s += (s.empty() ? "" : "; ") + x;
+    for (size_t i = 0; i < v.size(); ++i)
+      if (std::find(v.begin(), v.begin() + long(i), v[i]) == v.begin() + long(i)) s += (s.empty() ? "" : "; ") + v[i];
     return s;
   };
   const std::string other_port = "or give softrnic another port with SOFTRNIC_PORT=<port> in every "
@@ -242,7 +245,8 @@ void CheckUdpPort(Report& r) {
     r.Problem(check,
               "UDP " + p + " is held on the wildcard address: " + join(blocking) +
                   ". Every bind softrnic makes at port " + p + " fails (EADDRINUSE), so a device cannot open",
-              "stop that program (the rdma_rxe kernel module holds it: `rdma link delete rxe0`), " +
+              "stop that program (if no process is named, it may be the rdma_rxe kernel module: "
+                  "`rdma link show`, then `rdma link delete <rxe link>`), " +
                   other_port);
     return;
   }
@@ -259,9 +263,9 @@ void CheckUdpPort(Report& r) {
               "find the holder with `ss -uapn 'sport = :" + p + "'`, " + other_port);
     return;
   }
-  r.Ok(check, "UDP " + p + " is in use by " + std::to_string(holders.size()) + " socket(s), " +
-                  (softrnic.empty() ? std::string("on loopback addresses") : "softrnic's: " + join(softrnic)) +
-                  "; a new device still gets its own 127.a.b.c:" + p);
+  r.Ok(check, "UDP " + p + " is held only by softrnic devices" +
+                  (softrnic.empty() ? std::string(" and on loopback addresses") : ": " + join(softrnic)) +
+                  "; a new device gets its own 127.a.b.c:" + p + " and every host address still free");
 }
 
 // ---- shared memory -------------------------------------------------------
