@@ -21,15 +21,15 @@ TOOL="$SOFTRNIC_BUILD_DIR/bin/softrnic"
 
 # The tool as the tested user reaches it: an install layout (bin/ + lib/
 # beside it) in a directory everyone can read, so `nobody` can run it even
-# when the build tree is private; also checks that run finds lib/ from
-# /proc/self/exe.
+# when the build tree is private; also checks that run finds lib/softrnic
+# (the private folder `cmake --install` fills) from /proc/self/exe.
 INST="$SOFTRNIC_TMP/inst"
-mkdir -p "$INST/bin" "$INST/lib"
+mkdir -p "$INST/bin" "$INST/lib/softrnic"
 cp "$TOOL" "$INST/bin/softrnic"
-cp -a "$SOFTRNIC_LIB_DIR"/lib*.so* "$INST/lib/"
-chmod 755 "$SOFTRNIC_TMP" "$INST" "$INST/bin" "$INST/lib"
+cp -a "$SOFTRNIC_LIB_DIR"/lib*.so* "$INST/lib/softrnic/"
+chmod 755 "$SOFTRNIC_TMP" "$INST" "$INST/bin" "$INST/lib" "$INST/lib/softrnic"
 TOOL="$INST/bin/softrnic"
-LIB="$INST/lib"
+LIB="$INST/lib/softrnic"
 
 SYSIB=/sys/class/infiniband/softrnic0
 fail=0
@@ -40,11 +40,13 @@ expect() {  # expect DESCRIPTION CMD...
   if "$@"; then ok "$what"; else bad "$what"; fi
 }
 
-# as USER CMD...: run CMD as USER (root: directly).
+# as USER CMD...: run CMD as USER (root: directly), in the network
+# namespace NS_EXEC names (none: this one).
+NS_EXEC=()
 as() {
   local user=$1; shift
-  if [[ $user == root || $user == "$(id -un)" ]]; then "$@"
-  else setpriv --reuid="$user" --regid="$(id -gn "$user" 2>/dev/null || echo nogroup)" --clear-groups "$@"
+  if [[ $user == root || $user == "$(id -un)" ]]; then "${NS_EXEC[@]}" "$@"
+  else "${NS_EXEC[@]}" setpriv --reuid="$user" --regid="$(id -gn "$user" 2>/dev/null || echo nogroup)" --clear-groups "$@"
   fi
 }
 
@@ -105,7 +107,7 @@ check_view() {
   expect "[$user] a file made in /dev/shm inside is visible outside" test -e "/dev/shm/$tag"
   expect "[$user] ... and owned by the caller" test "$(stat -c %u "/dev/shm/$tag" 2>/dev/null)" = "$(id -u "$user")"
   rm -f "/dev/shm/$tag"
-  expect "[$user] LD_LIBRARY_PATH starts with the lib dir beside bin" test "$(get LDPATH | cut -d: -f1)" = "$LIB"
+  expect "[$user] LD_LIBRARY_PATH starts with lib/softrnic beside bin" test "$(get LDPATH | cut -d: -f1)" = "$LIB"
   expect "[$user] ibv_devinfo ran (softrnic0)" grep -q 'hca_id:[[:space:]]*softrnic0' <<<"$info"
   # The sysfs files against ibv_devinfo -v, in the kernel's formats.
   expect "[$user] node_guid = ibv_devinfo's ($(dev node_guid))" test "$(get SYS_node_guid)" = "$(dev node_guid)"
@@ -140,7 +142,7 @@ check_view() {
       expect "[$user] gid_attrs/ndevs/$n of a loopback GID is lo" test "$sndev" = lo
     else
       expect "[$user] gid_attrs/ndevs/$n ($sndev) holds ${text#::ffff:}" \
-        bash -c 'ip -4 -o addr show dev "$1" | grep -q " $2/"' _ "$sndev" "${text#::ffff:}"
+        "${NS_EXEC[@]}" bash -c 'ip -4 -o addr show dev "$1" | grep -q " $2/"' _ "$sndev" "${text#::ffff:}"
     fi
     n=$((n + 1))
   done < <(grep -E 'GID\[ *[0-9]+\]:' <<<"$info")
@@ -169,6 +171,18 @@ expect "exit status is CMD's (7)" bash -c '"$1" run -- sh -c "exit 7"; test $? -
 expect "a missing command exits 127" \
   bash -c '"$1" run no-such-command-srn 2>/dev/null; test $? -eq 127' _ "$TOOL"
 expect "no command: usage error 2" bash -c '"$1" run 2>/dev/null; test $? -eq 2' _ "$TOOL"
+
+# The full view is checked in a network namespace of this test's own (root
+# only): in the host's, other tests' processes hold UDP 4791 on the host's
+# addresses now and then, and a device then leaves such an address out of
+# its GID table (transport/udp_socket.cc), which the view, rendered before
+# the program starts, cannot know (CI failed on it: gids/0 was eth0's
+# address, ibv_devinfo's table held the loopback GID only).
+A=srn_devenv_a B=srn_devenv_b IPA=10.233.0.1 IPB=10.233.0.2
+if [[ $(id -u) -eq 0 ]]; then
+  netns_pair_up $A $B $IPA $IPB || die "netns setup"
+  NS_EXEC=(ip netns exec $A)
+fi
 
 # ---- unprivileged user: the user namespace must be available.
 unpriv=nobody
@@ -199,8 +213,6 @@ expect "root keeps real root inside (can list network namespaces)" \
   "$TOOL" run -- sh -c 'ip netns list >/dev/null && test "$(cat /proc/self/uid_map | tr -s " ")" = " 0 0 4294967295"'
 
 # ---- inside a network namespace with a veth address: that address is gids/0.
-A=srn_devenv_a B=srn_devenv_b IPA=10.233.0.1 IPB=10.233.0.2
-netns_pair_up $A $B $IPA $IPB || die "netns setup"
 gid0_check() {  # gid0_check USER
   local user=$1 out
   out=$(ip netns exec $A setpriv --reuid="$user" --regid="$(id -gn "$user")" --clear-groups \
