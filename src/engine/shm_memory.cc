@@ -28,8 +28,8 @@ struct Entry {
   // its pages that no remaining registration covers are made private again
   // (UnshareRegion), so nothing stays shared beyond what is registered.
   std::vector<std::pair<uint64_t, uint64_t>> live;
-  // No longer whole (RetireEntry): never reused for a registration; kept
-  // only so that fork() privatizes what is left of it.
+  // Its pages could not all be detached (RetireEntry): never reused for a
+  // registration; kept only so that fork() privatizes what is left of it.
   bool retired = false;
 };
 
@@ -85,8 +85,22 @@ bool Privatize(uint64_t start, uint64_t length, int fd, uint64_t fd_offset) {
 // it, and still shared with the memfd.
 struct Piece {
   uint64_t lo, hi, fd_offset;
+  int prot;  // as mapped now (an allocator may have made guard pages)
 };
 std::vector<Piece> PiecesLeft(const Entry& e);
+
+// Detaches a piece from the memfd without copying: the same file pages are
+// mapped again at the same address, privately (MAP_PRIVATE | MAP_FIXED
+// replaces the shared mapping in one step). What any thread wrote before is
+// in the file's pages and stays visible; what it writes after goes to this
+// process's own copy-on-write pages, so no concurrent write is lost (unlike
+// Privatize's copy, which needs the memory to be quiet). From then on this
+// process's writes no longer reach the memfd, and a fork gives the child
+// ordinary copy-on-write memory. Safe while other threads run.
+bool DetachPiece(const Piece& p, int fd) {
+  return mmap(reinterpret_cast<void*>(p.lo), p.hi - p.lo, p.prot, MAP_PRIVATE | MAP_FIXED, fd,
+              static_cast<off_t>(p.fd_offset)) != MAP_FAILED;
+}
 
 void AtforkPrepare() { GetTable().mu.lock(); }
 void AtforkParent() { GetTable().mu.unlock(); }
@@ -168,20 +182,29 @@ std::vector<Piece> PiecesLeft(const Entry& e) {
   ForEachMapping([&](const Mapping& m) {
     if (m.inode == e.ino && m.perms[3] == 's' && m.hi > e.start && m.lo < end) {
       const uint64_t a = std::max(m.lo, e.start), b = std::min(m.hi, end);
-      pieces.push_back(Piece{a, b, m.offset + (a - m.lo)});
+      const int prot = (m.perms[0] == 'r' ? PROT_READ : 0) | (m.perms[1] == 'w' ? PROT_WRITE : 0) |
+                       (m.perms[2] == 'x' ? PROT_EXEC : 0);
+      pieces.push_back(Piece{a, b, m.offset + (a - m.lo), prot});
     }
     return true;
   });
   return pieces;
 }
 
-// An entry that is no longer whole, at its last release or found stale:
-// what is left of it is not touched now, since other threads may be using
-// that memory and a write between the copy and the mremap would be lost.
-// With nothing left it is forgotten; otherwise kept, retired, for
-// AtforkChild (single-threaded, so it can privatize). True if erased.
+// An entry whose memory is no longer a registration's, at its last release
+// (freed in part before deregistration, or orphaned by a device that went
+// away: ReleaseRegion) or found stale: other threads may be using that
+// memory, so what is left of it on the memfd is detached (DetachPiece, no
+// copy, nothing lost) rather than privatized, and the entry forgotten. Left
+// on the memfd, those pages stayed shared with the memfd after the
+// allocator reused them: a forked child's malloc found them changed by the
+// parent's threads between fork() and AtforkChild (SIGSEGV in _int_malloc),
+// and fresh memory mapped there later was never shared again. If a detach
+// fails the entry is kept, retired, for AtforkChild (single-threaded, so it
+// can privatize). True if erased.
 bool RetireEntry(Table& t, size_t i) {
   Entry& e = t.entries[i];
+  for (const Piece& p : PiecesLeft(e)) (void)DetachPiece(p, e.fd);
   if (PiecesLeft(e).empty()) {
     close(e.fd);
     t.entries.erase(t.entries.begin() + static_cast<long>(i));
@@ -353,7 +376,10 @@ void UnshareRegion(const SharedRange& range) {
     // their own uncovered pages private, so what is still on the memfd is
     // this registration's range. Only if it is still whole: memory unmapped
     // before deregistration is left alone.
-    if (!range.privatize) return;  // orphaned: see ReleaseRegion
+    if (!range.privatize) {  // orphaned: see ReleaseRegion
+      (void)RetireEntry(t, i);
+      return;
+    }
     if (!BackedBy(range.start, r_end, e.ino)) {
       (void)RetireEntry(t, i);  // freed (in part) before deregistration
       return;

@@ -53,9 +53,11 @@ SharedRange ShareRegion(const void* addr, size_t length);
 void UnshareRegion(const SharedRange& range);
 // Releases without copying back, for regions whose device goes away without
 // deregistering them: the application may have freed (and reused) the
-// memory already, and other threads may be writing it, so the pages stay on
-// the memfd. The entry is kept (refcount 0): a later registration of the
-// same pages reuses it, and a forked child still gets a private copy.
+// memory already, and other threads may be writing it, so the last release
+// does not copy: its pages still on the memfd are mapped privately from it
+// at the same address (copy-on-write, no write lost; shm_memory.cc,
+// RetireEntry) and the range is forgotten, so memory mapped there later can
+// be shared again.
 void ReleaseRegion(const SharedRange& range);
 
 // For tests: how many shared ranges exist in this process.

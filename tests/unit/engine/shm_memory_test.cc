@@ -33,6 +33,15 @@ std::string MappingOf(const void* p) {
   return "";
 }
 
+// Whether `p` is mapped shared from a memfd (not merely privately from
+// one, as detached pages are: shm_memory.cc, DetachPiece).
+bool MappedShared(const void* p) {
+  const std::string line = MappingOf(p);
+  const size_t perms = line.find(' ');
+  return line.find("memfd") != std::string::npos && perms != std::string::npos &&
+         line.size() > perms + 4 && line[perms + 4] == 's';
+}
+
 void Fill(uint8_t* p, size_t n, uint8_t seed) {
   for (size_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(seed + i * 7);
 }
@@ -226,15 +235,16 @@ TEST(ShmMemory, ForkedChildGetsAPrivateCopy) {
   for (int fd : {to_child[0], to_child[1], to_parent[0], to_parent[1]}) close(fd);
 }
 
-// A registered buffer freed without deregistration, whose allocator gave
-// part of it back to the kernel (heap trimmed, partial munmap) and mapped
-// new memory there: the part still on the memfd must become private in a
-// forked child, also after a later registration found the range stale. It
-// used to stay shared once the range was no longer whole: a forked child's
-// malloc then corrupted the parent's heap through the shared pages ("malloc():
-// mismatching next->prev_size" in the shm multi-process tests run in one
-// process). In the parent that memory is left alone (other threads may be
-// using what the allocator made of it): it is not shared again.
+// A registered buffer whose device went away without deregistering it, and
+// whose allocator then gave part of it back to the kernel (heap trimmed,
+// partial munmap) and mapped new memory there: what is left must not stay
+// shared with the memfd, neither in the parent nor in a forked child. It
+// used to stay shared: a forked child's malloc then corrupted the parent's
+// heap through the shared pages ("malloc(): mismatching next->prev_size"),
+// or found its chunks changed by the parent's threads before the child's
+// atfork handler ran (SIGSEGV in _int_malloc), in the shm multi-process
+// tests run in one process. The release detaches the pages at once, keeping
+// their contents (other threads may be using them).
 TEST(ShmMemory, PartlyUnmappedRangeIsStillPrivatizedAtFork) {
   const size_t size = 4 * kPage;
   uint8_t* base = MapFilled(size, 9);
@@ -242,23 +252,25 @@ TEST(ShmMemory, PartlyUnmappedRangeIsStillPrivatizedAtFork) {
   const SharedRange r = ShareRegion(base, size);
   ASSERT_EQ(r.length, size);
   ReleaseRegion(r);  // its device went away without deregistering it
+  EXPECT_FALSE(MappedShared(base));
+  EXPECT_TRUE(Check(base, size, 9));
   // The first page goes back to the kernel and comes back as new memory.
   ASSERT_EQ(munmap(base, kPage), 0);
   ASSERT_EQ(mmap(base, kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
                  -1, 0),
             base);
-  // A new registration of these pages finds the entry stale; the pages
-  // left on the old memfd are not private anonymous memory: not shared.
+  // A new registration of these pages: the detached ones are a private
+  // mapping of the old memfd, not private anonymous memory: not shared.
   const SharedRange again = ShareRegion(base, size);
   EXPECT_EQ(again.length, 0u);
-  ASSERT_NE(MappingOf(base + kPage).find("memfd"), std::string::npos);
+  EXPECT_FALSE(MappedShared(base + kPage));
   int to_parent[2];
   ASSERT_EQ(pipe(to_parent), 0);
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     int code = 0;
-    if (MappingOf(base + kPage).find("memfd") != std::string::npos) code |= 1;
+    if (MappedShared(base + kPage)) code |= 1;
     if (!Check(base + kPage, 3 * kPage, static_cast<uint8_t>(9 + kPage * 7))) code |= 2;
     std::memset(base + kPage, 0x42, 3 * kPage);  // the child's own copy
     char c = 0;
@@ -276,6 +288,36 @@ TEST(ShmMemory, PartlyUnmappedRangeIsStillPrivatizedAtFork) {
   munmap(base, size);
   close(to_parent[0]);
   close(to_parent[1]);
+}
+
+// Fresh memory mapped where an orphaned registration was (ReleaseRegion,
+// then the buffer unmapped) is shared again. The orphaned entry used to stay
+// in the table, live with no reference, and every later registration
+// overlapping it fell back to the ring path for good (ShmRevokeSlots failed
+// when the whole engine test binary ran in one process).
+TEST(ShmMemory, FreshMemoryWhereAnOrphanedRegionWasIsSharedAgain) {
+  const size_t size = 4 * kPage;
+  uint8_t* base = MapFilled(size, 11);
+  ASSERT_NE(base, nullptr);
+  const size_t before = SharedRangeCount();
+  const SharedRange r = ShareRegion(base, size);
+  ASSERT_EQ(r.length, size);
+  ReleaseRegion(r);
+  EXPECT_EQ(SharedRangeCount(), before);
+  EXPECT_FALSE(MappedShared(base));  // detached at once, contents kept
+  EXPECT_TRUE(Check(base, size, 11));
+  ASSERT_EQ(munmap(base, size), 0);
+  ASSERT_EQ(mmap(base, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+                 0),
+            base);
+  Fill(base, size, 12);
+  const SharedRange again = ShareRegion(base, size);
+  EXPECT_EQ(again.length, size);
+  EXPECT_TRUE(MappedShared(base));
+  EXPECT_TRUE(Check(base, size, 12));
+  UnshareRegion(again);
+  EXPECT_EQ(SharedRangeCount(), before);
+  munmap(base, size);
 }
 
 }  // namespace
