@@ -6,7 +6,8 @@
 #   scripts/test.sh [ctest args...]       e.g. scripts/test.sh -L unit
 #                                              scripts/test.sh -R icrc
 #   Environment:
-#     BUILD_TYPE   CI (default: ASan+UBSan, -Werror) | TSan | RelWithDebInfo
+#     BUILD_TYPE   CI (default: ASan+UBSan, -Werror) | TSan | RelWithDebInfo;
+#                  a BUILD_DIR already configured keeps its own by default
 #     BUILD_DIR    default build-ci for CI, build-tsan for TSan, build otherwise
 #     JOBS         build parallelism (default $(nproc))
 #     CTEST_JOBS   test parallelism (default $(nproc)); tests that share netns
@@ -20,6 +21,12 @@ set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT" || exit 2
+# A BUILD_DIR that is already configured keeps its build type unless
+# BUILD_TYPE says otherwise (it used to be reconfigured as CI silently).
+if [[ -z "${BUILD_TYPE:-}" && -n "${BUILD_DIR:-}" ]]; then
+  cache="$BUILD_DIR/CMakeCache.txt"; [[ "$BUILD_DIR" = /* ]] || cache="$ROOT/$cache"
+  [[ -f "$cache" ]] && BUILD_TYPE=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$cache")
+fi
 BUILD_TYPE=${BUILD_TYPE:-CI}
 case "$BUILD_TYPE" in
   CI) def_dir=build-ci ;; TSan) def_dir=build-tsan ;; RelWithDebInfo) def_dir=build ;;
