@@ -54,6 +54,7 @@ bool Engine::DeferAck(Qp* qp, uint8_t syndrome) {
   }
   if (!qp->ack_delay.ack_deferred) {
     qp->ack_delay.ack_deferred = true;
+    WatchTimers(qp);
     // The peer's Local ACK Timeout is not known here; its own (ibv_modify_qp
     // sets both sides alike in practice) bounds the wait to an eighth.
     const Clock::duration cap = LocalAckTimeout(qp->attr.timeout) / 8;
@@ -73,7 +74,9 @@ void Engine::PiggybackAck(Qp* qp) {
 
 void Engine::ExpireDeferredAcks(Clock::time_point now) {
   Clock::time_point next = Clock::time_point::max();
-  for (auto& [qpn, qp] : qps_) {
+  // Every QP with a deferred ACK is on the timer list (DeferAck lists it).
+  for (size_t i = 0; i < timer_list_.size(); ++i) {
+    Qp* qp = timer_list_[i];
     if (!qp->ack_delay.ack_deferred) continue;
     if (qp->ack_delay.ack_deadline > now) {
       next = std::min(next, qp->ack_delay.ack_deadline);
@@ -84,7 +87,7 @@ void Engine::ExpireDeferredAcks(Clock::time_point now) {
     // a first one, backs off.
     qp->ack_delay.ack_delay_score = qp->ack_delay.ack_delay_score > 0 ? 0 : -kBackoff;
     ++stats_.acks_delay_expired;
-    FlushAck(qp.get());
+    FlushAck(qp);
   }
   ack_deadline_min_ = next;
 }

@@ -83,6 +83,7 @@ void Engine::RetireCompletedWqes(Qp* qp) {
 }
 
 void Engine::ArmRetransmitTimer(Qp* qp) {
+  WatchTimers(qp);  // also with no timeout: a selective-repeat probe may be due
   if (qp->attr.timeout == 0 || qp->comp.comp_psn == qp->req.sq_psn) {
     qp->comp.retransmit_armed = false;
     return;
@@ -316,6 +317,7 @@ void Engine::HandleRnrNak(Qp* qp, uint32_t psn, uint8_t syn) {
   }
   if (qp->attr.rnr_retry != 7) --qp->comp.rnr_retry_left;  // 7 = retry forever
   qp->comp.rnr_waiting = true;
+  WatchTimers(qp);
   qp->comp.rnr_deadline = Clock::now() + RnrTimerDelay(wire::SyndromeValue(syn));
   qp->comp.retransmit_armed = false;
   qp->comp.rewound = false;

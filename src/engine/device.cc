@@ -514,6 +514,8 @@ int Device::DestroyQp(Qp* qp, uint32_t* async_events_reported) {
   ForgetAsyncEvents(*engine_, AsyncObject::kQp, qp->handle, async_events_reported);
   auto& wl = engine_->work_list_;
   wl.erase(std::remove(wl.begin(), wl.end(), qp), wl.end());
+  auto& tl = engine_->timer_list_;
+  tl.erase(std::remove(tl.begin(), tl.end(), qp), tl.end());
   engine_->StartLinger(qp);
   if (engine_->shm_direct_) engine_->shm_direct_->RemoveQp(qp);
   --qp->pd->users;

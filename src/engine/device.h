@@ -47,7 +47,10 @@ struct DeviceAttr {
   uint32_t vendor_id = 0;
   uint32_t vendor_part_id = 0x5ef7;  // softrnic's own id: not a ConnectX/EFA id
   uint32_t hw_ver = 1;
-  uint32_t max_qp = 4096;
+  // Nothing scales with the QP count but the QP table (an idle QP is on no
+  // per-pass list: engine.h, timer list); 2^17 of the 24-bit QPN space
+  // leaves random QPNs (FreshQpn) few collisions to retry.
+  uint32_t max_qp = 1u << 17;
   uint32_t max_qp_wr = 16384;
   uint32_t max_sge = 32;
   uint32_t max_sge_rd = 32;

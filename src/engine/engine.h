@@ -222,6 +222,18 @@ class Engine {
   void MarkWork(Qp* qp);
   void RunWorkList();
 
+  // Timer list (progress.cc): the QPs that may have a timer running (Local
+  // ACK, RNR, selective-repeat probe, deferred ACK). The periodic checks
+  // (every kTimerCheckInterval, 50 us) and the next-deadline computation
+  // walk it instead of every QP, so an idle QP costs no time per pass
+  // (issue 17: with 4,000 idle QPs a same-device WRITE round trip took 10x
+  // longer). A QP joins when it arms a timer or has packets in flight
+  // (WatchTimers) and leaves when a check finds nothing armed.
+  std::vector<Qp*> timer_list_;
+  void WatchTimers(Qp* qp);
+  static bool TimersArmed(const Qp* qp);
+  void CheckListedTimers(Clock::time_point now);
+
   // --- QP control (qp_control.cc) ---
   int ModifyQpLocked(Qp* qp, const QpAttr& attr, uint32_t mask);
   void MoveToError(Qp* qp);

@@ -128,7 +128,7 @@ bool Engine::PollOnceLocked() {
   last_pass_ = now;
   if (now >= next_timer_check_) {
     next_timer_check_ = now + kTimerCheckInterval;
-    for (auto& [qpn, qp] : qps_) CheckTimers(qp.get(), now);
+    CheckListedTimers(now);
     if (!lingering_.empty()) ExpireLingering(now);
   }
   if (now >= ack_deadline_min_) ExpireDeferredAcks(now);
@@ -140,12 +140,38 @@ bool Engine::PollOnceLocked() {
   return did;
 }
 
+void Engine::WatchTimers(Qp* qp) {
+  if (qp->on_timer_list) return;
+  qp->on_timer_list = true;
+  timer_list_.push_back(qp);
+}
+
+bool Engine::TimersArmed(const Qp* qp) {
+  return qp->comp.rnr_waiting || qp->comp.retransmit_armed || qp->ack_delay.ack_deferred ||
+         (qp->type == QpType::kRc && qp->comp.comp_psn != qp->req.sq_psn);
+}
+
+void Engine::CheckListedTimers(Clock::time_point now) {
+  // By index: a check may list another QP (push_back) while this runs.
+  for (size_t i = 0; i < timer_list_.size();) {
+    Qp* qp = timer_list_[i];
+    CheckTimers(qp, now);
+    if (TimersArmed(qp)) {
+      ++i;
+      continue;
+    }
+    qp->on_timer_list = false;
+    timer_list_[i] = timer_list_.back();
+    timer_list_.pop_back();
+  }
+}
+
 Clock::time_point Engine::NextDeadlineLocked() const {
   Clock::time_point next = Clock::time_point::max();
-  for (const auto& [qpn, qp] : qps_) {
+  for (const Qp* qp : timer_list_) {
     if (qp->comp.rnr_waiting) next = std::min(next, qp->comp.rnr_deadline);
     else if (qp->comp.retransmit_armed) next = std::min(next, qp->comp.retransmit_deadline);
-    if (qp->sr.peer_sr) next = std::min(next, SrProbeDeadline(qp.get()));
+    if (qp->sr.peer_sr) next = std::min(next, SrProbeDeadline(qp));
     if (qp->ack_delay.ack_deferred) next = std::min(next, qp->ack_delay.ack_deadline);
   }
   return next;
@@ -159,9 +185,17 @@ bool Engine::ChannelArmedLocked() const {
 
 bool Engine::RepliesNeededLocked() const {
   if (ChannelArmedLocked()) return true;
-  for (const auto& [qpn, qp] : qps_)
-    if (qp->type == QpType::kRc && qp->sq_next != qp->sq_tail) return true;
-  return false;
+  // An RC QP with WQEs not sent yet either can send (it is on the work
+  // list) or waits for a response: the window, the READ/atomic limit or a
+  // fence wait for packets in flight, which keep it on the timer list
+  // (TimersArmed). Only those lists are walked: with every QP walked, each
+  // sleep of this thread held the lock ~5 ms per 64,000 idle QPs and an
+  // application creating QPs waited seconds for it (qp_scale).
+  const auto unsent = [](const Qp* qp) {
+    return qp->type == QpType::kRc && qp->sq_next != qp->sq_tail;
+  };
+  return std::any_of(timer_list_.begin(), timer_list_.end(), unsent) ||
+         std::any_of(work_list_.begin(), work_list_.end(), unsent);
 }
 
 void Engine::WakeProgressThread() {

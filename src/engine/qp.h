@@ -295,8 +295,10 @@ class Qp {
   std::unique_ptr<CongestionControl> cc;
   ShmPathState shm;
 
-  // Engine bookkeeping (engine.cc, the work list; device.cc).
+  // Engine bookkeeping (engine.cc, the work list; progress.cc, the timer
+  // list; device.cc).
   bool on_work_list = false;
+  bool on_timer_list = false;
   bool destroyed = false;
 };
 
