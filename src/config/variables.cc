@@ -118,6 +118,14 @@ constexpr std::array kVariables = {
     Variable{"SOFTRNIC_CM_RETRIES", Kind::kInteger, "9", "0..1000",
              "How many times a CM message is resent before the timeout event (docs/rdmacm.md)",
              "rdmacm", 0, 1000},
+    // --- Diagnostics (src/log) ---
+    Variable{"SOFTRNIC_LOG", Kind::kChoice, "warn", "error|warn|info|debug",
+             "How much softrnic says on stderr: `error` only what stops a device or a call; "
+             "`warn` also what degrades (a setting ignored, a fallback); `info` also each device "
+             "and peer path; `debug` also every packet dropped and why (QP, peer, reason). Each "
+             "line names the device, QP or peer, and at most 10 lines per second come from one "
+             "place in the code (a flood of bad packets cannot flood the log)",
+             "log"},
     Variable{"SOFTRNIC_CM_DEBUG", Kind::kFlag, "0", "0|1",
              "`1`: trace the connection manager's messages and state changes on stderr", "rdmacm"},
 };

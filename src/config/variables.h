@@ -30,7 +30,7 @@ struct Variable {
   // What is accepted: "0|1", "udp|shm|auto", "0..500", or a description.
   std::string_view values;
   std::string_view meaning;
-  std::string_view layer;  // who reads it: wire, transport, engine, rdmacm, tools
+  std::string_view layer;  // who reads it: wire, transport, engine, rdmacm, log, tools
   long min = 0;            // kInteger only
   long max = 0;
 };

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "log/log.h"
+
 namespace softrnic::engine {
 
 AsyncObject ObjectOf(AsyncEventType type) {
@@ -55,7 +57,9 @@ void AsyncQueue::SyncSignal() {
 void AsyncQueue::Push(const AsyncEvent& event) {
   if (events_.size() >= kMaxEvents) {
     if (dropped_++ == 0)
-      std::fprintf(stderr, "softrnic: %zu async events unread; dropping later ones (ibv_get_async_event)\n",
+      SOFTRNIC_LOG(kWarn,
+                   "%zu async events unread; dropping later ones (the application should call "
+                   "ibv_get_async_event)",
                    kMaxEvents);
     return;
   }

@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include "engine/device_identity.h"
+#include "log/log.h"
 
 #include <fcntl.h>
 #include <sys/epoll.h>
@@ -162,11 +163,20 @@ void Engine::CommitPacket(uint16_t local_index, const Gid& dst, const uint8_t* d
   ++stats_.tx_packets;
 }
 
+void Engine::Dropped(uint64_t& counter, const char* why, const transport::RxPacket& rx,
+                     uint32_t qpn) {
+  ++counter;
+  // One call site: all drop reasons share the log's rate limit (a flood of
+  // forged packets gives at most 10 lines a second).
+  SOFTRNIC_LOG(kDebug, "device %s: dropped a packet from %s port %u to QP 0x%06x: %s",
+               name_.c_str(), rx.src.gid.ToString().c_str(), unsigned{rx.src.port}, qpn, why);
+}
+
 void Engine::DispatchPacket(const transport::RxPacket& rx) {
   ++stats_.rx_packets;
   wire::Packet pkt;
   if (wire::ParsePacket(rx.data, rx.length, &pkt) != wire::ParseError::kOk) {
-    ++stats_.rx_dropped_parse;
+    Dropped(stats_.rx_dropped_parse, "malformed (headers do not parse)", rx, 0);
     return;
   }
   const wire::Service service = wire::ServiceOf(pkt.opcode());
@@ -179,7 +189,8 @@ void Engine::DispatchPacket(const transport::RxPacket& rx) {
       ++stats_.rx_cnp_ignored;
     } else if (!FromPeerPort(*cnp_qp->second, rx, udp_port_)) {
       ++stats_.rx_cnp;
-      ++stats_.rx_dropped_source_port;
+      Dropped(stats_.rx_dropped_source_port, "CNP from a same-host port that is not the peer's", rx,
+              pkt.bth.dest_qp());
     } else {
       HandleCnp(cnp_qp->second.get());
     }
@@ -188,12 +199,13 @@ void Engine::DispatchPacket(const transport::RxPacket& rx) {
   // IBA 9.2.4 / 10.9: P_Key must match the only entry, 0xFFFF (full) or
   // 0x7FFF (limited), in the low 15 bits.
   if ((pkt.bth.pkey() & 0x7FFF) != 0x7FFF) {
-    ++stats_.rx_dropped_pkey;
+    Dropped(stats_.rx_dropped_pkey, "P_Key is not the default partition's", rx, pkt.bth.dest_qp());
     return;
   }
   auto it = qps_.find(pkt.bth.dest_qp());
   if (it == qps_.end()) {
-    if (!AnswerLingering(pkt, rx)) ++stats_.rx_dropped_unknown_qp;
+    if (!AnswerLingering(pkt, rx))
+      Dropped(stats_.rx_dropped_unknown_qp, "no such QP", rx, pkt.bth.dest_qp());
     return;
   }
   Qp* qp = it->second.get();
@@ -201,7 +213,8 @@ void Engine::DispatchPacket(const transport::RxPacket& rx) {
                        (service == wire::Service::kUc && qp->type == QpType::kUc) ||
                        (service == wire::Service::kUd && qp->type == QpType::kUd);
   if (!type_ok) {
-    ++stats_.rx_dropped_service;
+    Dropped(stats_.rx_dropped_service, "opcode of another transport service than the QP's", rx,
+            qp->qpn);
     return;
   }
   if (qp->type == QpType::kUd) {
@@ -211,12 +224,16 @@ void Engine::DispatchPacket(const transport::RxPacket& rx) {
   // A connected QP only hears from its peer (IBA 9.6.1.5: the source must
   // match the QP's path).
   const QpState s = qp->attr.qp_state;
-  if (s == QpState::kReset || s == QpState::kInit || !(rx.src.gid == qp->attr.ah_attr.dgid)) {
-    ++stats_.rx_dropped_source;
+  if (s == QpState::kReset || s == QpState::kInit) {
+    Dropped(stats_.rx_dropped_source, "QP not connected yet (RESET or INIT)", rx, qp->qpn);
+    return;
+  }
+  if (!(rx.src.gid == qp->attr.ah_attr.dgid)) {
+    Dropped(stats_.rx_dropped_source, "source address is not the QP's peer", rx, qp->qpn);
     return;
   }
   if (!FromPeerPort(*qp, rx, udp_port_)) {
-    ++stats_.rx_dropped_source_port;
+    Dropped(stats_.rx_dropped_source_port, "same-host source port is not the peer's", rx, qp->qpn);
     return;
   }
   if (pkt.info->has(wire::kIsRequest)) {

@@ -215,6 +215,8 @@ class Engine {
   bool IsLingering(uint32_t qpn) const;
   // Answers a request for a lingering QPN; false if it is not one.
   bool AnswerLingering(const wire::Packet& pkt, const transport::RxPacket& rx);
+  // Counts a dropped packet and says why at SOFTRNIC_LOG=debug.
+  void Dropped(uint64_t& counter, const char* why, const transport::RxPacket& rx, uint32_t qpn);
   void ExpireLingering(Clock::time_point now);
 
   // Work list: QPs whose requester may be able to send or that owe an ACK.

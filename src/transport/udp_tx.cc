@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "log/log.h"
 #include "transport/udp_transport.h"
 
 #ifndef UDP_SEGMENT
@@ -147,7 +148,7 @@ bool UdpSender::Flush(int* consumed) {
       // now on one packet per datagram. This run is lost like on a lossy
       // wire; RC retransmits it.
       if (!gso_refused_)
-        std::fprintf(stderr, "softrnic: UDP_SEGMENT refused (%s); sending packet by packet\n",
+        SOFTRNIC_LOG(kWarn, "UDP_SEGMENT refused (%s); sending packet by packet (slower)",
                      std::strerror(err));
       gso_refused_ = true;
     }
