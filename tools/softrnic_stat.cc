@@ -119,6 +119,14 @@ const std::vector<Group>& Groups() {
                    {"icrc_retry_crcs", "udp_rx_icrc_id_retry_crcs"}}},
       {"faults", {{"drops", "fault_drops"}, {"dups", "fault_dups"},
                   {"reorders", "fault_reorders"}, {"corrupts", "fault_corrupts"}}},
+      // Same-host paths: packets through shared-memory rings, and one-sided
+      // operations done directly on the peer's memory (no packet at all).
+      {"shm", {{"tx", "shm_tx_packets"}, {"tx_bytes", "shm_tx_bytes"}, {"rx", "shm_rx_packets"},
+               {"doorbells_tx", "shm_doorbells_sent"}, {"doorbells_rx", "shm_rx_doorbells"}}},
+      {"direct", {{"ops", "shm_direct_ops"}, {"bytes", "shm_direct_bytes"},
+                  {"write", "shm_direct_write_ops"}, {"write_bytes", "shm_direct_write_bytes"},
+                  {"read", "shm_direct_read_ops"}, {"read_bytes", "shm_direct_read_bytes"},
+                  {"atomic", "shm_direct_atomic_ops"}}},
   };
   return groups;
 }

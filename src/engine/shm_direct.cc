@@ -367,9 +367,19 @@ bool Engine::TryDirect(Qp* qp, SendWqe& w, uint64_t index) {
     if (!ScatterSges(qp->pd, qp->WqeSges(index), w.num_sge, 0, bytes, 8))
       status = WcStatus::kLocProtErr;
   }
+  // Plain increments under the engine lock, like every EngineStats counter.
   ++shm_direct_->direct_ops;
   ++stats_.shm_direct_ops;
   stats_.shm_direct_bytes += len;
+  if (op.atomic) {
+    ++stats_.shm_direct_atomic_ops;
+  } else if (op.read) {
+    ++stats_.shm_direct_read_ops;
+    stats_.shm_direct_read_bytes += len;
+  } else {
+    ++stats_.shm_direct_write_ops;
+    stats_.shm_direct_write_bytes += len;
+  }
   ++qp->sq_next;
   if (status != WcStatus::kSuccess) {
     w.done = true;

@@ -68,6 +68,11 @@ std::string FormatStats(const EngineStats& s, const transport::TransportCounters
   line("shm_rx_doorbells", t.rx_doorbells);
   line("shm_direct_ops", s.shm_direct_ops);
   line("shm_direct_bytes", s.shm_direct_bytes);
+  line("shm_direct_write_ops", s.shm_direct_write_ops);
+  line("shm_direct_write_bytes", s.shm_direct_write_bytes);
+  line("shm_direct_read_ops", s.shm_direct_read_ops);
+  line("shm_direct_read_bytes", s.shm_direct_read_bytes);
+  line("shm_direct_atomic_ops", s.shm_direct_atomic_ops);
   line("rx_dropped_source_port", s.rx_dropped_source_port);
   line("rx_responses_unsent", s.rx_responses_unsent);
   line("rx_responses_stale", s.rx_responses_stale);

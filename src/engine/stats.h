@@ -56,9 +56,18 @@ struct EngineStats {
   uint64_t acks_delay_expired = 0;     // waited the whole delay, then sent alone
   uint64_t posts_batched = 0;          // posts whose packets waited for a later flush
   // One-sided operations done directly on a same-host peer's memory
-  // (shm_direct.cc): they send no packet, so only these show them.
+  // (shm_direct.cc): they send no packet, so only these show them. Counted
+  // by the requester that executed them (the target's CPU takes no part,
+  // so the target counts nothing); totals, then per opcode. SEND and WRITE
+  // with immediate have no direct path (they complete a receive at the
+  // target): they are packets, in shm_tx_packets.
   uint64_t shm_direct_ops = 0;
   uint64_t shm_direct_bytes = 0;
+  uint64_t shm_direct_write_ops = 0;
+  uint64_t shm_direct_write_bytes = 0;
+  uint64_t shm_direct_read_ops = 0;
+  uint64_t shm_direct_read_bytes = 0;
+  uint64_t shm_direct_atomic_ops = 0;  // CMP_SWAP and FETCH_ADD, 8 bytes each
   // Packet acceptance (issue 14, M1): what was refused as forged or
   // impossible, by reason. None of these happen between honest peers
   // except rx_responses_stale (late duplicate acknowledgements).

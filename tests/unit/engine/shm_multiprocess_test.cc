@@ -286,6 +286,12 @@ class ShmMultiProcessTest : public ::testing::Test {
     const EngineStats stats1 = p_.dev->stats();
     EXPECT_EQ(stats1.shm_direct_ops - stats0.shm_direct_ops, 4u);
     EXPECT_EQ(stats1.shm_direct_bytes - stats0.shm_direct_bytes, 2u * kLen + 16u);
+    // Per opcode: one WRITE and one READ of kLen, two atomics.
+    EXPECT_EQ(stats1.shm_direct_write_ops - stats0.shm_direct_write_ops, 1u);
+    EXPECT_EQ(stats1.shm_direct_write_bytes - stats0.shm_direct_write_bytes, kLen);
+    EXPECT_EQ(stats1.shm_direct_read_ops - stats0.shm_direct_read_ops, 1u);
+    EXPECT_EQ(stats1.shm_direct_read_bytes - stats0.shm_direct_read_bytes, kLen);
+    EXPECT_EQ(stats1.shm_direct_atomic_ops - stats0.shm_direct_atomic_ops, 2u);
     std::vector<uint8_t> expect(kLen);
     FillPattern(expect, 0, kLen, 2);
     EXPECT_EQ(FirstDiff(p_.buf[0].data() + kWriteOff, expect.data(), kLen), -1);
@@ -321,6 +327,7 @@ TEST_F(ShmMultiProcessTest, TargetStoppedWithSigstopIsWrittenReadAndUpdated) {
 
 TEST_F(ShmMultiProcessTest, BadWritesFailWithRemoteAccessErrorAndTouchNothing) {
   Start(Mode::kErrors);
+  const EngineStats stats0 = p_.dev->stats();
   Sge s = Local(0, 4096);
   // QP 0: beyond the MR's end (starts inside, runs 1 byte past it).
   ASSERT_EQ(p_.dev->PostSend(p_.qp[0], MakeWr(WrOpcode::kRdmaWrite, 10, {&s, 1},
@@ -337,6 +344,11 @@ TEST_F(ShmMultiProcessTest, BadWritesFailWithRemoteAccessErrorAndTouchNothing) {
   auto c = Poll(3, std::chrono::milliseconds(5000));
   ASSERT_EQ(c.size(), 3u);
   for (const Completion& x : c) EXPECT_EQ(x.status, WcStatus::kRemAccessErr) << x.wr_id;
+  // Refused ones went through the ring as packets: no direct operation counted.
+  const EngineStats stats1 = p_.dev->stats();
+  EXPECT_EQ(stats1.shm_direct_ops, stats0.shm_direct_ops);
+  EXPECT_EQ(stats1.shm_direct_write_ops, stats0.shm_direct_write_ops);
+  EXPECT_EQ(stats1.shm_direct_write_bytes, stats0.shm_direct_write_bytes);
   EXPECT_EQ(Verify(), 0);
 }
 
