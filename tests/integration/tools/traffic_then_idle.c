@@ -156,6 +156,10 @@ static int run_side(int requester, int out, int in, int n, size_t size, int m, i
   if (connect_qp_access(qp, peer.qpn, &peer.gid, requester ? 0 : remote)) return fail("connect");
   /* The target is connected (RTR, published to its peers) before the
    * requester posts anything. */
+  if (!requester) {
+    printf("target %d\n", (int)getpid());
+    fflush(stdout);
+  }
   char ready = 'r';
   if (requester ? read_all(in, &ready, 1) : write_all(out, &ready, 1)) return fail("sync");
   int rc = 0;
@@ -206,13 +210,12 @@ static int run_side(int requester, int out, int in, int n, size_t size, int m, i
         rc = 1;
       }
     }
-    printf("requester %d\n", (int)getpid());
-    fflush(stdout);
     char done = 'd';
     if (write_all(out, &done, 1)) return fail("done");
-  } else {
-    printf("target %d\n", (int)getpid());
+    /* The target printed its pid before the traffic: the test may read both. */
+    printf("requester %d\nidle\n", (int)getpid());
     fflush(stdout);
+  } else {
     char done;
     if (read_all(in, &done, 1)) return fail("wait for the requester");
   }
@@ -240,12 +243,6 @@ static int run_direct(int n, size_t size, int m, int atomics) {
   close(to_child[0]);
   close(to_parent[1]);
   int rc = run_side(1, to_child[1], to_parent[0], n, size, m, atomics);
-  if (rc == 0) {
-    /* Both sides printed their pid: the test may read them now. */
-    printf("idle\n");
-    fflush(stdout);
-    wait_stdin_eof();
-  }
   close(to_child[1]);
   int status = 0;
   if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
