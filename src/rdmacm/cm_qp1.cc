@@ -17,6 +17,7 @@
 
 #include "rdmacm/cm_internal.h"
 #include "rdmacm/cma.h"
+#include "log/log.h"
 
 namespace softrnic::rdmacm {
 namespace {
@@ -170,7 +171,7 @@ int StartLocked() {
   if (g.init_error) return g.init_error;
   auto fail = [&](const char* what) {
     int e = errno ? errno : ENODEV;
-    fprintf(stderr, "softrnic-cm: %s failed: %s\n", what, strerror(e));
+    SOFTRNIC_LOG(kError, "%s failed: %s", what, strerror(e));
     g.init_error = e;
     return e;
   };

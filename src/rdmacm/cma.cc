@@ -27,6 +27,7 @@
 #include "common/secure_random.h"
 #include "rdmacm/cm_internal.h"
 #include "rdmacm/mad.h"
+#include "log/log.h"
 
 namespace softrnic::rdmacm {
 
@@ -254,10 +255,10 @@ CMA_EXPORT int rdma_resolve_addr(rdma_cm_id* cid, sockaddr* src, sockaddr* dst, 
       if (!err) {
         gi = GidIndexForIp(sip);
         if (gi < 0) {
-          fprintf(stderr,
-                  "softrnic-cm: no softrnic GID for source address %s (another softrnic process "
-                  "owns %s:4791?): cannot reach %s\n",
-                  IpStr(sip).c_str(), IpStr(sip).c_str(), IpStr(dip).c_str());
+          SOFTRNIC_LOG(kError,
+                       "no softrnic GID for source address %s (another softrnic process owns "
+                       "%s:4791?): cannot reach %s",
+                       IpStr(sip).c_str(), IpStr(sip).c_str(), IpStr(dip).c_str());
           err = EADDRNOTAVAIL;
         }
       }

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "transport/owned_files.h"
+#include "log/log.h"
 
 namespace softrnic::rdmacm {
 namespace {
@@ -87,7 +88,7 @@ transport::OwnedDir HostRegistry::OpenDir(bool create) {
   if (geteuid() == 0) {
     const std::string aside = transport::UnpredictableName(directory_ + ".refused.");
     if (rename(directory_.c_str(), aside.c_str()) == 0) {
-      std::fprintf(stderr, "softrnic: rdma_cm host registry %s; moved it aside to %s\n", why.c_str(),
+      SOFTRNIC_LOG(kWarn, "rdma_cm host registry %s; moved it aside to %s", why.c_str(),
                    aside.c_str());
       return transport::OwnedDir::Open(directory_, create, /*private_dir=*/true);
     }
@@ -99,8 +100,8 @@ transport::OwnedDir HostRegistry::OpenDir(bool create) {
   }
   if (!reported_) {
     reported_ = true;
-    std::fprintf(stderr,
-                 "softrnic: rdma_cm host registry not used (%s); same-host listeners of this "
+    SOFTRNIC_LOG(kWarn,
+                 "rdma_cm host registry not used (%s); same-host listeners of this "
                  "process are not published and none are found\n",
                  why.c_str());
   }

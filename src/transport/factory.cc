@@ -7,6 +7,7 @@
 #include "transport/fault_transport.h"
 #include "transport/shm_transport.h"
 #include "transport/udp_transport.h"
+#include "log/log.h"
 
 namespace softrnic::transport {
 
@@ -33,8 +34,8 @@ std::unique_ptr<Transport> CreateTransport(const UdpConfig& config, TransportMod
   if (config.faults.enabled()) {
     // Fault injection tests the wire: shared memory would bypass it.
     if (mode == TransportMode::kShm)
-      std::fprintf(stderr,
-                   "softrnic: SOFTRNIC_TRANSPORT=shm ignored: SOFTRNIC_FAULTS needs the UDP path\n");
+      SOFTRNIC_LOG(kWarn,
+                   "SOFTRNIC_TRANSPORT=shm ignored: SOFTRNIC_FAULTS needs the UDP path");
     return std::make_unique<FaultTransport>(std::move(udp), config.faults);
   }
   if (mode == TransportMode::kUdp) return udp;
@@ -43,7 +44,7 @@ std::unique_ptr<Transport> CreateTransport(const UdpConfig& config, TransportMod
   if (!shm) {
     // The UDP transport was consumed; build it again.
     if (mode == TransportMode::kShm)
-      std::fprintf(stderr, "softrnic: shared-memory transport unavailable (%s); using UDP\n",
+      SOFTRNIC_LOG(kWarn, "shared-memory transport unavailable (%s); using UDP",
                    shm_error.c_str());
     return CreateUdpTransport(config, error);
   }

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "common/secure_random.h"
+#include "log/log.h"
 
 namespace softrnic::transport {
 
@@ -72,7 +73,7 @@ OwnedDir OpenPrivateDirReclaiming(const std::string& path, bool create) {
   if (dir.ok() || geteuid() != 0 || lstat(path.c_str(), &st) != 0) return dir;
   const std::string aside = UnpredictableName(path + ".refused.");
   if (rename(path.c_str(), aside.c_str()) != 0) return dir;
-  std::fprintf(stderr, "softrnic: %s; moved it aside to %s\n", dir.why().c_str(), aside.c_str());
+  SOFTRNIC_LOG(kWarn, "%s; moved it aside to %s", dir.why().c_str(), aside.c_str());
   return OwnedDir::Open(path, create, /*private_dir=*/true);
 }
 

@@ -15,6 +15,7 @@
 
 #include "common/secure_random.h"
 #include "transport/shm_registry.h"
+#include "log/log.h"
 
 namespace softrnic::transport {
 namespace {
@@ -124,7 +125,7 @@ std::shared_ptr<ShmRingPeer> ShmTransport::Attach(uint32_t ip, uint16_t port) {
   if (!peer->seg.Attach(fd, pid, &error)) {
     if (report_fallbacks_ && !warned_) {
       warned_ = true;
-      std::fprintf(stderr, "softrnic: SOFTRNIC_TRANSPORT=shm: peer pid %u: %s; using UDP\n", pid,
+      SOFTRNIC_LOG(kWarn, "SOFTRNIC_TRANSPORT=shm: peer pid %u: %s; using UDP", pid,
                    error.c_str());
     }
     return nullptr;
@@ -150,8 +151,8 @@ std::shared_ptr<ShmRingPeer> ShmTransport::Attach(uint32_t ip, uint16_t port) {
   if (!ClaimRing(peer.get())) {
     if (report_fallbacks_ && !warned_) {
       warned_ = true;
-      std::fprintf(stderr,
-                   "softrnic: SOFTRNIC_TRANSPORT=shm: peer pid %u has no free ring; using UDP\n",
+      SOFTRNIC_LOG(kWarn,
+                   "SOFTRNIC_TRANSPORT=shm: peer pid %u has no free ring; using UDP",
                    pid);
     }
     return nullptr;
@@ -189,9 +190,9 @@ ShmTransport::Route* ShmTransport::Lookup(const Endpoint& dst) {
   } else {
     if (report_fallbacks_ && !warned_) {
       warned_ = true;
-      std::fprintf(stderr,
-                   "softrnic: SOFTRNIC_TRANSPORT=shm: %s:%u is not a same-host softrnic peer "
-                   "this process can map; using UDP\n",
+      SOFTRNIC_LOG(kWarn,
+                   "SOFTRNIC_TRANSPORT=shm: %s:%u is not a same-host softrnic peer "
+                   "this process can map; using UDP",
                    dst.gid.ToString().c_str(), unsigned{dst.port});
     }
     r.retry_at = std::chrono::steady_clock::now() + kNegativeRetry;

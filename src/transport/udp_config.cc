@@ -10,6 +10,7 @@
 
 #include "config/environment.h"
 #include "transport/udp_transport.h"
+#include "log/log.h"
 
 namespace softrnic::transport {
 
@@ -85,7 +86,7 @@ UdpConfig UdpConfigFromEnvironment(const config::Environment& env) {
                       &config, &error)) {
     // No error channel in this signature: say so loudly and keep the defaults
     // for the bad variable rather than run with a half-understood setting.
-    std::fprintf(stderr, "softrnic: ignoring bad environment setting: %s\n", error.c_str());
+    SOFTRNIC_LOG(kWarn, "ignoring bad environment setting: %s", error.c_str());
   }
   config.segmentation = env.Flag("SOFTRNIC_GSO");
   config.reply_sockets = env.Flag("SOFTRNIC_REPLY_SOCKET");

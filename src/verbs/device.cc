@@ -16,6 +16,7 @@
 #include "engine/device_identity.h"
 #include "verbs/async_acks.h"
 #include "verbs/internal.h"
+#include "log/log.h"
 
 namespace softrnic::verbs {
 namespace {
@@ -39,7 +40,7 @@ std::shared_ptr<eng::Device> GetEngine() {
   std::string err;
   auto dev = eng::Device::Get(&err);
   if (!dev) {
-    std::fprintf(stderr, "softrnic: cannot start the device: %s\n", err.c_str());
+    SOFTRNIC_LOG(kError, "cannot start the device: %s", err.c_str());
     errno = ENODEV;
   }
   return dev;
