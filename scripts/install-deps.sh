@@ -18,6 +18,8 @@ REQUIRED=(
   build-essential cmake g++ ninja-build pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
   libisal-dev zlib1g-dev
+  # HMAC-SHA256 of the device GUIDs (src/engine/device_identity.cc).
+  libssl-dev
   libibverbs-dev librdmacm-dev ibverbs-providers
   ibverbs-utils perftest rdmacm-utils qperf
   # Debian's RDMA consumers whose every ELF file must load against softrnic's

@@ -126,13 +126,9 @@ DeviceFacts CurrentFacts(std::optional<pid_t> pid) {
     addrs = transport::HostIpv4Addresses();
     if (pid) addrs.push_back(htonl(transport::PerProcessLoopbackAddress(static_cast<uint32_t>(*pid), 0)));
   }
-  std::vector<Gid> gids;
-  for (uint32_t a : addrs) {
-    gids.push_back(Gid::FromIpv4(a));
-    f.gids.push_back(ViewGid{gids.back(), InterfaceOf(a)});
-  }
-  f.attr.gid_tbl_len = static_cast<uint32_t>(gids.size());
-  f.attr.node_guid = engine::NodeGuidFromGids(gids);
+  for (uint32_t a : addrs) f.gids.push_back(ViewGid{Gid::FromIpv4(a), InterfaceOf(a)});
+  f.attr.gid_tbl_len = static_cast<uint32_t>(f.gids.size());
+  f.attr.node_guid = engine::NodeGuid(engine::CurrentHostIdentity(), f.name);
   f.attr.sys_image_guid = f.attr.node_guid;  // as Engine::Engine
   for (const ViewGid& g : f.gids) {
     if (g.netdev.empty() || (ntohl(g.gid.Ipv4()) >> 24) == 127) continue;

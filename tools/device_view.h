@@ -9,13 +9,14 @@
 // when a process opens it (docs/addressing.md): every up non-loopback IPv4
 // address of the host, in getifaddrs order, whose RoCE port is free, then
 // one loopback address 127.a.b.c derived from that process's pid. The node
-// GUID is derived from the last GID, so it is per process too. A file in
-// sysfs cannot differ per reader, so the view is exact for one pid only:
-// `softrnic run` renders it for its own pid, which the command it execs
-// keeps (so `softrnic run ibv_devinfo` sees exactly its own GIDs and GUID);
-// any other process (children of that command, MPI ranks) reads the host
-// GIDs right (unless another process owns hostIP:4791, when its table has
-// no host GIDs) and a loopback GID and node GUID that are not its own.
+// GUID is not per process: it depends on the host, the network namespace
+// and the device name only (engine::NodeGuid), so every view shows the
+// right one. A file in sysfs cannot differ per reader, so the GID view is
+// exact for one pid only: `softrnic run` renders it for its own pid, which
+// the command it execs keeps (so `softrnic run ibv_devinfo` sees exactly its
+// own GIDs); any other process (children of that command, MPI ranks) reads
+// the host GIDs right (unless another process owns hostIP:4791, when its
+// table has no host GIDs) and a loopback GID that is not its own.
 // `softrnic setup` renders for no process: host GIDs only.
 //
 // Thread-safety: none needed; single-threaded setup code.
@@ -48,7 +49,7 @@ struct DeviceFacts {
 // The facts a device opened by process `pid` would report now, computed with
 // the engine's own rules (transport::UdpConfigFromEnvironment for
 // SOFTRNIC_BIND, transport::HostIpv4Addresses, PerProcessLoopbackAddress
-// attempt 0, engine::NodeGuidFromGids). No pid: no per-process loopback GID.
+// attempt 0, engine::NodeGuid). No pid: no per-process loopback GID.
 // Binds nothing, so it cannot know which host addresses another softrnic
 // process already owns (those are listed anyway).
 DeviceFacts CurrentFacts(std::optional<pid_t> pid);

@@ -179,21 +179,35 @@ int Device::DeallocPd(Pd* pd) {
   return EraseOwned(engine_->pds_, pd) ? 0 : EINVAL;
 }
 
-int Device::RegMr(Pd* pd, void* addr, size_t length, uint64_t iova, uint32_t access, void* handle,
-                  Mr** out) {
+namespace {
+
+// The checks of a registration's attributes, shared by RegMr and ReregMr.
+int CheckRegistration(const DeviceAttr& attr, const void* addr, size_t length, uint32_t access) {
   // IBA 10.6.3.1 (man ibv_reg_mr): remote write or remote atomic requires
   // local write.
   if ((access & (kRemoteWrite | kRemoteAtomic)) && !(access & kLocalWrite)) return EINVAL;
   if (access & ~uint32_t{kLocalWrite | kRemoteWrite | kRemoteRead | kRemoteAtomic | kMwBind |
                          kZeroBased})
     return EINVAL;
-  if (length > engine_->attr_.max_mr_size) return EINVAL;
+  if (length > attr.max_mr_size) return EINVAL;
   if (addr == nullptr && length > 0) return EINVAL;
-  // Same-host peers reach the region's pages directly (shm_memory.h). Done
-  // before taking the engine lock: it reads /proc/self/maps and copies.
-  SharedRange share;
-  if (engine_->shm_direct_ && (access & (kRemoteWrite | kRemoteRead | kRemoteAtomic)))
-    share = ShareRegion(addr, length);
+  return 0;
+}
+
+// Same-host peers reach a region's pages directly (shm_memory.h) if it
+// grants a remote right. Called before taking the engine lock: it reads
+// /proc/self/maps and copies.
+SharedRange ShareIfRemote(bool shm_direct, const void* addr, size_t length, uint32_t access) {
+  if (!shm_direct || !(access & (kRemoteWrite | kRemoteRead | kRemoteAtomic))) return {};
+  return ShareRegion(addr, length);
+}
+
+}  // namespace
+
+int Device::RegMr(Pd* pd, void* addr, size_t length, uint64_t iova, uint32_t access, void* handle,
+                  Mr** out) {
+  if (int rc = CheckRegistration(engine_->attr_, addr, length, access)) return rc;
+  const SharedRange share = ShareIfRemote(engine_->shm_direct_ != nullptr, addr, length, access);
   std::lock_guard<SpinMutex> lock(engine_->mu_);
   if (engine_->mrs_.size() >= engine_->attr_.max_mr) {
     UnshareRegion(share);
@@ -213,6 +227,53 @@ int Device::RegMr(Pd* pd, void* addr, size_t length, uint64_t iova, uint32_t acc
   ++pd->users;
   *out = mr.get();
   engine_->mrs_.push_back(std::move(mr));
+  return 0;
+}
+
+int Device::ReregMr(Mr* mr, uint32_t what, Pd* pd, void* addr, size_t length, uint32_t access) {
+  // The new attributes. The fields read here change only in ReregMr, which
+  // the application must not run concurrently on one MR (as dereg).
+  Pd* const new_pd = (what & kReregPd) ? pd : mr->pd;
+  void* const new_addr = (what & kReregTranslation) ? addr : static_cast<void*>(mr->addr);
+  const uint64_t new_length = (what & kReregTranslation) ? length : mr->length;
+  const uint32_t new_access = (what & kReregAccess) ? access : mr->access;
+  if (new_pd == nullptr) return EINVAL;
+  if (int rc = CheckRegistration(engine_->attr_, new_addr, new_length, new_access)) return rc;
+  uint64_t new_iova = mr->iova;
+  if ((what & kReregTranslation) || ((mr->access ^ new_access) & kZeroBased))
+    new_iova = reinterpret_cast<uintptr_t>(new_addr);
+  if (new_access & kZeroBased) new_iova = 0;
+  // The new range is shared while the old one still is: the same pages, or
+  // pages nested in it, reuse the old share without a copy (shm_memory.h).
+  const SharedRange share =
+      ShareIfRemote(engine_->shm_direct_ != nullptr, new_addr, new_length, new_access);
+  SharedRange old_share;
+  {
+    std::lock_guard<SpinMutex> lock(engine_->mu_);
+    // As DeregMr then RegMr under one lock: every packet checks the table
+    // under this lock and sees either the old region or the new one, and a
+    // same-host peer's direct access to the old range is revoked (and
+    // drained) before the new one is published.
+    if (engine_->shm_direct_) engine_->shm_direct_->RevokeMr(mr);
+    old_share = mr->share;
+    if (new_pd != mr->pd) {
+      --mr->pd->users;
+      ++new_pd->users;
+    }
+    mr->pd = new_pd;
+    mr->addr = static_cast<uint8_t*>(new_addr);
+    mr->length = new_length;
+    mr->iova = new_iova;
+    mr->access = new_access;
+    mr->share = share;
+    // A new registration: remote access that SEND_WITH_INVALIDATE stopped
+    // is granted again.
+    mr->remote_valid = true;
+    if (engine_->shm_direct_) engine_->shm_direct_->PublishMr(mr, new_pd->id);
+  }
+  // The old pages go back to private memory unless the new range (or
+  // another registration) still uses them.
+  UnshareRegion(old_share);
   return 0;
 }
 

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "engine/async_queue.h"
+#include "engine/device_identity.h"
 #include "engine/stats.h"
 #include "engine/types.h"
 #include "transport/transport.h"
@@ -44,7 +45,7 @@ struct DeviceAttr {
   uint64_t sys_image_guid = 0;
   uint64_t max_mr_size = 1ull << 40;
   uint64_t page_size_cap = 4096;
-  uint32_t vendor_id = 0;
+  uint32_t vendor_id = kVendorId;
   uint32_t vendor_part_id = 0x5ef7;  // softrnic's own id: not a ConnectX/EFA id
   uint32_t hw_ver = 1;
   // Nothing scales with the QP count but the QP table (an idle QP is on no
@@ -114,6 +115,13 @@ class Device {
   // REMOTE_ATOMIC without LOCAL_WRITE (IBA 10.6.3.1).
   int RegMr(Pd* pd, void* addr, size_t length, uint64_t iova, uint32_t access, void* handle,
             Mr** out);
+  // ibv_rereg_mr: changes what `what` (Rereg bits) names, each part as
+  // RegMr takes it: the translation (addr, length; the iova becomes addr),
+  // the PD, the access (a change of kZeroBased alone makes the iova 0 or
+  // addr). The keys stay (ibv_rereg_mr(3) lets them; peers holding the rkey
+  // reach the new range). All or nothing: on error (RegMr's errno for the
+  // new attributes) the region is exactly as it was.
+  int ReregMr(Mr* mr, uint32_t what, Pd* pd, void* addr, size_t length, uint32_t access);
   int DeregMr(Mr* mr);
   uint32_t MrLkey(const Mr* mr) const;
   uint32_t MrRkey(const Mr* mr) const;

@@ -1,16 +1,16 @@
-// What a softrnic device says about its identity and its one port, as pure
+// What a softrnic device says about its identity and its one port, as
 // functions and constants, so every view of the device agrees: the engine
-// (node GUID), the verbs library (ibv_query_port) and `softrnic run` /
+// (vendor id, node GUID), the verbs library (ibv_query_port) and `softrnic run` /
 // `softrnic setup`, which render the same facts as a kernel-style
 // /sys/class/infiniband tree (tools/device_view.h).
 //
-// Thread-safety: pure functions of their arguments.
+// Thread-safety: NodeGuid is a pure function; CurrentHostIdentity only
+// reads files and keeps no state.
 #pragma once
 
 #include <cstdint>
-#include <span>
-
-#include "transport/address.h"
+#include <string>
+#include <string_view>
 
 namespace softrnic::engine {
 
@@ -20,12 +20,36 @@ namespace softrnic::engine {
 inline constexpr const char* kDeviceName = "softrnic0";
 inline constexpr const char* kUverbsName = "uverbs0";
 
-// The node GUID (network byte order) of a device whose GID table is `gids`:
-// EUI-64 style 02:00:5e:00 + the last GID's IPv4 address, which in the
-// automatic scheme is the per-process loopback address (docs/addressing.md),
-// so it differs between processes and hosts. 02:00:5e:00:00:00:00:00 for an
-// empty table. Engine::Engine (engine.cc) sets its node GUID with it.
-uint64_t NodeGuidFromGids(std::span<const transport::Gid> gids);
+// softrnic's vendor id (ibv_device_attr.vendor_id, an IEEE OUI in the low
+// 24 bits): 02:53:52, "SR" under an OUI with the locally-administered bit
+// set, which the IEEE never assigns, so it cannot be a real vendor's; not 0
+// either, which SPDK (and others) read as "this is rxe", nor rxe's 0xffffff.
+inline constexpr uint32_t kVendorId = 0x025352;
+
+// What makes a device's GUIDs the same in every process of one host and
+// network namespace and different between hosts and namespaces.
+struct HostIdentity {
+  std::string machine_id;   // /etc/machine-id, else this boot's id, else ""
+  uint64_t netns_dev = 0;   // st_dev and st_ino of /proc/self/ns/net
+  uint64_t netns_ino = 0;
+};
+
+// This process's HostIdentity. machine-id(5) falls back to
+// /proc/sys/kernel/random/boot_id where /etc/machine-id is missing or empty
+// (minimal containers): stable until the next boot only.
+HostIdentity CurrentHostIdentity();
+
+// The node GUID (network byte order) of device `device_name` on `host`:
+// the first 8 bytes of HMAC-SHA256 keyed with the machine id over the
+// device name and the namespace, as an EUI-64 with the locally-administered
+// bit set and the group bit clear. machine-id(5) asks for exactly this (a
+// keyed cryptographic hash, never the id itself): the id is meant to stay
+// confidential, and the GUID is visible to every peer (ibv_devinfo,
+// rdma_cm). Unlike a GUID derived from the GIDs (which include the
+// per-process loopback one) it is the same in every process, as a NIC's.
+// Engine::Engine (node_guid, sys_image_guid) and the sysfs view
+// (tools/device_view.cc) both use it.
+uint64_t NodeGuid(const HostIdentity& host, std::string_view device_name);
 
 // Port 1's fixed attributes, with the numbering of ibv_port_attr and of the
 // kernel's struct ib_port_attr (identical values). The verbs library reports

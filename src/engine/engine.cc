@@ -46,10 +46,9 @@ Engine::Engine(std::unique_ptr<transport::Transport> transport, DeviceAttr attr,
   // (loopback: 65536; jumbo frames), 4096 cuts the packets per byte by four.
   // Like a NIC's MTU, both ends must agree.
   attr_.active_mtu = config.mtu;
-  // Node GUID from the last GID's address (the per-process loopback one in
-  // the automatic scheme), EUI-64 style: it differs between hosts and
-  // processes (device_identity.h, shared with `softrnic run`'s sysfs view).
-  attr_.node_guid = NodeGuidFromGids(gids_);
+  // The same GUIDs in every process of this host and network namespace, as
+  // a NIC's (device_identity.h, shared with `softrnic run`'s sysfs view).
+  attr_.node_guid = NodeGuid(CurrentHostIdentity(), kDeviceName);
   attr_.sys_image_guid = attr_.node_guid;
   async_queues_.emplace(Device::kDeviceAsyncQueue, std::make_unique<AsyncQueue>());
   spin_us_ = config.spin_us;

@@ -91,6 +91,9 @@ enum Access : uint32_t {
   kOnDemand = 64,
 };
 
+// IBV_REREG_MR_CHANGE_* bits: what Device::ReregMr changes.
+enum Rereg : uint32_t { kReregTranslation = 1, kReregPd = 2, kReregAccess = 4 };
+
 // IBV_SEND_* bits.
 enum SendFlag : uint32_t { kFence = 1, kSignaled = 2, kSolicited = 4, kInline = 8 };
 

@@ -36,12 +36,19 @@ constexpr unsigned kKnownAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRI
                                   IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
                                   IBV_ACCESS_ON_DEMAND;
 
+// The access bits the engine gets, or an errno: hints dropped, unknown bits
+// EINVAL, what softrnic does not offer (memory windows, on-demand paging)
+// EOPNOTSUPP.
+int EngineAccess(unsigned* access) {
+  *access &= ~(unsigned(IBV_ACCESS_OPTIONAL_RANGE) | IBV_ACCESS_HUGETLB);
+  if (*access & ~kKnownAccess) return EINVAL;
+  if (*access & (IBV_ACCESS_MW_BIND | IBV_ACCESS_ON_DEMAND)) return EOPNOTSUPP;
+  return 0;
+}
+
 ibv_mr* RegMr(ibv_pd* ibpd, void* addr, size_t length, uint64_t iova, unsigned access) {
   if (!ibpd) return FailNull<ibv_mr>(EINVAL);
-  access &= ~(unsigned(IBV_ACCESS_OPTIONAL_RANGE) | IBV_ACCESS_HUGETLB);
-  if (access & ~kKnownAccess) return FailNull<ibv_mr>(EINVAL);
-  // No memory windows and no on-demand paging in softrnic.
-  if (access & (IBV_ACCESS_MW_BIND | IBV_ACCESS_ON_DEMAND)) return FailNull<ibv_mr>(EOPNOTSUPP);
+  if (int rc = EngineAccess(&access)) return FailNull<ibv_mr>(rc);
   return NoThrow<ibv_mr*>(nullptr, [&]() -> ibv_mr* {
     auto* pd = reinterpret_cast<Pd*>(ibpd);
     eng::Device* dev = DevOf(ibpd->context);
@@ -84,8 +91,37 @@ SOFTRNIC_EXPORT int ibv_dereg_mr(ibv_mr* ibmr) {
   return DestroyThenFree(mr, [&] { return DevOf(ibmr->context)->DeregMr(mr->e); });
 }
 
-// Not offered: deregister and register again. The MR stays valid as it was.
-SOFTRNIC_EXPORT int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int) {
-  errno = EOPNOTSUPP;
-  return IBV_REREG_MR_ERR_INPUT;
+// ibv_rereg_mr(3). The argument checks are rdma-core's (verbs.c): unknown
+// flags, a translation change without address or length, access bits
+// without IBV_REREG_MR_CHANGE_ACCESS. The engine changes the region all or
+// nothing, so every failure, its own included, leaves the old MR valid:
+// IBV_REREG_MR_ERR_INPUT with errno set, never ERR_CMD ("MR shouldn't be
+// used"). There is no fork protection to move (memory is never pinned,
+// IBV_FORK_UNNEEDED), so the fork errors cannot happen. lkey and rkey stay.
+SOFTRNIC_EXPORT int ibv_rereg_mr(ibv_mr* ibmr, int flags, ibv_pd* ibpd, void* addr, size_t length,
+                                 int access) {
+  const auto input_error = [](int err) {
+    errno = err;
+    return IBV_REREG_MR_ERR_INPUT;
+  };
+  if (!ibmr || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED)) return input_error(EINVAL);
+  if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!length || !addr)) return input_error(EINVAL);
+  if (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS)) return input_error(EINVAL);
+  if ((flags & IBV_REREG_MR_CHANGE_PD) && (!ibpd || ibpd->context != ibmr->context))
+    return input_error(EINVAL);
+  unsigned engine_access = static_cast<unsigned>(access);
+  if (int rc = EngineAccess(&engine_access)) return input_error(rc);
+  auto* mr = reinterpret_cast<Mr*>(ibmr);
+  const int rc = NoThrow<int>(ENOMEM, [&] {
+    eng::Pd* pd = (flags & IBV_REREG_MR_CHANGE_PD) ? reinterpret_cast<Pd*>(ibpd)->e : nullptr;
+    return DevOf(ibmr->context)->ReregMr(mr->e, static_cast<uint32_t>(flags), pd, addr, length,
+                                         engine_access);
+  });
+  if (rc != 0) return input_error(rc);
+  if (flags & IBV_REREG_MR_CHANGE_PD) ibmr->pd = ibpd;
+  if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+    ibmr->addr = addr;
+    ibmr->length = length;
+  }
+  return 0;
 }

@@ -2,6 +2,7 @@
 # Runs Debian's unmodified ibv_devices and ibv_devinfo (-v) over softrnic's
 # libibverbs.so.1 and checks what they print: one device "softrnic0", our own
 # vendor_part_id (not a ConnectX id, so perftest posts with ibv_post_send),
+# vendor id, a node GUID the same in every process of the namespace,
 # port ACTIVE on an Ethernet link layer, and every GID listed as an
 # IPv4-mapped RoCE v2 GID (gid_tbl_len of them).
 #
@@ -46,6 +47,27 @@ check "ibv_devinfo exits 0" test $rc -eq 0
 check "ibv_devinfo: hca_id softrnic0" grep -q 'hca_id:[[:space:]]*softrnic0' <<<"$info"
 check "ibv_devinfo: vendor_part_id 24311 (0x5ef7)" \
   grep -Eq 'vendor_part_id:[[:space:]]*24311$' <<<"$info"
+check "ibv_devinfo: vendor_id 0x025352, softrnic's own (issue 15)" \
+  grep -Eq 'vendor_id:[[:space:]]*0x0*25352$' <<<"$info"
+# The node GUID is the host's, not the process's: another process (with
+# another per-process loopback GID) reports the same one, and ibv_devices
+# lists it; a process in another network namespace gets another one.
+guid_of() { sed -n 's/.*node_guid:[[:space:]]*\([0-9a-f:]*\).*/\1/p' <<<"$1"; }
+guid=$(guid_of "$info")
+guid2=$(guid_of "$(timeout 20 ibv_devinfo 2>&1)")
+check "ibv_devinfo: a node_guid ($guid)" grep -Eq '^[0-9a-f]{4}(:[0-9a-f]{4}){3}$' <<<"$guid"
+check "ibv_devinfo: the same node_guid in a second process ($guid2)" test "$guid" = "$guid2"
+check "ibv_devices: the same GUID" grep -q "${guid//:/}" <<<"$devices"
+check "ibv_devinfo: node_guid locally administered, not 0200:5e00 (pid-derived)" \
+  bash -c '[[ $(( 0x${1:0:2} & 3 )) -eq 2 && ${1:0:9} != 0200:5e00 ]]' _ "$guid"
+if unshare -n true 2>/dev/null; then
+  other_ns=$(unshare -n bash -c 'ip link set lo up && timeout 20 ibv_devinfo' 2>&1)
+  guid_ns=$(guid_of "$other_ns")
+  check "another network namespace: another node_guid ($guid_ns)" \
+    bash -c '[[ -n $1 && $1 != "$2" ]]' _ "$guid_ns" "$guid"
+else
+  echo "SKIP another network namespace: unshare -n not permitted"
+fi
 check "ibv_devinfo: port ACTIVE" grep -q 'state:[[:space:]]*PORT_ACTIVE (4)' <<<"$info"
 check "ibv_devinfo: link_layer Ethernet" grep -q 'link_layer:[[:space:]]*Ethernet' <<<"$info"
 check "ibv_devinfo: phys_port_cnt 1" grep -Eq 'phys_port_cnt:[[:space:]]*1$' <<<"$info"

@@ -81,6 +81,12 @@ TEST_F(DeviceTest, DeviceAndPortAttributesComeFromTheEngine) {
   EXPECT_EQ(d.max_srq_wr, int(a.max_srq_wr));
   EXPECT_EQ(d.max_qp_rd_atom, int(a.max_qp_rd_atom));
   EXPECT_EQ(d.vendor_part_id, a.vendor_part_id);
+  // softrnic's own vendor id, by default (issue 15): not 0, which SPDK reads
+  // as rxe, nor rxe's 0xffffff.
+  EXPECT_EQ(d.vendor_id, a.vendor_id);
+  EXPECT_EQ(d.vendor_id, 0x025352u);
+  EXPECT_NE(d.vendor_part_id, 0u);
+  EXPECT_EQ(d.node_guid, a.node_guid);
   EXPECT_EQ(d.phys_port_cnt, 1);
   EXPECT_EQ(d.atomic_cap, IBV_ATOMIC_HCA);
   EXPECT_TRUE(d.device_cap_flags & IBV_DEVICE_RC_RNR_NAK_GEN);

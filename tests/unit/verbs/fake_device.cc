@@ -210,6 +210,20 @@ int Device::RegMr(Pd* pd, void* addr, size_t length, uint64_t iova, uint32_t acc
   return 0;
 }
 
+int Device::ReregMr(Mr* mr, uint32_t what, Pd* pd, void* addr, size_t length, uint32_t access) {
+  Fake& f = F();
+  if (int rc = f.Enter("ReregMr")) return rc;
+  std::lock_guard<std::mutex> lock(f.mu_);
+  if (what & kReregPd) mr->pd = pd;
+  if (what & kReregTranslation) {
+    mr->addr = addr;
+    mr->length = length;
+    mr->iova = reinterpret_cast<uintptr_t>(addr);
+  }
+  if (what & kReregAccess) mr->access = access;
+  return 0;
+}
+
 int Device::DeregMr(Mr* mr) {
   Fake& f = F();
   if (int rc = f.Enter("DeregMr")) return rc;

@@ -96,8 +96,56 @@ TEST_F(ResourcesTest, RegMrAccessFlags) {
 
   EXPECT_EQ(ibv_reg_mr(nullptr, buf, 64, IBV_ACCESS_LOCAL_WRITE), nullptr);
   EXPECT_EQ(errno, EINVAL);
+  errno = 0;
   EXPECT_EQ(ibv_reg_dmabuf_mr(pd_, 0, 64, 0, 3, IBV_ACCESS_LOCAL_WRITE), nullptr);
   EXPECT_EQ(errno, EOPNOTSUPP);
+  EXPECT_EQ(fake().CallCount("RegMr"), 2);
+}
+
+// ibv_reg_mr(3): "optional" access flags (IBV_ACCESS_OPTIONAL_RANGE) may be
+// ignored by a device that does not support them; every one of them is
+// accepted by every registration verb, and none reaches the engine.
+TEST_F(ResourcesTest, EveryOptionalAccessFlagIsAcceptedAndIgnored) {
+  static char buf[64];
+  const unsigned required = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ;
+  for (unsigned bit = 0; bit < 32; ++bit) {
+    const unsigned flag = 1u << bit;
+    if (!(flag & IBV_ACCESS_OPTIONAL_RANGE)) continue;
+    ibv_mr* a = ibv_reg_mr(pd_, buf, sizeof(buf), static_cast<int>(required | flag));
+    ibv_mr* b = ibv_reg_mr_iova2(pd_, buf, sizeof(buf), 0x1000, required | flag);
+    ibv_mr* c = ibv_reg_mr_iova(pd_, buf, sizeof(buf), 0x2000, static_cast<int>(required | flag));
+    ASSERT_NE(a, nullptr) << "bit " << bit;
+    ASSERT_NE(b, nullptr) << "bit " << bit;
+    ASSERT_NE(c, nullptr) << "bit " << bit;
+    EXPECT_EQ(fake().MrOf(a)->access, required) << "bit " << bit;
+    EXPECT_EQ(fake().MrOf(b)->access, required) << "bit " << bit;
+    EXPECT_EQ(fake().MrOf(c)->access, required) << "bit " << bit;
+    EXPECT_EQ(ibv_dereg_mr(a), 0);
+    EXPECT_EQ(ibv_dereg_mr(b), 0);
+    EXPECT_EQ(ibv_dereg_mr(c), 0);
+  }
+  // All of them at once, as IBV_ACCESS_RELAXED_ORDERING is among them.
+  ibv_mr* all = ibv_reg_mr_iova2(pd_, buf, sizeof(buf), 0,
+                                 required | IBV_ACCESS_OPTIONAL_RANGE | IBV_ACCESS_RELAXED_ORDERING);
+  ASSERT_NE(all, nullptr);
+  EXPECT_EQ(fake().MrOf(all)->access, required);
+  EXPECT_EQ(ibv_dereg_mr(all), 0);
+}
+
+// Enhanced connection establishment has no options to negotiate here:
+// ibv_query_ece(3) and ibv_set_ece(3) answer EOPNOTSUPP (their return value,
+// as rdma-core's verbs do for a provider without ECE), leaving `ece` alone.
+TEST_F(ResourcesTest, EceIsNotSupported) {
+  ibv_qp* qp = CreateQp(IBV_QPT_RC);
+  ASSERT_NE(qp, nullptr);
+  ibv_ece ece{};
+  ece.vendor_id = 0x1234;
+  ece.options = 7;
+  EXPECT_EQ(ibv_query_ece(qp, &ece), EOPNOTSUPP);
+  EXPECT_EQ(ibv_set_ece(qp, &ece), EOPNOTSUPP);
+  EXPECT_EQ(ece.vendor_id, 0x1234u);
+  EXPECT_EQ(ece.options, 7u);
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
 }
 
 TEST_F(ResourcesTest, CreateCqChecksAndReportsTheRealSize) {
