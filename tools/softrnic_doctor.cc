@@ -42,6 +42,7 @@
 #include "commands.h"
 #include "config/environment.h"
 #include "elf_symbols.h"
+#include "printable.h"
 #include "engine/stats_publisher.h"
 #include "self_lib_dir.h"
 #include "transport/owned_files.h"
@@ -81,21 +82,9 @@ struct Report {
   }
 };
 
-// Text from the system (paths, process names) for the terminal: no escape
-// sequences.
-std::string Safe(const std::string& s) {
-  std::string out;
-  for (const unsigned char c : s) {
-    if (c >= 0x20 && c < 0x7f) {
-      out.push_back(char(c));
-    } else {
-      char esc[8];
-      std::snprintf(esc, sizeof esc, "\\x%02x", unsigned(c));
-      out += esc;
-    }
-  }
-  return out;
-}
+// Text from the system (paths, process names) goes to the terminal through
+// Printable: no escape sequences.
+using softrnic::tools::Printable;
 
 std::string Errno(int err) { return std::strerror(err); }
 
@@ -134,14 +123,14 @@ void CheckLibrary(Report& r) {
   const std::string self = SelfLibDir();
   const std::string self_lib = self + "/" + kLibName;
   if (self.empty() || FindDynamicSymbol(self_lib, kSoftrnicSymbol) != ElfSymbol::kDefined) {
-    r.Problem(check, "softrnic's own " + std::string(kLibName) + " is missing from " + Safe(self) +
+    r.Problem(check, "softrnic's own " + std::string(kLibName) + " is missing from " + Printable(self) +
                          " (lib/softrnic beside this tool's bin, or lib of its build tree)",
               "reinstall softrnic (cmake --install, or the Debian package), or build the target "
               "softrnic_verbs_libs in this build tree");
     return;
   }
   const std::string fix = "start verbs programs with `softrnic run CMD`, or export LD_LIBRARY_PATH=" +
-                          Safe(self) + " (softrnic's lib directory first)";
+                          Printable(self) + " (softrnic's lib directory first)";
   // LD_LIBRARY_PATH in order, as ld.so: ':' or ';' separate entries, an
   // empty entry is the current directory; a file that is no loadable
   // library for this machine is skipped.
@@ -160,27 +149,27 @@ void CheckLibrary(Report& r) {
       char real_lib[4096], real_self[4096];
       const bool same = realpath(lib.c_str(), real_lib) && realpath(self_lib.c_str(), real_self) &&
                         std::strcmp(real_lib, real_self) == 0;
-      r.Ok(check, "verbs programs started from here load softrnic's " + Safe(lib) +
+      r.Ok(check, "verbs programs started from here load softrnic's " + Printable(lib) +
                       " (first on LD_LIBRARY_PATH)" +
-                      (same ? "" : "; note: another softrnic than this tool's " + Safe(self)));
+                      (same ? "" : "; note: another softrnic than this tool's " + Printable(self)));
     } else {
-      r.Problem(check, "verbs programs started from here would load " + Safe(lib) +
+      r.Problem(check, "verbs programs started from here would load " + Printable(lib) +
                            ", which is not softrnic's (no " + kSoftrnicSymbol +
                            "): it comes first on LD_LIBRARY_PATH",
-                fix + ", ahead of " + Safe(dir));
+                fix + ", ahead of " + Printable(dir));
     }
     return;
   }
   const std::string system = CachedLibrary();
   if (!system.empty() && FindDynamicSymbol(system, kSoftrnicSymbol) == ElfSymbol::kDefined) {
-    r.Ok(check, "verbs programs started from here load softrnic's " + Safe(system) +
+    r.Ok(check, "verbs programs started from here load softrnic's " + Printable(system) +
                     " (from the loader's cache, ldconfig)");
     return;
   }
   r.Problem(check,
             std::string("verbs programs started from here would load ") +
                 (system.empty() ? "no libibverbs.so.1 at all (not on LD_LIBRARY_PATH, not in the loader's cache)"
-                                : "the system's " + Safe(system) + " (rdma-core), not softrnic's") +
+                                : "the system's " + Printable(system) + " (rdma-core), not softrnic's") +
                 ": LD_LIBRARY_PATH " + (env ? "holds no libibverbs.so.1" : "is not set"),
             fix);
 }
@@ -190,7 +179,7 @@ void CheckLibrary(Report& r) {
 std::string Holder(const UdpHolder& h, uint16_t port) {
   std::string s = (h.ipv6 ? "[" + h.address + "]" : h.address) + ":" + std::to_string(port) + " by " +
                   DescribeUid(h.uid);
-  if (h.pid) s += ", pid " + std::to_string(h.pid) + " (" + Safe(h.comm) + ")";
+  if (h.pid) s += ", pid " + std::to_string(h.pid) + " (" + Printable(h.comm) + ")";
   return s;
 }
 
@@ -292,9 +281,9 @@ void CheckSharedMemory(Report& r) {
   if (lstat(ep.c_str(), &st) == 0) {
     const transport::OwnedDir dir = transport::OwnedDir::Open(ep, /*create=*/false, /*private_dir=*/true);
     if (!dir.ok()) {
-      r.Problem(check, Safe(ep) + " (this user's endpoint links) is refused: " + Safe(dir.why()) +
+      r.Problem(check, Printable(ep) + " (this user's endpoint links) is refused: " + Printable(dir.why()) +
                            "; same-host peers are then reached over UDP",
-                "remove it (root: `rm -rf " + Safe(ep) + "`; softrnic recreates it as a 0700 directory)");
+                "remove it (root: `rm -rf " + Printable(ep) + "`; softrnic recreates it as a 0700 directory)");
       return;
     }
   }
@@ -365,7 +354,7 @@ void CheckClock(Report& r) {
   }
   const long long res_ns = res.tv_sec * 1000000000LL + res.tv_nsec;
   const std::string text = "CLOCK_MONOTONIC resolution " + std::to_string(res_ns) + " ns" +
-                           (source.empty() ? "" : ", clock source " + Safe(source));
+                           (source.empty() ? "" : ", clock source " + Printable(source));
   const bool backwards = t2.tv_sec < t1.tv_sec || (t2.tv_sec == t1.tv_sec && t2.tv_nsec < t1.tv_nsec);
   if (backwards) {
     r.Problem(check, text + ": it went backwards", "report this kernel bug; softrnic's timers rely on it");
@@ -385,13 +374,13 @@ void CheckStaleFiles(Report& r) {
   const int stats = engine::SweepStaleStatsFiles(dir, /*dry_run=*/true);
   const int links = transport::ShmSweepStaleLinks(/*dry_run=*/true);
   if (stats + links == 0) {
-    r.Ok("stale-files", "none of this user's dead processes left files in " + Safe(dir) + " or " +
-                            Safe(transport::ShmEndpointDirectory()));
+    r.Ok("stale-files", "none of this user's dead processes left files in " + Printable(dir) + " or " +
+                            Printable(transport::ShmEndpointDirectory()));
     return;
   }
   // Harmless (readers skip them) and removed by the next device or
   // `softrnic stat`: reported, not a problem.
-  r.Ok("stale-files", std::to_string(stats) + " stats file(s) in " + Safe(dir) + " and " +
+  r.Ok("stale-files", std::to_string(stats) + " stats file(s) in " + Printable(dir) + " and " +
                           std::to_string(links) + " endpoint link(s) of this user's dead processes "
                           "(killed with SIGKILL); harmless: `softrnic stat` or the next device removes them");
 }

@@ -43,6 +43,7 @@
 
 #include "commands.h"
 #include "prometheus_format.h"
+#include "printable.h"
 #include "engine/stats_publisher.h"
 #include "transport/shm_registry.h"
 
@@ -132,22 +133,9 @@ const std::vector<Group>& Groups() {
 }
 
 // Strings in a stats file are whatever bytes its writer put there (security
-// review L2): never sent to the terminal raw (escape sequences) or into JSON
-// unescaped. Text output shows a byte outside printable ASCII as \xNN.
-std::string Printable(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (const unsigned char c : s) {
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      out.push_back(char(c));
-    } else {
-      char esc[8];
-      std::snprintf(esc, sizeof esc, "\\x%02x", unsigned(c));
-      out += esc;
-    }
-  }
-  return out;
-}
+// review L2): never sent to the terminal raw (escape sequences, Printable)
+// or into JSON unescaped.
+using softrnic::tools::Printable;
 
 // A JSON string literal (with quotes) for any bytes: ASCII control
 // characters and every non-ASCII byte become \u00NN, so the output is valid
