@@ -9,5 +9,6 @@ int RunMain(int argc, char** argv);    // softrnic_run.cc
 int SetupMain(int argc, char** argv);  // softrnic_setup.cc
 int ConfigMain(int argc, char** argv); // softrnic_config.cc
 int DoctorMain(int argc, char** argv); // softrnic_doctor.cc
+int CaptureMain(int argc, char** argv); // softrnic_capture.cc
 
 }  // namespace softrnic::tools

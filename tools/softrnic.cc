@@ -5,6 +5,7 @@
 //   softrnic setup [--remove]  the device view system-wide, as root (softrnic_setup.cc)
 //   softrnic config [--markdown]  the SOFTRNIC_* variables (softrnic_config.cc)
 //   softrnic doctor            checks the setup, says how to fix it (softrnic_doctor.cc)
+//   softrnic capture -w F -- CMD  a pcapng of CMD's RoCE v2 packets (softrnic_capture.cc)
 #include <cstdio>
 #include <cstring>
 
@@ -19,6 +20,7 @@ void Usage(FILE* out) {
                "       softrnic setup [--remove]\n"
                "       softrnic config [--markdown]\n"
                "       softrnic doctor\n"
+               "       softrnic capture -w FILE [-s MB] [-n FILES] [-k] [--] CMD [ARGS...]\n"
                "       softrnic help\n"
                "stat:  the counters of every running softrnic device (docs/hardening.md);\n"
                "       -j JSON, -P (--prometheus) the Prometheus text format\n"
@@ -29,6 +31,8 @@ void Usage(FILE* out) {
                "       (docs/configuration.md)\n"
                "doctor: checks the setup (libraries, UDP 4791, shared memory, clock) and\n"
                "       says how to fix what is wrong; exit 1 if something is\n"
+               "capture: CMD's RoCE v2 packets on every path (shared memory included) as\n"
+               "       pcapng for Wireshark/tshark (docs/capture.md)\n"
                "`softrnic COMMAND --help` describes each.\n");
 }
 
@@ -47,6 +51,7 @@ int main(int argc, char** argv) {
   if (!std::strcmp(cmd, "setup")) return SetupMain(argc - 1, argv + 1);
   if (!std::strcmp(cmd, "config")) return ConfigMain(argc - 1, argv + 1);
   if (!std::strcmp(cmd, "doctor")) return DoctorMain(argc - 1, argv + 1);
+  if (!std::strcmp(cmd, "capture")) return CaptureMain(argc - 1, argv + 1);
   std::fprintf(stderr, "softrnic: unknown command '%s'\n", cmd);
   Usage(stderr);
   return 2;

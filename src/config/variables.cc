@@ -110,6 +110,18 @@ constexpr std::array kVariables = {
     Variable{"SOFTRNIC_STATS_DIR", Kind::kText, "/dev/shm", "a directory",
              "Where the live counters are published, and where `softrnic stat` looks for them",
              "engine, tools"},
+    Variable{"SOFTRNIC_CAPTURE", Kind::kText, "", "a file path (%p: the pid)",
+             "Write every RoCE v2 packet the device sends and receives, on every path, to this "
+             "pcapng file (docs/capture.md; `softrnic capture` sets it)",
+             "engine, tools"},
+    Variable{"SOFTRNIC_CAPTURE_SIZE_MB", Kind::kInteger, "256", "1..1048576",
+             "Largest capture file (MiB): then the capture stops, or rotates with "
+             "SOFTRNIC_CAPTURE_FILES > 1",
+             "engine, tools", 1, 1048576},
+    Variable{"SOFTRNIC_CAPTURE_FILES", Kind::kInteger, "1", "1..1000",
+             "`1`: the capture stops when its file is full (the start is kept); N: rotate through "
+             "N files (path, path.1, ...), keeping the most recent",
+             "engine, tools", 1, 1000},
     // --- rdmacm: connection management (src/rdmacm) ---
     Variable{"SOFTRNIC_CM_TIMEOUT_MS", Kind::kInteger, "500", "1..3600000",
              "Interval (ms) between retransmissions of a CM REQ, REP, DREQ or SIDR_REQ "

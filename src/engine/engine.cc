@@ -57,6 +57,16 @@ Engine::Engine(std::unique_ptr<transport::Transport> transport, DeviceAttr attr,
   hold_tx_ = config.tx_batch;
   selective_ = config.selective;  // docs/loss.md
   cc_settings_ = config.cc;
+  if (!config.capture.path.empty()) {
+    std::string description = "softrnic pid " + std::to_string(getpid());
+    for (const Gid& g : gids_) description += " gid " + g.ToString();
+    std::string error;
+    capture_ = PacketCapture::Open(config.capture, kDeviceName, description, &error);
+    if (capture_ == nullptr)
+      SOFTRNIC_LOG(kWarn, "%s; the device runs without capture (SOFTRNIC_CAPTURE)", error.c_str());
+    else
+      tx_.set_capture(capture_.get());
+  }
 }
 
 Engine::~Engine() {

@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/capture.h"
 #include "engine/device.h"
 #include "engine/engine_config.h"
 #include "engine/mr_table.h"
@@ -29,6 +30,7 @@
 #include "engine/spin_mutex.h"
 #include "engine/queues.h"
 #include "engine/stats.h"
+#include "engine/wr_opcode.h"
 #include "transport/peer_memory.h"
 #include "transport/transport.h"
 #include "wire/packet.h"
@@ -79,6 +81,8 @@ class Engine {
   // One pass: receive a burst, dispatch, flush ACKs, run timers and
   // requesters, transmit. Returns true if it did any work. REQUIRES: mu_.
   bool PollOnceLocked();
+  // Hands n received packets to capture_ (REQUIRES: capture_).
+  void RecordReceived(const transport::RxPacket* rx, int n);
   void ProgressThreadMain();
   // One epoll wait of the progress thread (nullptr: no timeout); drains
   // wake_fd_ if it fired.
@@ -179,6 +183,9 @@ class Engine {
   void FlushTx() { tx_.Flush(*transport_); }
   TxBatch tx_;
   std::unique_ptr<transport::Transport> transport_;
+  // SOFTRNIC_CAPTURE (capture.h): every packet sent and received, and the
+  // direct operations as the packets they replace; null when off.
+  std::unique_ptr<PacketCapture> capture_;
   // transport_'s peer memory capability (else null): peers for direct
   // one-sided operations and this device's exports.
   transport::PeerMemory* peer_memory_ = nullptr;
@@ -188,6 +195,10 @@ class Engine {
   // Executes an RC WRITE/READ/atomic directly on a same-host peer's memory
   // and completes it; false if it must go through the packet path.
   bool TryDirect(Qp* qp, SendWqe& w, uint64_t index);
+  // Renders a direct operation that succeeded into capture_ as the packets
+  // it replaced (REQUIRES: capture_).
+  void RecordDirect(const Qp* qp, const SendWqe& w, const WrOpcodeInfo& op, const uint8_t* target,
+                    const Gid& sgid, uint64_t atomic_orig);
   // Re-exports a QP after a change peers check (state, access, path).
   void PublishQp(Qp* qp) {
     if (!shm_direct_) return;

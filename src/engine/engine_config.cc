@@ -34,6 +34,9 @@ EngineConfig ReadSettings(const config::Environment& env) {
   c.stats_at_exit = env.Flag("SOFTRNIC_STATS");
   c.stats_shm = env.Flag("SOFTRNIC_STATS_SHM");
   c.stats_dir = env.Text("SOFTRNIC_STATS_DIR");
+  c.capture.path = env.Text("SOFTRNIC_CAPTURE");
+  c.capture.max_file_bytes = static_cast<uint64_t>(env.Integer("SOFTRNIC_CAPTURE_SIZE_MB")) << 20;
+  c.capture.files = static_cast<unsigned>(env.Integer("SOFTRNIC_CAPTURE_FILES"));
   return c;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "config/environment.h"
+#include "engine/capture.h"
 #include "engine/congestion_control.h"
 #include "engine/types.h"
 #include "transport/factory.h"
@@ -38,6 +39,9 @@ struct EngineConfig {
   bool stats_at_exit = false;                       // SOFTRNIC_STATS
   bool stats_shm = true;                            // SOFTRNIC_STATS_SHM
   std::string stats_dir = "/dev/shm";               // SOFTRNIC_STATS_DIR
+
+  // --- Packet capture (capture.h) ---
+  CaptureSettings capture;                          // SOFTRNIC_CAPTURE, _SIZE_MB, _FILES
 
   // Reads every engine and transport variable of `env`. Returns false (and
   // sets *error) only for an unknown SOFTRNIC_TRANSPORT, which makes device

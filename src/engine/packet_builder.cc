@@ -1,5 +1,7 @@
 #include "engine/packet_builder.h"
 
+#include "engine/capture.h"
+
 #include <sched.h>
 
 #include <chrono>
@@ -97,6 +99,12 @@ void TxBatch::Flush(transport::Transport& transport) {
   while (sent < count_) {
     const int r = transport.SendBurst(packets_ + sent, count_ - sent);
     if (r > 0) {
+      if (capture_ != nullptr) {
+        const auto locals = transport.locals();
+        for (int i = sent; i < sent + r; ++i)
+          if (packets_[i].local_index < locals.size())
+            capture_->RecordTx(packets_[i], locals[packets_[i].local_index]);
+      }
       sent += r;
       stalls = 0;
       continue;

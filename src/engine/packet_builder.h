@@ -16,6 +16,8 @@
 
 namespace softrnic::engine {
 
+class PacketCapture;  // capture.h
+
 // The values of one packet's headers. Fields of headers the opcode lacks are
 // not read.
 struct PacketFields {
@@ -74,8 +76,11 @@ class TxBatch {
   // briefly; a full shared-memory ring is waited for (bounded); what still
   // cannot leave is dropped, for RC recovery to resend.
   void Flush(transport::Transport& transport);
+  // Records every packet the transport takes (null: none).
+  void set_capture(PacketCapture* capture) { capture_ = capture; }
 
  private:
+  PacketCapture* capture_ = nullptr;
   std::vector<uint8_t> storage_;
   transport::TxPacket packets_[kCapacity];
   int count_ = 0;

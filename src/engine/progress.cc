@@ -118,6 +118,7 @@ bool Engine::PollOnceLocked() {
   // Bounded so one pass cannot starve the caller (a CQ poller) forever.
   for (int round = 0; round < 4; ++round) {
     const int n = transport_->RecvBurst(rx, kRxBurst);
+    if (capture_ != nullptr) RecordReceived(rx, n);
     for (int i = 0; i < n; ++i) DispatchPacket(rx[i]);
     if (n > 0) did = true;
     // The transport gives one socket at most half a burst per call while
@@ -138,6 +139,12 @@ bool Engine::PollOnceLocked() {
   }
   FlushTx();
   return did;
+}
+
+void Engine::RecordReceived(const transport::RxPacket* rx, int n) {
+  const auto locals = transport_->locals();
+  for (int i = 0; i < n; ++i)
+    if (rx[i].local_index < locals.size()) capture_->RecordRx(rx[i], locals[rx[i].local_index]);
 }
 
 void Engine::WatchTimers(Qp* qp) {
@@ -388,6 +395,9 @@ void Engine::ProgressThreadMain() {
       mu_.unlock();
       continue;
     }
+    // What a capture holds in memory is written before a sleep of
+    // unknown length (capture.h).
+    if (capture_ != nullptr) capture_->Flush();
     // Responses: waited for only when nobody else will take them.
     const bool replies = reply_fd_ >= 0 && RepliesNeededLocked();
     channel_armed_.store(ChannelArmedLocked(), std::memory_order_relaxed);

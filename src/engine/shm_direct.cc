@@ -345,6 +345,7 @@ bool Engine::TryDirect(Qp* qp, SendWqe& w, uint64_t index) {
   if (p == nullptr) return false;  // the mapping was refused: the ring serves it
 
   WcStatus status = WcStatus::kSuccess;
+  uint64_t atomic_orig = 0;
   if (!op.read_or_atomic()) {
     if (!GatherWqe(qp, index, 0, static_cast<uint32_t>(len), p)) status = WcStatus::kLocProtErr;
   } else if (op.read) {
@@ -362,6 +363,7 @@ bool Engine::TryDirect(Qp* qp, SendWqe& w, uint64_t index) {
     } else {
       orig = word.fetch_add(w.compare_add, std::memory_order_seq_cst);
     }
+    atomic_orig = orig;
     uint8_t bytes[8];
     std::memcpy(bytes, &orig, 8);
     if (!ScatterSges(qp->pd, qp->WqeSges(index), w.num_sge, 0, bytes, 8))
@@ -387,10 +389,36 @@ bool Engine::TryDirect(Qp* qp, SendWqe& w, uint64_t index) {
     RequesterError(qp, status);
     return true;
   }
+  if (capture_ != nullptr) RecordDirect(qp, w, op, p, sgid, atomic_orig);
   w.done = true;
   w.status = WcStatus::kSuccess;
   RetireCompletedWqes(qp);
   return true;
+}
+
+void Engine::RecordDirect(const Qp* qp, const SendWqe& w, const WrOpcodeInfo& op,
+                          const uint8_t* target, const Gid& sgid, uint64_t atomic_orig) {
+  DirectOpRecord r;
+  r.request_opcode = op.atomic ? (w.opcode == WrOpcode::kAtomicCmpSwp ? wire::op::kRcCompareSwap
+                                                                     : wire::op::kRcFetchAdd)
+                     : op.read ? wire::op::kRcReadRequest
+                               : wire::op::kRcWriteOnly;
+  r.requester_qpn = qp->qpn;
+  r.responder_qpn = qp->attr.dest_qp_num;
+  r.psn = qp->req.sq_psn;
+  r.mtu = qp->mtu_bytes;
+  r.va = w.remote_addr;
+  r.rkey = w.rkey;
+  r.length = w.length;
+  // The bytes the packets would have carried: written to, or read from,
+  // the target's memory (an atomic carries its operands and result instead).
+  r.data = op.atomic ? nullptr : target;
+  r.compare_add = w.compare_add;
+  r.swap = w.swap;
+  r.atomic_orig = atomic_orig;
+  r.requester = transport::Endpoint{sgid, udp_port_};
+  r.responder = transport::Endpoint{qp->attr.ah_attr.dgid, udp_port_};
+  capture_->RecordDirect(r);
 }
 
 }  // namespace softrnic::engine
