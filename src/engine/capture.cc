@@ -32,12 +32,6 @@ constexpr char kDirectResponseComment[] =
     "softrnic: direct shared-memory operation, the target's CPU sent nothing; rendered as the "
     "response it replaces (MSN unknown: 0)";
 
-int64_t RealtimeNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
-
 uint32_t PadFor(uint32_t payload_length) { return (4 - (payload_length & 3)) & 3; }
 
 bool FrameAddressesOf(const transport::Endpoint& src, const transport::Endpoint& dst,
@@ -65,6 +59,12 @@ void FlushAllAtExit() {
 }
 
 }  // namespace
+
+int64_t CaptureTimestampNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
 
 std::string ExpandCapturePath(std::string_view path_template, int pid, int nth) {
   std::string path;
@@ -164,14 +164,15 @@ void PacketCapture::RotateLocked() {
   }
 }
 
-void PacketCapture::WriteLocked(Direction direction, std::string_view comment) {
+void PacketCapture::WriteLocked(Direction direction, std::string_view comment,
+                                int64_t timestamp_ns) {
   if (stopped_) {
     ++not_captured_;
     return;
   }
-  const int64_t now = RealtimeNs();
+  const int64_t now = CaptureTimestampNs();
   wire::pcapng::PacketRecord r;
-  r.timestamp_ns = static_cast<uint64_t>(now);
+  r.timestamp_ns = static_cast<uint64_t>(timestamp_ns);
   r.original_length = static_cast<uint32_t>(frame_.size());
   r.direction = direction;
   r.comment = comment;
@@ -205,7 +206,7 @@ void PacketCapture::WriteLocked(Direction direction, std::string_view comment) {
 }
 
 void PacketCapture::FlushLocked() {
-  last_flush_ns_ = RealtimeNs();
+  last_flush_ns_ = CaptureTimestampNs();
   size_t done = 0;
   while (done < buffer_.size() && fd_ >= 0) {
     const ssize_t n = write(fd_, buffer_.data() + done, buffer_.size() - done);
@@ -236,7 +237,8 @@ uint64_t PacketCapture::not_captured() const {
   return not_captured_;
 }
 
-void PacketCapture::RecordTx(const transport::TxPacket& p, const transport::Endpoint& src) {
+void PacketCapture::RecordTx(const transport::TxPacket& p, const transport::Endpoint& src,
+                             int64_t sent_ns) {
   std::lock_guard<std::mutex> lock(mu_);
   wire::FrameAddresses a;
   if (p.length < transport::kMinPacketLength || !FrameAddressesOf(src, p.dst, 0, &a) ||
@@ -247,7 +249,7 @@ void PacketCapture::RecordTx(const transport::TxPacket& p, const transport::Endp
   flat_.resize(p.length - 4);
   transport::FlattenTxPacket(p, flat_.data());
   wire::BuildRoceFrame(a, flat_, {}, 0, &frame_);
-  WriteLocked(Direction::kOutbound, {});
+  WriteLocked(Direction::kOutbound, {}, sent_ns);
 }
 
 void PacketCapture::RecordRx(const transport::RxPacket& p, const transport::Endpoint& dst) {
@@ -259,7 +261,7 @@ void PacketCapture::RecordRx(const transport::RxPacket& p, const transport::Endp
     return;
   }
   wire::BuildRoceFrame(a, {p.data, p.length - 4}, {}, 0, &frame_);
-  WriteLocked(Direction::kInbound, {});
+  WriteLocked(Direction::kInbound, {}, CaptureTimestampNs());
 }
 
 void PacketCapture::RecordDirect(const DirectOpRecord& op) {
@@ -277,7 +279,7 @@ void PacketCapture::RecordDirect(const DirectOpRecord& op) {
     const uint32_t n = static_cast<uint32_t>(payload.size());
     const uint32_t head_length = WritePacketHeaders(f, n, head);
     wire::BuildRoceFrame(a, {head, head_length}, payload, PadFor(n), &frame_);
-    WriteLocked(direction, comment);
+    WriteLocked(direction, comment, CaptureTimestampNs());
   };
   auto data_at = [&](uint32_t offset, uint32_t n) -> std::span<const uint8_t> {
     return op.data != nullptr ? std::span<const uint8_t>(op.data + offset, n)

@@ -72,7 +72,9 @@ class PacketCapture {
   PacketCapture(const PacketCapture&) = delete;
   PacketCapture& operator=(const PacketCapture&) = delete;
 
-  void RecordTx(const transport::TxPacket& p, const transport::Endpoint& src);
+  // `sent_ns`: CaptureTimestampNs() taken before the packet was handed to
+  // the transport, so that it sorts before anything the peer did with it.
+  void RecordTx(const transport::TxPacket& p, const transport::Endpoint& src, int64_t sent_ns);
   void RecordRx(const transport::RxPacket& p, const transport::Endpoint& dst);
   void RecordDirect(const DirectOpRecord& op);
   // Writes what is buffered (the engine calls it before its progress thread
@@ -88,7 +90,8 @@ class PacketCapture {
                 std::string description);
   bool OpenFileLocked();
   void RotateLocked();
-  void WriteLocked(wire::pcapng::Direction direction, std::string_view comment);
+  void WriteLocked(wire::pcapng::Direction direction, std::string_view comment,
+                   int64_t timestamp_ns);
   void FlushLocked();
 
   const CaptureSettings settings_;
@@ -104,6 +107,10 @@ class PacketCapture {
   std::vector<uint8_t> frame_;   // scratch: the frame being recorded
   std::vector<uint8_t> flat_;    // scratch: a packet's bytes before its ICRC
 };
+
+// The capture's clock: CLOCK_REALTIME in nanoseconds (one clock for every
+// process of the host, so their files merge in order).
+int64_t CaptureTimestampNs();
 
 // "%p" in `path_template` replaced by the pid; for a process's second and
 // later captures, "-<n>" before the extension.

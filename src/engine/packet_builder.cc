@@ -97,13 +97,14 @@ void TxBatch::Flush(transport::Transport& transport) {
   int stalls = 0;
   std::chrono::steady_clock::time_point wait_until{};
   while (sent < count_) {
+    const int64_t handed_ns = capture_ != nullptr ? CaptureTimestampNs() : 0;
     const int r = transport.SendBurst(packets_ + sent, count_ - sent);
     if (r > 0) {
       if (capture_ != nullptr) {
         const auto locals = transport.locals();
         for (int i = sent; i < sent + r; ++i)
           if (packets_[i].local_index < locals.size())
-            capture_->RecordTx(packets_[i], locals[packets_[i].local_index]);
+            capture_->RecordTx(packets_[i], locals[packets_[i].local_index], handed_ns);
       }
       sent += r;
       stalls = 0;

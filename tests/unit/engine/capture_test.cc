@@ -99,7 +99,7 @@ TEST_F(CaptureTest, SentAndReceivedPacketsAreFramedWithDirectionAndAValidIcrc) {
     tx.data = pkt.data();
     tx.length = static_cast<uint32_t>(pkt.size());
     tx.dst = Ep("10.1.0.2");
-    c->RecordTx(tx, Ep("10.1.0.1"));
+    c->RecordTx(tx, Ep("10.1.0.1"), CaptureTimestampNs());
     transport::RxPacket rx;
     rx.data = pkt.data();
     rx.length = static_cast<uint32_t>(pkt.size());
@@ -109,7 +109,7 @@ TEST_F(CaptureTest, SentAndReceivedPacketsAreFramedWithDirectionAndAValidIcrc) {
     transport::Endpoint v6;
     v6.gid.raw[0] = 0xfd;
     tx.dst = v6;
-    c->RecordTx(tx, Ep("10.1.0.1"));
+    c->RecordTx(tx, Ep("10.1.0.1"), CaptureTimestampNs());
     EXPECT_EQ(c->captured(), 2u);
     EXPECT_EQ(c->not_captured(), 1u);
     path = c->path();
@@ -144,7 +144,7 @@ TEST_F(CaptureTest, AFullFileStopsTheCaptureAndKeepsItsStart) {
   for (uint32_t i = 0; i < 200; ++i) {
     pkt = SendOnly(1, i);
     tx.data = pkt.data();
-    c->RecordTx(tx, Ep("10.1.0.1"));
+    c->RecordTx(tx, Ep("10.1.0.1"), CaptureTimestampNs());
   }
   const uint64_t kept = c->captured();
   const std::string path = c->path();  // the process's nth capture has a suffix
@@ -176,7 +176,7 @@ TEST_F(CaptureTest, RotationKeepsTheMostRecentFiles) {
     pkt = SendOnly(1, i);
     tx.data = pkt.data();
     tx.length = static_cast<uint32_t>(pkt.size());
-    c->RecordTx(tx, Ep("10.1.0.1"));
+    c->RecordTx(tx, Ep("10.1.0.1"), CaptureTimestampNs());
   }
   EXPECT_EQ(c->not_captured(), 0u);
   const std::string path = c->path();
