@@ -114,10 +114,17 @@ int MergeFiles(const std::vector<std::string>& paths, const std::string& out) {
       std::fprintf(stderr, "softrnic capture: %s\n", error.c_str());
       return kCaptureFailed;
     }
-    auto file = wire::pcapng::Parse(*bytes, &error);
+    wire::pcapng::File prefix;
+    auto file = wire::pcapng::Parse(*bytes, &error, &prefix);
     if (!file) {
-      std::fprintf(stderr, "softrnic capture: %s: %s\n", path.c_str(), error.c_str());
-      return kCaptureFailed;
+      if (prefix.interfaces.empty()) {
+        std::fprintf(stderr, "softrnic capture: %s: not a capture softrnic can read: %s\n",
+                     path.c_str(), error.c_str());
+        return kCaptureFailed;
+      }
+      std::fprintf(stderr, "softrnic capture: %s: %s; the %zu packets before it are kept\n",
+                   path.c_str(), error.c_str(), prefix.packets.size());
+      file = std::move(prefix);
     }
     files.push_back(std::move(*file));
   }

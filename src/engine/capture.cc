@@ -122,6 +122,7 @@ PacketCapture::PacketCapture(const CaptureSettings& settings, std::string path,
                              std::string interface_name, std::string description)
     : settings_(settings),
       path_(std::move(path)),
+      owner_pid_(getpid()),
       interface_name_(std::move(interface_name)),
       description_(std::move(description)) {
   buffer_.reserve(kFlushBytes + 8192);
@@ -206,6 +207,10 @@ void PacketCapture::WriteLocked(Direction direction, std::string_view comment,
 }
 
 void PacketCapture::FlushLocked() {
+  if (getpid() != owner_pid_) {
+    buffer_.clear();
+    return;
+  }
   last_flush_ns_ = CaptureTimestampNs();
   size_t done = 0;
   while (done < buffer_.size() && fd_ >= 0) {

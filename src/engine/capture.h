@@ -96,6 +96,10 @@ class PacketCapture {
 
   const CaptureSettings settings_;
   const std::string path_;
+  // The process that opened the file: a forked child inherits this object
+  // and its descriptor, and must not write its copy of the buffer into the
+  // parent's file (its own device opens a capture of its own).
+  const int owner_pid_;
   const std::string interface_name_, description_;
   mutable std::mutex mu_;
   int fd_ = -1;

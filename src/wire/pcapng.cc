@@ -126,7 +126,7 @@ void AppendPacket(const PacketRecord& r, std::span<const uint8_t> frame,
   CloseBlock(out, start);
 }
 
-std::optional<File> Parse(std::span<const uint8_t> bytes, std::string* error) {
+std::optional<File> Parse(std::span<const uint8_t> bytes, std::string* error, File* prefix) {
   File file;
   // Per interface of the current section: its index in file.interfaces and
   // its timestamp unit as a multiplier (ns per tick) or divisor.
@@ -139,6 +139,7 @@ std::optional<File> Parse(std::span<const uint8_t> bytes, std::string* error) {
   size_t at = 0;
   auto fail = [&](const char* what) -> std::optional<File> {
     *error = std::string(what) + " at byte " + std::to_string(at);
+    if (prefix != nullptr) *prefix = std::move(file);
     return std::nullopt;
   };
   while (at < bytes.size()) {

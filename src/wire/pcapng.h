@@ -76,7 +76,10 @@ struct File {
 // give a File or an error (*error says where the file stops making sense),
 // never a crash. Timestamps are read at the interface's resolution if it is
 // 10^-n seconds (n <= 9; microseconds when the option is absent) and
-// returned in nanoseconds.
-std::optional<File> Parse(std::span<const uint8_t> bytes, std::string* error);
+// returned in nanoseconds. On an error, `prefix` (if not null) receives
+// every block before the one that does not make sense: a file cut short (a
+// process killed while writing it) still gives its complete records.
+std::optional<File> Parse(std::span<const uint8_t> bytes, std::string* error,
+                          File* prefix = nullptr);
 
 }  // namespace softrnic::wire::pcapng

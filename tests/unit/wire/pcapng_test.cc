@@ -115,6 +115,18 @@ TEST(Pcapng, EveryTruncationIsRefusedOrReadsAPrefix) {
   }
 }
 
+TEST(Pcapng, AFileCutShortGivesItsCompleteRecords) {
+  const std::vector<uint8_t> f = SampleFile();
+  // Cut inside the last packet block: the first packet is complete.
+  const size_t cut = f.size() - 10;
+  std::string error;
+  File prefix;
+  EXPECT_FALSE(Parse(std::span(f.data(), cut), &error, &prefix));
+  EXPECT_EQ(prefix.interfaces.size(), 1u);
+  ASSERT_EQ(prefix.packets.size(), 1u);
+  EXPECT_EQ(prefix.packets[0].comment, "rendered");
+}
+
 TEST(Pcapng, HostileBlocksAreRefusedWithAReason) {
   std::vector<uint8_t> f = SampleFile();
   const uint32_t shb = Le32(f, 4);
