@@ -98,7 +98,7 @@ cmp <(tshark -r "$SOFTRNIC_TMP/shm_send_lat.pcapng" -T fields -e frame.len -e in
 log "ok: --merge of the per-process files gives the same capture"
 
 # ---- 2. two namespaces: UDP, against the wire
-A=srn_capt_a B=srn_capt_b IPA=10.234.0.1 IPB=10.234.0.2
+A=srn_capt_a B=srn_capt_b IPA=10.241.0.1 IPB=10.241.0.2
 netns_pair_up $A $B $IPA $IPB || die "netns setup"
 for t in write_bw send_lat read_lat atomic_lat; do
   size=$SIZE
