@@ -10,5 +10,6 @@ int SetupMain(int argc, char** argv);  // softrnic_setup.cc
 int ConfigMain(int argc, char** argv); // softrnic_config.cc
 int DoctorMain(int argc, char** argv); // softrnic_doctor.cc
 int CaptureMain(int argc, char** argv); // softrnic_capture.cc
+int DevinfoMain(int argc, char** argv); // softrnic_devinfo.cc
 
 }  // namespace softrnic::tools

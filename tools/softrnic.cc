@@ -6,6 +6,7 @@
 //   softrnic config [--markdown]  the SOFTRNIC_* variables (softrnic_config.cc)
 //   softrnic doctor            checks the setup, says how to fix it (softrnic_doctor.cc)
 //   softrnic capture -w F -- CMD  a pcapng of CMD's RoCE v2 packets (softrnic_capture.cc)
+//   softrnic devinfo [--peer A]  the device as ibv_devinfo sees it, a peer's path (softrnic_devinfo.cc)
 #include <cstdio>
 #include <cstring>
 
@@ -21,6 +22,7 @@ void Usage(FILE* out) {
                "       softrnic config [--markdown]\n"
                "       softrnic doctor\n"
                "       softrnic capture -w FILE [-s MB] [-n FILES] [-k] [--] CMD [ARGS...]\n"
+               "       softrnic devinfo [-j] [--peer ADDRESS] [--peer-pid PID]\n"
                "       softrnic help\n"
                "stat:  the counters of every running softrnic device (docs/hardening.md);\n"
                "       -j JSON, -P (--prometheus) the Prometheus text format\n"
@@ -33,6 +35,9 @@ void Usage(FILE* out) {
                "       says how to fix what is wrong; exit 1 if something is\n"
                "capture: CMD's RoCE v2 packets on every path (shared memory included) as\n"
                "       pcapng for Wireshark/tshark (docs/capture.md)\n"
+               "devinfo: the device as ibv_devinfo would show it here (GIDs and their\n"
+               "       endpoints, capabilities, transport); --peer: which path packets to\n"
+               "       a peer take (shared memory or UDP, from which GID) and why\n"
                "`softrnic COMMAND --help` describes each.\n");
 }
 
@@ -52,6 +57,7 @@ int main(int argc, char** argv) {
   if (!std::strcmp(cmd, "config")) return ConfigMain(argc - 1, argv + 1);
   if (!std::strcmp(cmd, "doctor")) return DoctorMain(argc - 1, argv + 1);
   if (!std::strcmp(cmd, "capture")) return CaptureMain(argc - 1, argv + 1);
+  if (!std::strcmp(cmd, "devinfo")) return DevinfoMain(argc - 1, argv + 1);
   std::fprintf(stderr, "softrnic: unknown command '%s'\n", cmd);
   Usage(stderr);
   return 2;

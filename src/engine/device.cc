@@ -158,6 +158,16 @@ std::shared_ptr<Device> Device::Create(const EngineConfig& config, std::string* 
 Device::Device(std::unique_ptr<Engine> engine) : engine_(std::move(engine)) {}
 Device::~Device() { engine_->StopProgressThread(); }
 
+std::optional<transport::ShmPathVerdict> Device::ExplainPath(const Gid& dst) {
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  if (engine_->peer_memory_ == nullptr) return std::nullopt;
+  return engine_->peer_memory_->ExplainPath(transport::Endpoint{dst, engine_->udp_port_});
+}
+
+bool Device::shared_memory() const { return engine_->peer_memory_ != nullptr; }
+bool Device::direct_operations() const { return engine_->shm_direct_ != nullptr; }
+uint16_t Device::udp_port() const { return engine_->udp_port_; }
+
 const std::string& Device::name() const { return engine_->name_; }
 const DeviceAttr& Device::attr() const { return engine_->attr_; }
 std::span<const Gid> Device::gids() const { return engine_->gids_; }

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -23,6 +24,7 @@
 #include "engine/device_identity.h"
 #include "engine/stats.h"
 #include "engine/types.h"
+#include "transport/shm_path.h"
 #include "transport/transport.h"
 
 namespace softrnic::engine {
@@ -197,6 +199,20 @@ class Device {
   // transmit) if no other thread is running one. Poll paths call this so a
   // polling application pays no thread hop.
   void ProgressInline();
+
+  // Why packets of this device to `dst` (at this device's UDP port) go
+  // through shared memory or not: the transport's own decision
+  // (transport/shm_path.h), made without taking a ring or keeping the peer
+  // mapped. nullopt when the transport has no shared-memory path at all
+  // (SOFTRNIC_TRANSPORT=udp, SOFTRNIC_FAULTS, or its segment could not be
+  // created). For `softrnic devinfo --peer`, not the data path.
+  std::optional<transport::ShmPathVerdict> ExplainPath(const Gid& dst);
+  // Whether RC WRITE, READ and atomics to a same-host peer are executed on
+  // its memory directly (a shared-memory transport and SOFTRNIC_SHM_DIRECT).
+  bool direct_operations() const;
+  // Whether the transport has a shared-memory path at all.
+  bool shared_memory() const;
+  uint16_t udp_port() const;
 
   // A consistent snapshot of the engine's and the transport's counters.
   EngineStats stats() const;

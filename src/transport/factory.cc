@@ -27,18 +27,49 @@ bool ParseTransportMode(const char* text, TransportMode* out) {
   return false;
 }
 
+const char* TransportModeName(TransportMode mode) {
+  switch (mode) {
+    case TransportMode::kUdp: return "udp";
+    case TransportMode::kAuto: return "auto";
+    case TransportMode::kShm: return "shm";
+  }
+  return "auto";
+}
+
+TransportChoice ChooseTransport(TransportMode mode, bool faults_configured) {
+  TransportChoice c;
+  if (faults_configured) {
+    // Fault injection tests the wire: shared memory would bypass it.
+    c.faults = true;
+    c.reason = "SOFTRNIC_FAULTS is set: fault injection needs every packet on UDP, so no shared "
+               "memory (whatever SOFTRNIC_TRANSPORT says)";
+    return c;
+  }
+  if (mode == TransportMode::kUdp) {
+    c.reason = "SOFTRNIC_TRANSPORT=udp: UDP to every peer, same-host ones too";
+    return c;
+  }
+  c.shared_memory = true;
+  c.reason = mode == TransportMode::kShm
+                 ? "SOFTRNIC_TRANSPORT=shm: shared memory to same-host peers of this user in this "
+                   "network namespace (a peer that cannot use it is reported), UDP to the others"
+                 : "SOFTRNIC_TRANSPORT=auto (the default): shared memory to same-host peers of "
+                   "this user in this network namespace, UDP to the others";
+  return c;
+}
+
 std::unique_ptr<Transport> CreateTransport(const UdpConfig& config, TransportMode mode,
                                            std::string* error) {
   auto udp = CreateUdpTransport(config, error);
   if (!udp) return nullptr;
-  if (config.faults.enabled()) {
-    // Fault injection tests the wire: shared memory would bypass it.
+  const TransportChoice choice = ChooseTransport(mode, config.faults.enabled());
+  if (choice.faults) {
     if (mode == TransportMode::kShm)
       SOFTRNIC_LOG(kWarn,
                    "SOFTRNIC_TRANSPORT=shm ignored: SOFTRNIC_FAULTS needs the UDP path");
     return std::make_unique<FaultTransport>(std::move(udp), config.faults);
   }
-  if (mode == TransportMode::kUdp) return udp;
+  if (!choice.shared_memory) return udp;
   std::string shm_error;
   auto shm = ShmTransport::Create(std::move(udp), mode == TransportMode::kShm, &shm_error);
   if (!shm) {

@@ -27,6 +27,18 @@ enum class TransportMode : uint8_t { kUdp, kAuto, kShm };
 // Parses "udp" | "auto" | "shm" (nullptr or "" = kAuto). False if unknown.
 bool ParseTransportMode(const char* text, TransportMode* out);
 
+// Which transports a device stacks for a mode and a fault setting, and why,
+// in words naming the setting that decided (`softrnic devinfo` reports it;
+// CreateTransport builds by it).
+struct TransportChoice {
+  bool shared_memory = false;  // shared memory to same-host peers, UDP under it
+  bool faults = false;         // fault injection wrapped around UDP
+  const char* reason = "";
+};
+TransportChoice ChooseTransport(TransportMode mode, bool faults_configured);
+// "udp" | "auto" | "shm".
+const char* TransportModeName(TransportMode mode);
+
 // The transport a device uses: UDP, wrapped by fault injection when faults
 // are configured (fault_transport.h), else by the shared-memory transport
 // unless mode is kUdp. On failure returns nullptr and sets *error.

@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "transport/address.h"
+#include "transport/shm_path.h"
 #include "transport/shm_segment.h"
 
 namespace softrnic::transport {
@@ -36,6 +37,9 @@ class PeerMemory {
   // The peer device reachable at `dst` through shared memory, or null (its
   // packets go another way, and so must its one-sided operations).
   virtual std::shared_ptr<ShmPeer> PeerFor(const Endpoint& dst) = 0;
+  // Why PeerFor finds a peer at `dst` or not, without attaching to it
+  // (`softrnic devinfo --peer`, shm_path.h).
+  virtual ShmPathVerdict ExplainPath(const Endpoint& dst) = 0;
 
  protected:
   ~PeerMemory() = default;  // owned by the transport that implements it

@@ -130,28 +130,84 @@ int ShmSweepStaleLinks(bool dry_run) {
   return removed;
 }
 
-int ShmLookup(uint64_t netns, uint32_t ip, uint16_t port, uint32_t* pid) {
+int ShmLookup(uint64_t netns, uint32_t ip, uint16_t port, uint32_t* pid, ShmPathVerdict* why) {
+  ShmPathVerdict ignored;
+  ShmPathVerdict& v = why ? *why : ignored;
   // Links are looked up in our own verified directory only: what another
   // user planted elsewhere is never opened.
   const OwnedDir dir = OwnedDir::Open(ShmEndpointDirectory(), /*create=*/false, /*private_dir=*/true);
-  if (!dir.ok()) return -1;
+  if (!dir.ok()) {
+    v.step = ShmPathStep::kNoLinkDirectory;
+    v.detail = ShmEndpointDirectory() + ": " + dir.why();
+    return -1;
+  }
   const std::string path = ShmEndpointPath(netns, ip, port);
   const std::string name = path.substr(path.rfind('/') + 1);
+  v.link = path;
   char buf[64];
   const ssize_t n = readlinkat(dir.fd(), name.c_str(), buf, sizeof(buf) - 1);
-  if (n <= 0) return -1;
+  if (n <= 0) {
+    v.step = ShmPathStep::kNotPublished;
+    v.detail = std::strerror(errno);
+    return -1;
+  }
   buf[n] = '\0';
   unsigned long owner = 0;
   int peer_fd = 0;
   if (std::sscanf(buf, "/proc/%lu/fd/%d", &owner, &peer_fd) != 2 || owner == 0 ||
-      owner > 0x7fffffff)
+      owner > 0x7fffffff) {
+    v.step = ShmPathStep::kBadLink;
+    v.detail = std::string("target ") + buf;
     return -1;
+  }
+  v.pid = static_cast<uint32_t>(owner);
   // Opening the link opens the owner's memfd (a new open file description).
   // The target pid is checked again against the segment header by Attach.
   const int fd = openat(dir.fd(), name.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) return -1;
+  if (fd < 0) {
+    v.step = errno == ENOENT ? ShmPathStep::kOwnerGone : ShmPathStep::kOpenRefused;
+    v.detail = std::string(buf) + ": " + std::strerror(errno);
+    return -1;
+  }
   *pid = static_cast<uint32_t>(owner);
   return fd;
+}
+
+std::vector<ShmLinkEntry> ShmListLinks() {
+  std::vector<ShmLinkEntry> out;
+  const OwnedDir dir = OwnedDir::Open(ShmEndpointDirectory(), /*create=*/false, /*private_dir=*/true);
+  if (!dir.ok()) return out;
+  const int scan = fcntl(dir.fd(), F_DUPFD_CLOEXEC, 0);
+  DIR* d = scan >= 0 ? fdopendir(scan) : nullptr;
+  if (d == nullptr) {
+    if (scan >= 0) close(scan);
+    return out;
+  }
+  while (const dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    unsigned long long netns = 0;
+    unsigned ip = 0, port = 0;
+    char tail = 0;
+    // The name ShmEndpointPath gives: <netns>-<ip hex>-<port>.
+    if (std::sscanf(e->d_name, "%llu-%8x-%u%c", &netns, &ip, &port, &tail) != 3 || port > 0xffff)
+      continue;
+    ShmLinkEntry l;
+    l.netns = netns;
+    l.ip = ip;
+    l.port = static_cast<uint16_t>(port);
+    char buf[64];
+    const ssize_t n = readlinkat(dir.fd(), e->d_name, buf, sizeof(buf) - 1);
+    if (n > 0) {
+      buf[n] = '\0';
+      unsigned long owner = 0;
+      int fd = 0;
+      if (std::sscanf(buf, "/proc/%lu/fd/%d", &owner, &fd) == 2 && owner <= 0x7fffffff)
+        l.pid = static_cast<uint32_t>(owner);
+    }
+    out.push_back(l);
+  }
+  closedir(d);
+  return out;
 }
 
 }  // namespace softrnic::transport

@@ -19,6 +19,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "transport/shm_path.h"
 
 namespace softrnic::transport {
 
@@ -43,7 +46,22 @@ void ShmUnpublish(const std::string& path, int fd);
 int ShmSweepStaleLinks(bool dry_run = false);
 
 // Opens the segment published for an endpoint. Returns the descriptor and the
-// owner's pid (from the link target), or -1.
-int ShmLookup(uint64_t netns, uint32_t ip, uint16_t port, uint32_t* pid);
+// owner's pid (from the link target), or -1. If `why` is given, it receives
+// the link's path and owner as far as they were read and, on failure, the
+// step that failed (kNoLinkDirectory .. kOpenRefused) and the errno text.
+int ShmLookup(uint64_t netns, uint32_t ip, uint16_t port, uint32_t* pid,
+              ShmPathVerdict* why = nullptr);
+
+// One link of this user's directory, as its name and target say.
+struct ShmLinkEntry {
+  uint64_t netns = 0;
+  uint32_t ip = 0;  // network order
+  uint16_t port = 0;
+  uint32_t pid = 0;  // 0: the target is no /proc/<pid>/fd/<n>
+};
+// Every endpoint link in this user's directory (any network namespace),
+// without opening any. For `softrnic devinfo --peer`: who publishes an
+// address in another namespace, which endpoints a pid publishes.
+std::vector<ShmLinkEntry> ShmListLinks();
 
 }  // namespace softrnic::transport

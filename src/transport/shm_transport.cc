@@ -95,15 +95,17 @@ const TransportCounters& ShmTransport::counters() const {
   return merged_;
 }
 
+bool ShmTransport::RingTakeable(uint64_t owner) const {
+  if (owner == 0) return true;
+  // A dead sender's ring is reclaimed.
+  return (owner >> 32) != (sender_id_ >> 32) && !PidAlive(static_cast<uint32_t>(owner >> 32));
+}
+
 bool ShmTransport::ClaimRing(ShmRingPeer* peer) {
   for (uint32_t i = 0; i < kShmRings; ++i) {
     ShmRingHeader* r = peer->seg.ring(i);
     uint64_t owner = r->owner.load(std::memory_order_acquire);
-    bool take = owner == 0;
-    if (!take && (owner >> 32) != (sender_id_ >> 32) &&
-        !PidAlive(static_cast<uint32_t>(owner >> 32)))
-      take = true;  // a dead sender's ring: reclaim it
-    if (!take) continue;
+    if (!RingTakeable(owner)) continue;
     if (!r->owner.compare_exchange_strong(owner, sender_id_, std::memory_order_acq_rel)) continue;
     peer->ring = static_cast<int>(i);
     // Continue from the current tail: packets a dead sender left are still
@@ -115,51 +117,95 @@ bool ShmTransport::ClaimRing(ShmRingPeer* peer) {
   return false;
 }
 
-std::shared_ptr<ShmRingPeer> ShmTransport::Attach(uint32_t ip, uint16_t port) {
+ShmPathStep ShmTransport::OpenPeer(uint32_t ip, uint16_t port, ShmRingPeer* peer,
+                                   ShmPathVerdict* why) const {
   uint32_t pid = 0;
-  const int fd = ShmLookup(netns_, ip, port, &pid);
-  if (fd < 0) return nullptr;
-  // The same peer device may already be mapped under another endpoint.
-  auto peer = std::make_shared<ShmRingPeer>();
-  std::string error;
-  if (!peer->seg.Attach(fd, pid, &error)) {
-    if (report_fallbacks_ && !warned_) {
-      warned_ = true;
-      SOFTRNIC_LOG(kWarn, "SOFTRNIC_TRANSPORT=shm: peer pid %u: %s; using UDP", pid,
-                   error.c_str());
-    }
-    return nullptr;
-  }
+  const int fd = ShmLookup(netns_, ip, port, &pid, why);
+  if (fd < 0) return why->step;
+  if (!peer->seg.Attach(fd, pid, &why->detail)) return ShmPathStep::kSegmentRejected;
   const ShmSegmentHeader* h = peer->seg.header();
   peer->pid = pid;
   peer->nonce = h->nonce;
   // This device itself (a QP connected to a QP of the same device): UDP.
   // Our own engine drains the ring only between passes, so a burst larger
   // than the ring would be lost, where the socket buffer absorbs it.
-  if (peer->nonce == own_.header()->nonce) return nullptr;
-  for (auto& p : peers_) {
-    if (p->pid == pid && p->nonce == peer->nonce && !p->dead) return p;
-  }
+  if (peer->nonce == own_.header()->nonce) return ShmPathStep::kOwnDevice;
   const uint32_t n = std::min(h->n_locals, kShmMaxLocals);
   bool listed = false;
   for (uint32_t i = 0; i < n; ++i) {
     peer->locals.emplace_back(h->local_ip[i], h->local_port[i]);
     if (h->local_ip[i] == ip && h->local_port[i] == port) listed = true;
   }
-  if (!listed) return nullptr;  // the link was replaced between readlink and open
-  peer->pidfd = static_cast<int>(syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0));
+  // The link was replaced between readlink and open.
+  return listed ? ShmPathStep::kShared : ShmPathStep::kEndpointNotListed;
+}
+
+std::shared_ptr<ShmRingPeer> ShmTransport::Attach(uint32_t ip, uint16_t port) {
+  auto peer = std::make_shared<ShmRingPeer>();
+  ShmPathVerdict why;
+  const ShmPathStep step = OpenPeer(ip, port, peer.get(), &why);
+  if (step == ShmPathStep::kSegmentRejected && report_fallbacks_ && !warned_) {
+    warned_ = true;
+    SOFTRNIC_LOG(kWarn, "SOFTRNIC_TRANSPORT=shm: peer pid %u: %s; using UDP", why.pid,
+                 why.detail.c_str());
+  }
+  if (step != ShmPathStep::kShared) return nullptr;
+  // The same peer device may already be mapped under another endpoint.
+  for (auto& p : peers_) {
+    if (p->pid == peer->pid && p->nonce == peer->nonce && !p->dead) return p;
+  }
+  peer->pidfd = static_cast<int>(syscall(SYS_pidfd_open, static_cast<pid_t>(peer->pid), 0));
   if (!ClaimRing(peer.get())) {
     if (report_fallbacks_ && !warned_) {
       warned_ = true;
       SOFTRNIC_LOG(kWarn,
                    "SOFTRNIC_TRANSPORT=shm: peer pid %u has no free ring; using UDP",
-                   pid);
+                   peer->pid);
     }
     return nullptr;
   }
   peers_.push_back(peer);
   has_peers_.store(true, std::memory_order_relaxed);
   return peer;
+}
+
+ShmPathVerdict ShmTransport::ExplainPath(const Endpoint& dst) {
+  ShmPathVerdict why;
+  if (!dst.gid.IsV4Mapped()) {
+    why.step = ShmPathStep::kNotIpv4;
+    return why;
+  }
+  const uint32_t ip = dst.gid.Ipv4();
+  // A peer this device already sends to keeps its ring.
+  for (const auto& p : peers_) {
+    if (p->dead) continue;
+    for (const auto& [pip, pport] : p->locals) {
+      if (pip == ip && pport == dst.port) {
+        why.step = ShmPathStep::kShared;
+        why.pid = p->pid;
+        why.link = ShmEndpointPath(netns_, ip, dst.port);
+        CountExports(p->seg, &why);
+        return why;
+      }
+    }
+  }
+  ShmRingPeer peer;
+  why.step = OpenPeer(ip, dst.port, &peer, &why);
+  if (why.step != ShmPathStep::kShared) return why;
+  bool free_ring = false;
+  for (uint32_t i = 0; i < kShmRings && !free_ring; ++i)
+    free_ring = RingTakeable(peer.seg.ring(i)->owner.load(std::memory_order_acquire));
+  if (!free_ring) why.step = ShmPathStep::kNoFreeRing;
+  CountExports(peer.seg, &why);
+  return why;
+}
+
+void ShmTransport::CountExports(const ShmSegment& seg, ShmPathVerdict* why) {
+  // Hostile input like the rest of the segment: only counted.
+  for (uint32_t i = 0; i < kShmQpSlots; ++i)
+    if (seg.qp_slot(i)->qpn.load(std::memory_order_relaxed) != 0) ++why->exported_qps;
+  for (uint32_t i = 0; i < kShmMrSlots; ++i)
+    if (seg.mr_slot(i)->state.load(std::memory_order_relaxed) & 1) ++why->exported_mrs;
 }
 
 ShmTransport::Route* ShmTransport::Lookup(const Endpoint& dst) {

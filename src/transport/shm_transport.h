@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "transport/peer_memory.h"
+#include "transport/shm_path.h"
 #include "transport/shm_ring.h"
 #include "transport/shm_segment.h"
 #include "transport/transport.h"
@@ -91,6 +92,9 @@ class ShmTransport final : public Transport, public PeerMemory {
   // PeerMemory: the peer reachable through shared memory at `dst`, or null
   // (UDP); this device's own control segment (exports live there).
   std::shared_ptr<ShmPeer> PeerFor(const Endpoint& dst) override;
+  // What PeerFor would decide for `dst` and why, taking no ring and
+  // remembering nothing (the peer is mapped and unmapped again).
+  ShmPathVerdict ExplainPath(const Endpoint& dst) override;
   const ShmSegment& own_segment() const override { return own_; }
 
   // True while shared-memory traffic is possible (a sender uses one of our
@@ -107,7 +111,14 @@ class ShmTransport final : public Transport, public PeerMemory {
       : udp_(std::move(udp)), report_fallbacks_(report_fallbacks) {}
   bool Init(std::string* error);
   std::shared_ptr<ShmRingPeer> Attach(uint32_t ip, uint16_t port);
+  // Maps the device published at ip:port into `peer` and checks it is one
+  // this device may send to (ShmPathStep, up to kEndpointNotListed); takes
+  // no ring. Attach and ExplainPath both decide with it.
+  ShmPathStep OpenPeer(uint32_t ip, uint16_t port, ShmRingPeer* peer, ShmPathVerdict* why) const;
+  // Whether a ring with this owner may be claimed: free, or a dead sender's.
+  bool RingTakeable(uint64_t owner) const;
   bool ClaimRing(ShmRingPeer* peer);
+  static void CountExports(const ShmSegment& seg, ShmPathVerdict* why);
   void PublishDirty();
   void CheckPeers();
   void DropPeer(const std::shared_ptr<ShmRingPeer>& peer);

@@ -15,6 +15,7 @@
 
 #include "engine/device_identity.h"
 #include "verbs/async_acks.h"
+#include "verbs/device_attr.h"
 #include "verbs/internal.h"
 #include "log/log.h"
 
@@ -46,62 +47,6 @@ std::shared_ptr<eng::Device> GetEngine() {
   return dev;
 }
 
-// Capabilities we claim. Only what the engine really does.
-constexpr unsigned kDeviceCapFlags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID |
-                                     IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SRQ_RESIZE |
-                                     IBV_DEVICE_CHANGE_PHY_PORT;
-
-void FillDeviceAttr(const eng::DeviceAttr& a, ibv_device_attr* out) {
-  std::memset(out, 0, sizeof(*out));
-  std::snprintf(out->fw_ver, sizeof(out->fw_ver), "%s", a.fw_ver.c_str());
-  out->node_guid = a.node_guid;
-  out->sys_image_guid = a.sys_image_guid ? a.sys_image_guid : a.node_guid;
-  out->max_mr_size = a.max_mr_size;
-  out->page_size_cap = a.page_size_cap;
-  out->vendor_id = a.vendor_id;
-  out->vendor_part_id = a.vendor_part_id;
-  out->hw_ver = a.hw_ver;
-  out->max_qp = static_cast<int>(a.max_qp);
-  out->max_qp_wr = static_cast<int>(a.max_qp_wr);
-  out->device_cap_flags = kDeviceCapFlags;
-  out->max_sge = static_cast<int>(a.max_sge);
-  out->max_sge_rd = static_cast<int>(a.max_sge_rd);
-  out->max_cq = static_cast<int>(a.max_cq);
-  out->max_cqe = static_cast<int>(a.max_cqe);
-  out->max_mr = static_cast<int>(a.max_mr);
-  out->max_pd = static_cast<int>(a.max_pd);
-  out->max_qp_rd_atom = static_cast<int>(a.max_qp_rd_atom);
-  out->max_res_rd_atom = static_cast<int>(a.max_res_rd_atom);
-  out->max_qp_init_rd_atom = static_cast<int>(a.max_qp_init_rd_atom);
-  out->atomic_cap = IBV_ATOMIC_HCA;  // atomics are executed under the engine lock
-  out->max_ah = static_cast<int>(a.max_ah);
-  out->max_srq = static_cast<int>(a.max_srq);
-  out->max_srq_wr = static_cast<int>(a.max_srq_wr);
-  out->max_srq_sge = static_cast<int>(a.max_srq_sge);
-  out->max_pkeys = static_cast<uint16_t>(a.max_pkeys);
-  out->local_ca_ack_delay = a.local_ca_ack_delay;
-  out->phys_port_cnt = a.phys_port_cnt;
-}
-
-void FillPortAttr(eng::Device* dev, ibv_port_attr* out) {
-  const eng::DeviceAttr& a = dev->attr();
-  std::memset(out, 0, sizeof(*out));
-  using Facts = eng::PortFacts;  // shared with `softrnic run`'s sysfs view
-  out->state = static_cast<ibv_port_state>(Facts::kState);
-  out->max_mtu = static_cast<ibv_mtu>(a.max_mtu);
-  out->active_mtu = static_cast<ibv_mtu>(a.active_mtu);
-  out->gid_tbl_len = static_cast<int>(dev->gids().size());
-  out->port_cap_flags = Facts::kCapFlags;
-  out->max_msg_sz = a.max_msg_sz;
-  out->pkey_tbl_len = static_cast<uint16_t>(a.max_pkeys);
-  out->lid = Facts::kLid;
-  out->max_vl_num = 1;
-  out->active_width = Facts::kActiveWidth;
-  out->active_speed = Facts::kActiveSpeed;
-  out->phys_state = Facts::kPhysState;
-  out->link_layer = IBV_LINK_LAYER_ETHERNET;
-}
-
 bool ValidPort(ibv_context* ctx, unsigned port) {
   return port >= 1 && port <= DevOf(ctx)->attr().phys_port_cnt;
 }
@@ -110,7 +55,7 @@ int QueryPortOp(ibv_context* ctx, uint8_t port, ibv_port_attr* attr, size_t len)
   if (!ctx || !attr) return EINVAL;
   if (!ValidPort(ctx, port)) return EINVAL;
   ibv_port_attr full;
-  FillPortAttr(DevOf(ctx), &full);
+  FillPortAttr(*DevOf(ctx), &full);
   std::memcpy(attr, &full, std::min(len, sizeof(full)));
   return 0;
 }
@@ -264,14 +209,9 @@ SOFTRNIC_EXPORT int ibv_query_gid(ibv_context* ctx, uint8_t port, int index, uni
 SOFTRNIC_EXPORT int _ibv_query_gid_ex(ibv_context* ctx, uint32_t port, uint32_t index,
                                       ibv_gid_entry* entry, uint32_t flags, size_t entry_size) {
   if (!ctx || !entry || flags || !ValidPort(ctx, port)) return EINVAL;
-  auto gids = DevOf(ctx)->gids();
-  if (index >= gids.size()) return ENODATA;  // as rdma-core does for an empty slot
-  ibv_gid_entry e{};
-  std::memcpy(e.gid.raw, gids[index].raw.data(), 16);
-  e.gid_index = index;
-  e.port_num = port;
-  e.gid_type = IBV_GID_TYPE_ROCE_V2;
-  e.ndev_ifindex = 0;
+  ibv_gid_entry e;
+  // ENODATA as rdma-core answers for an empty slot.
+  if (!FillGidEntry(*DevOf(ctx), port, index, &e)) return ENODATA;
   std::memcpy(entry, &e, std::min(entry_size, sizeof(e)));
   return 0;
 }
@@ -287,10 +227,7 @@ SOFTRNIC_EXPORT ssize_t _ibv_query_gid_table(ibv_context* ctx, ibv_gid_entry* en
   for (uint32_t i = 0; i < gids.size(); ++i) {
     auto* e = reinterpret_cast<ibv_gid_entry*>(out + i * entry_size);
     std::memset(e, 0, entry_size);
-    std::memcpy(e->gid.raw, gids[i].raw.data(), 16);
-    e->gid_index = i;
-    e->port_num = 1;
-    e->gid_type = IBV_GID_TYPE_ROCE_V2;
+    FillGidEntry(*DevOf(ctx), 1, i, e);
   }
   return static_cast<ssize_t>(gids.size());
 }
