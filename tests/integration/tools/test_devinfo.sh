@@ -46,7 +46,7 @@ softrnic_require_root
 softrnic_require_cmd ip ibv_devinfo ibv_rc_pingpong
 softrnic_env   # Debian's tools load softrnic's libibverbs.so.1
 
-A=srn-devinfo-a-$$ B=srn-devinfo-b-$$ IPA=10.233.0.1 IPB=10.233.0.2
+A=srn-devinfo-a-$$ B=srn-devinfo-b-$$ IPA=10.242.0.1 IPB=10.242.0.2
 netns_pair_up "$A" "$B" "$IPA" "$IPB" || die "netns setup"
 
 # devinfo NAME NS [ENV...] -- ARGS...: `softrnic devinfo ARGS` in NS, output
