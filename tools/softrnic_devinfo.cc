@@ -879,7 +879,8 @@ int DevinfoMain(int argc, char** argv) {
     std::fprintf(stderr,
                  "softrnic devinfo: the device cannot be opened here: %s\n"
                  "fix: `softrnic doctor` checks UDP %u, shared memory and the libraries and says what "
-                 "to change (SOFTRNIC_PORT or SOFTRNIC_BIND when the port is taken)\n",
+                 "to change (SOFTRNIC_BIND must name addresses of this host; SOFTRNIC_PORT or "
+                 "SOFTRNIC_BIND when the port is taken)\n",
                  error.c_str(), unsigned(cfg.udp.port));
     return 1;
   }

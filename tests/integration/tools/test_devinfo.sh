@@ -5,7 +5,8 @@
 #              softrnic's libibverbs.so.1 field by field (check_devinfo.py),
 #              in a network namespace of this test; its loopback GID is the
 #              one derived from its own pid (docs/addressing.md)
-#   usage      --help: 0; an unknown argument or a bad address: 2
+#   usage      --help: 0; an unknown argument or a bad address: 2; a device
+#              that cannot open (SOFTRNIC_BIND of no interface): 1 and a fix
 # As root, two network namespaces A and B joined by a veth pair, and
 # ibv_rc_pingpong servers as peers, each alive (waiting for a client that
 # never comes) for as long as it is read:
@@ -41,6 +42,13 @@ check "bad peer address: exit 2 (got $rc)" test "$rc" -eq 2
 check "... and says what an address looks like" grep -q "::ffff:10.0.0.2" "$SOFTRNIC_TMP/bad.out"
 "$TOOL" devinfo --peer-pid 0 >/dev/null 2>&1; rc=$?
 check "bad pid: exit 2 (got $rc)" test "$rc" -eq 2
+
+# A device that cannot open (an address of no interface here): exit 1, and
+# the message says what to do.
+SOFTRNIC_BIND=198.51.100.77 "$TOOL" devinfo >"$SOFTRNIC_TMP/noopen.out" 2>&1; rc=$?
+check "device cannot be opened: exit 1 (got $rc)" test "$rc" -eq 1
+check "... names the address and the fix" \
+  bash -c "grep -q '198.51.100.77:4791' '$SOFTRNIC_TMP/noopen.out' && grep -q '^fix: .*softrnic doctor' '$SOFTRNIC_TMP/noopen.out'"
 
 softrnic_require_root
 softrnic_require_cmd ip ibv_devinfo ibv_rc_pingpong
