@@ -6,12 +6,17 @@
 //       CMD and every softrnic process it starts records its own packets;
 //       when CMD ends, the files are merged into FILE (capture_merge.h:
 //       each packet once, in time order).
+//   softrnic capture -w FILE [-s MB] [-n FILES] [-k] (-p PID)... | -a [-t SECS]
+//       captures processes that are already running, until SECS have passed
+//       or Ctrl-C: a request beside each one's stats file makes it capture
+//       (engine/capture_control.h); then the files are merged the same way.
 //   softrnic capture --merge -w FILE IN...
 //       merges capture files recorded separately (SOFTRNIC_CAPTURE set by
 //       hand, e.g. on two hosts or in two network namespaces).
 //
 // Exit status: CMD's (128 + signal if it was killed); 2 for a usage error;
-// 125 if the capture could not be set up or written (the message says why).
+// 1 if a process to attach to is not a running softrnic device; 125 if the
+// capture could not be set up or written (the message says why).
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -30,6 +35,8 @@
 
 #include "capture_merge.h"
 #include "commands.h"
+#include "engine/capture_control.h"
+#include "engine/stats_publisher.h"
 #include "wire/pcapng.h"
 
 namespace softrnic::tools {
@@ -42,6 +49,7 @@ void CaptureUsage(FILE* out) {
   std::fprintf(
       out,
       "usage: softrnic capture -w FILE [-s MB] [-n FILES] [-k] [--] CMD [ARGS...]\n"
+      "       softrnic capture -w FILE [-s MB] [-n FILES] [-k] (-p PID)... | -a [-t SECS]\n"
       "       softrnic capture --merge -w FILE IN.pcapng...\n"
       "Records every RoCE v2 packet of CMD's softrnic processes (UDP, shared-memory\n"
       "rings, and direct shared-memory operations as the packets they replace) and\n"
@@ -52,9 +60,13 @@ void CaptureUsage(FILE* out) {
       "  -n FILES   rotate through FILES files per process, keeping the most recent\n"
       "             (default 1: a process's capture stops when its file is full)\n"
       "  -k         keep the per-process files (their directory is printed)\n"
+      "  -p PID     capture a running softrnic process (repeatable) until SECS\n"
+      "             have passed or Ctrl-C; -a: every one this user may capture\n"
+      "  -t SECS    how long to capture running processes (default: until Ctrl-C)\n"
       "  --merge    merge existing capture files instead of running a command\n"
       "CMD must load softrnic's libraries (e.g. softrnic capture -w f.pcapng --\n"
-      "softrnic run ib_write_bw). Exit status: CMD's; 2 usage; 125 capture failed.\n");
+      "softrnic run ib_write_bw). Exit status: CMD's; 2 usage; 1 no such process;\n"
+      "125 capture failed.\n");
 }
 
 std::optional<std::vector<uint8_t>> ReadWholeFile(const std::string& path, std::string* error) {
@@ -148,7 +160,8 @@ std::vector<std::string> CaptureFilesIn(const std::string& dir) {
   if (DIR* d = opendir(dir.c_str())) {
     while (const dirent* e = readdir(d)) {
       const std::string name = e->d_name;
-      if (name.rfind("softrnic-", 0) == 0 && name.find(".pcapng") != std::string::npos)
+      const bool marker = name.size() > 5 && name.compare(name.size() - 5, 5, ".done") == 0;
+      if (name.rfind("softrnic-", 0) == 0 && name.find(".pcapng") != std::string::npos && !marker)
         paths.push_back(dir + "/" + name);
     }
     closedir(d);
@@ -157,21 +170,201 @@ std::vector<std::string> CaptureFilesIn(const std::string& dir) {
   return paths;
 }
 
+// Removes `dir` and what capture put in it (files, .done markers, and one
+// level of per-process subdirectories).
 void RemoveDirectory(const std::string& dir) {
-  for (const std::string& path : CaptureFilesIn(dir)) unlink(path.c_str());
+  if (DIR* d = opendir(dir.c_str())) {
+    std::vector<std::string> names;
+    while (const dirent* e = readdir(d))
+      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+        names.push_back(e->d_name);
+    closedir(d);
+    for (const std::string& n : names) {
+      const std::string path = dir + "/" + n;
+      struct stat st{};
+      if (lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+        RemoveDirectory(path);
+      else
+        unlink(path.c_str());
+    }
+  }
   rmdir(dir.c_str());
 }
 
+std::optional<std::string> MakePrivateDirectory() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string dir = std::string(tmp != nullptr && *tmp ? tmp : "/tmp") + "/softrnic-capture.XXXXXX";
+  if (mkdtemp(dir.data()) == nullptr) {
+    std::fprintf(stderr, "softrnic capture: cannot create a directory in %s: %s (set TMPDIR)\n",
+                 tmp != nullptr && *tmp ? tmp : "/tmp", std::strerror(errno));
+    return std::nullopt;
+  }
+  return dir;
+}
+
 pid_t g_child = -1;
+volatile sig_atomic_t g_stop = 0;
 void ForwardSignal(int sig) {
   if (g_child > 0) kill(g_child, sig);
+  g_stop = 1;
+}
+
+void HandleStopSignals() {
+  struct sigaction sa{};
+  sa.sa_handler = ForwardSignal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);
+}
+
+bool Alive(int pid) { return kill(pid, 0) == 0 || errno == EPERM; }
+
+// One running process being captured.
+struct Target {
+  int pid = 0;
+  uid_t owner = 0;
+  std::string dir;      // its capture files go here (owned by `owner`)
+  std::string request;  // the request file beside its stats file
+  bool started = false;
+};
+
+// Writes the request atomically (a temporary name, then rename), owned by
+// the target's user: the target obeys only its own user's requests.
+bool WriteRequest(const Target& t, const engine::CaptureSettings& settings) {
+  const std::string tmp = t.request + ".tmp." + std::to_string(getpid());
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    std::fprintf(stderr, "softrnic capture: %s: %s\n", tmp.c_str(), std::strerror(errno));
+    return false;
+  }
+  const std::string text = engine::FormatCaptureRequest(settings);
+  const bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+                  (t.owner == geteuid() || fchown(fd, t.owner, static_cast<gid_t>(-1)) == 0);
+  close(fd);
+  if (!ok || rename(tmp.c_str(), t.request.c_str()) != 0) {
+    std::fprintf(stderr, "softrnic capture: cannot leave a capture request at %s: %s\n",
+                 t.request.c_str(), std::strerror(errno));
+    unlink(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+bool HasCapture(const std::string& dir) { return !CaptureFilesIn(dir).empty(); }
+
+// Whether the process capturing into `dir` closed its file (capture_control.h).
+bool HasDoneMarker(const std::string& dir) {
+  bool found = false;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (const dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.size() > 5 && name.compare(name.size() - 5, 5, ".done") == 0) found = true;
+    }
+    closedir(d);
+  }
+  return found;
+}
+
+// Waits up to `seconds` for pred(), checking every 20 ms.
+template <typename Pred>
+bool WaitFor(double seconds, Pred pred) {
+  for (int i = 0; i < static_cast<int>(seconds * 50); ++i) {
+    if (pred()) return true;
+    usleep(20000);
+  }
+  return pred();
+}
+
+int AttachAndCapture(const std::vector<int>& pids, bool all, double seconds,
+                     const engine::CaptureSettings& base, const std::string& out, bool keep) {
+  const std::string stats_dir = engine::StatsPublisher::Directory();
+  const std::vector<engine::StatsFile> running = engine::ReadStatsDir(stats_dir);
+  std::vector<Target> targets;
+  for (const engine::StatsFile& f : running) {
+    if (f.pid == getpid()) continue;
+    const bool wanted = all || std::find(pids.begin(), pids.end(), f.pid) != pids.end();
+    const bool seen = std::any_of(targets.begin(), targets.end(),
+                                  [&](const Target& t) { return t.pid == f.pid; });
+    if (wanted && !seen) targets.push_back(Target{f.pid, f.owner, {}, {}, false});
+  }
+  for (int pid : pids)
+    if (std::none_of(targets.begin(), targets.end(), [&](const Target& t) { return t.pid == pid; })) {
+      std::fprintf(stderr,
+                   "softrnic capture: no running softrnic device with pid %d that you may "
+                   "capture (see `softrnic stat`)\n",
+                   pid);
+      return 1;
+    }
+  if (targets.empty()) {
+    std::fprintf(stderr, "softrnic capture: no running softrnic device to capture (see `softrnic stat`)\n");
+    return 1;
+  }
+  const auto top = MakePrivateDirectory();
+  if (!top) return kCaptureFailed;
+  HandleStopSignals();
+  for (Target& t : targets) {
+    t.dir = *top + "/" + std::to_string(t.pid);
+    t.request = engine::CaptureRequestPath(stats_dir, t.pid);
+    if (mkdir(t.dir.c_str(), 0700) != 0 ||
+        (t.owner != geteuid() && chown(t.dir.c_str(), t.owner, static_cast<gid_t>(-1)) != 0)) {
+      std::fprintf(stderr, "softrnic capture: %s: %s\n", t.dir.c_str(), std::strerror(errno));
+      continue;
+    }
+    engine::CaptureSettings s = base;
+    s.path = t.dir + "/softrnic-%p.pcapng";
+    t.started = WriteRequest(t, s);
+  }
+  // A publisher looks every 100 ms.
+  for (Target& t : targets) {
+    if (!t.started) continue;
+    t.started = WaitFor(3.0, [&] { return HasCapture(t.dir) || !Alive(t.pid); }) &&
+                HasCapture(t.dir);
+    if (!t.started) {
+      std::fprintf(stderr,
+                   "softrnic capture: pid %d did not start capturing (it is gone, publishes no "
+                   "stats (SOFTRNIC_STATS_SHM=0), or captures already with SOFTRNIC_CAPTURE)\n",
+                   t.pid);
+      unlink(t.request.c_str());
+    }
+  }
+  const int started = static_cast<int>(
+      std::count_if(targets.begin(), targets.end(), [](const Target& t) { return t.started; }));
+  if (started > 0) {
+    if (seconds > 0)
+      std::fprintf(stderr, "softrnic capture: capturing %d process(es) for %g s\n", started, seconds);
+    else
+      std::fprintf(stderr, "softrnic capture: capturing %d process(es); Ctrl-C to stop\n", started);
+    const auto until = seconds > 0 ? static_cast<int>(seconds * 50) : -1;
+    for (int i = 0; !g_stop && (until < 0 || i < until); ++i) usleep(20000);
+  }
+  // Stop: each process closes its file and says so (.done).
+  for (const Target& t : targets) unlink(t.request.c_str());
+  std::vector<std::string> paths;
+  for (const Target& t : targets) {
+    if (!t.started) continue;
+    if (!WaitFor(3.0, [&] { return HasDoneMarker(t.dir) || !Alive(t.pid); }))
+      std::fprintf(stderr, "softrnic capture: pid %d did not close its capture in time; its file "
+                           "may lack the last packets\n", t.pid);
+    for (const std::string& p : CaptureFilesIn(t.dir)) paths.push_back(p);
+  }
+  int rc = kCaptureFailed;
+  if (paths.empty())
+    std::fprintf(stderr, "softrnic capture: no process wrote a capture\n");
+  else
+    rc = MergeFiles(paths, out);
+  if (keep)
+    std::fprintf(stderr, "softrnic capture: per-process files kept in %s\n", top->c_str());
+  else
+    RemoveDirectory(*top);
+  return rc;
 }
 
 }  // namespace
 
 int CaptureMain(int argc, char** argv) {
-  std::string out, size_mb, files;
-  bool keep = false, merge = false;
+  std::string out, size_mb, files, seconds;
+  std::vector<int> pids;
+  bool keep = false, merge = false, all = false;
   int i = 1;
   for (; i < argc; ++i) {
     const std::string a = argv[i];
@@ -185,6 +378,18 @@ int CaptureMain(int argc, char** argv) {
     }
     if ((a == "-w" || a == "-s" || a == "-n") && i + 1 < argc) {
       (a == "-w" ? out : a == "-s" ? size_mb : files) = argv[++i];
+    } else if (a == "-p" && i + 1 < argc) {
+      char* end = nullptr;
+      const long pid = std::strtol(argv[++i], &end, 10);
+      if (*end != '\0' || pid <= 0 || pid > 1 << 22) {
+        std::fprintf(stderr, "softrnic capture: -p takes a pid, not '%s'\n", argv[i]);
+        return kUsage;
+      }
+      pids.push_back(static_cast<int>(pid));
+    } else if (a == "-a") {
+      all = true;
+    } else if (a == "-t" && i + 1 < argc) {
+      seconds = argv[++i];
     } else if (a == "-k") {
       keep = true;
     } else if (a == "--merge") {
@@ -202,25 +407,33 @@ int CaptureMain(int argc, char** argv) {
     const long v = std::strtol(s.c_str(), &end, 10);
     return s.empty() || (*end == '\0' && v >= lo && v <= hi);
   };
-  if (out.empty() || i >= argc || !number_ok(size_mb, 1, 1048576) || !number_ok(files, 1, 1000)) {
+  const bool attach = all || !pids.empty();
+  if (out.empty() || (i >= argc) != attach || (attach && merge) ||
+      !number_ok(size_mb, 1, 1048576) || !number_ok(files, 1, 1000) ||
+      !number_ok(seconds, 1, 86400)) {
     std::fprintf(stderr, "softrnic capture: %s\n",
-                 out.empty()  ? "-w FILE is required"
-                 : i >= argc  ? (merge ? "no files to merge" : "no command to run")
-                              : "-s takes 1..1048576 (MiB), -n 1..1000");
+                 out.empty()           ? "-w FILE is required"
+                 : attach && i < argc  ? "-p/-a capture running processes: no command with them"
+                 : attach              ? "-p/-a do not go with --merge"
+                 : i >= argc           ? (merge ? "no files to merge" : "no command to run")
+                                       : "-s takes 1..1048576 (MiB), -n 1..1000, -t 1..86400");
     CaptureUsage(stderr);
     return kUsage;
   }
   if (merge) return MergeFiles(std::vector<std::string>(argv + i, argv + argc), out);
+  if (attach) {
+    engine::CaptureSettings settings;
+    if (!size_mb.empty()) settings.max_file_bytes = std::strtoull(size_mb.c_str(), nullptr, 10) << 20;
+    if (!files.empty()) settings.files = static_cast<unsigned>(std::strtoul(files.c_str(), nullptr, 10));
+    return AttachAndCapture(pids, all, seconds.empty() ? 0 : std::strtod(seconds.c_str(), nullptr),
+                            settings, out, keep);
+  }
 
   // A private directory for the per-process files: other users cannot
   // plant or read files in it.
-  const char* tmp = std::getenv("TMPDIR");
-  std::string dir = std::string(tmp != nullptr && *tmp ? tmp : "/tmp") + "/softrnic-capture.XXXXXX";
-  if (mkdtemp(dir.data()) == nullptr) {
-    std::fprintf(stderr, "softrnic capture: cannot create a directory in %s: %s (set TMPDIR)\n",
-                 tmp != nullptr && *tmp ? tmp : "/tmp", std::strerror(errno));
-    return kCaptureFailed;
-  }
+  const auto private_dir = MakePrivateDirectory();
+  if (!private_dir) return kCaptureFailed;
+  const std::string dir = *private_dir;
   const std::string pattern = dir + "/softrnic-%p.pcapng";
   setenv("SOFTRNIC_CAPTURE", pattern.c_str(), 1);
   if (!size_mb.empty()) setenv("SOFTRNIC_CAPTURE_SIZE_MB", size_mb.c_str(), 1);
@@ -238,11 +451,7 @@ int CaptureMain(int argc, char** argv) {
     _exit(errno == ENOENT ? 127 : 126);
   }
   // Ctrl-C or a kill ends CMD, not the capture: its files are still merged.
-  struct sigaction sa{};
-  sa.sa_handler = ForwardSignal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGHUP, &sa, nullptr);
+  HandleStopSignals();
   int status = 0;
   while (waitpid(g_child, &status, 0) < 0 && errno == EINTR) {
   }

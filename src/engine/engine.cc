@@ -58,15 +58,19 @@ Engine::Engine(std::unique_ptr<transport::Transport> transport, DeviceAttr attr,
   selective_ = config.selective;  // docs/loss.md
   cc_settings_ = config.cc;
   if (!config.capture.path.empty()) {
-    std::string description = "softrnic pid " + std::to_string(getpid());
-    for (const Gid& g : gids_) description += " gid " + g.ToString();
     std::string error;
-    capture_ = PacketCapture::Open(config.capture, kDeviceName, description, &error);
+    capture_ = PacketCapture::Open(config.capture, kDeviceName, CaptureDescription(), &error);
     if (capture_ == nullptr)
       SOFTRNIC_LOG(kWarn, "%s; the device runs without capture (SOFTRNIC_CAPTURE)", error.c_str());
     else
       tx_.set_capture(capture_.get());
   }
+}
+
+std::string Engine::CaptureDescription() const {
+  std::string description = "softrnic pid " + std::to_string(getpid());
+  for (const Gid& g : gids_) description += " gid " + g.ToString();
+  return description;
 }
 
 Engine::~Engine() {

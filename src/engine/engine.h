@@ -186,6 +186,8 @@ class Engine {
   // SOFTRNIC_CAPTURE (capture.h): every packet sent and received, and the
   // direct operations as the packets they replace; null when off.
   std::unique_ptr<PacketCapture> capture_;
+  // The pcapng interface description of this device's captures: pid, GIDs.
+  std::string CaptureDescription() const;
   // transport_'s peer memory capability (else null): peers for direct
   // one-sided operations and this device's exports.
   transport::PeerMemory* peer_memory_ = nullptr;

@@ -117,6 +117,7 @@ StatsPublisher::StatsPublisher(Engine& engine, std::chrono::milliseconds period)
   path_ = dir_ + "/softrnic-" + std::to_string(owner_pid_) +
           (index == 0 ? "" : "-" + std::to_string(index)) + ".stats";
   enabled_ = true;
+  capture_control_ = std::make_unique<CaptureControl>(engine_, dir_);
   PublishNow();
   thread_ = std::thread([this] { Run(); });
 }
@@ -141,6 +142,7 @@ void StatsPublisher::Stop() {
   stop_requested_.store(true, std::memory_order_relaxed);
   cv_.notify_all();
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+  capture_control_.reset();  // an attached capture is written out and closed
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopped_ = true;
@@ -246,6 +248,7 @@ void StatsPublisher::Run() {
     cv_.wait_for(lock, period_);
     if (stop_) break;
     lock.unlock();
+    capture_control_->Poll();
     std::string text;
     const bool got = Snapshot(false, &text);
     lock.lock();

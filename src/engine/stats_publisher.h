@@ -49,6 +49,8 @@
 #include <utility>
 #include <vector>
 
+#include "engine/capture_control.h"
+
 namespace softrnic::engine {
 
 class Engine;
@@ -101,6 +103,9 @@ class StatsPublisher {
   bool stop_ = false;
   bool stopped_ = false;
   std::atomic<bool> stop_requested_{false};  // stop_, readable without mu_
+  // `softrnic capture -p`: the thread also looks for capture requests
+  // (capture_control.h) every period. Null when publishing is off.
+  std::unique_ptr<CaptureControl> capture_control_;
   std::thread thread_;
 };
 

@@ -9,6 +9,8 @@
 #   2. Two network namespaces joined by a veth (UDP): the same four, and
 #      tcpdump on the veth at the same time; the capture must hold exactly
 #      the packets the wire carried (opcode, QP, PSN, length).
+#   1b. An ib_write_bw pair already running, captured mid-stream with -p
+#      and -a (the running processes are asked through a request file).
 # Every capture: tshark decodes each frame as RoCE v2 with the opcodes,
 # QPNs, PSNs and lengths perftest's run implies (check_capture.py), and
 # scapy's ICRC check passes on every packet (icrc_judge.py). `--merge` of
@@ -69,6 +71,9 @@ run_captured() {
     2>"$SOFTRNIC_TMP/$name.capture.log" ||
     { cat "$SOFTRNIC_TMP/$name.capture.log" "$SOFTRNIC_TMP/cli.log" "$SOFTRNIC_TMP/srv.log"; die "$name: run failed"; }
   cat "$SOFTRNIC_TMP/$name.capture.log" >&2
+  local kept
+  kept=$(sed -nE 's/.*per-process files kept in (.*)/\1/p' "$SOFTRNIC_TMP/$name.capture.log")
+  [[ -n $kept ]] && softrnic_on_exit "rm -rf '$kept'"
 }
 
 # ---- 1. one host: shared memory
@@ -96,6 +101,44 @@ cmp <(tshark -r "$SOFTRNIC_TMP/shm_send_lat.pcapng" -T fields -e frame.len -e in
     <(tshark -r "$SOFTRNIC_TMP/remerged.pcapng" -T fields -e frame.len -e infiniband.bth.psn 2>/dev/null) ||
   die "--merge differs from the run's merge"
 log "ok: --merge of the per-process files gives the same capture"
+
+# ---- 1b. attaching to processes already running (-p, -a): an ib_write_bw
+# pair running for a while, captured for a second mid-stream. Its stats
+# (and so the capture requests) in a directory of this test: -a must not
+# reach other tests' processes.
+export SOFTRNIC_TRANSPORT=auto
+export SOFTRNIC_STATS_DIR=$SOFTRNIC_TMP/stats
+mkdir -p "$SOFTRNIC_STATS_DIR"
+start_bg bw_srv 90 ib_write_bw -p $((PORT + 1)) -s $SIZE -D 60
+# Not wait_for_port: its probe connection would be the one perftest accepts.
+wait_until 10 bash -c "ss -ltn | grep -q ':$((PORT + 1)) '" || die "ib_write_bw server did not listen"
+start_bg bw_cli 90 ib_write_bw -p $((PORT + 1)) -s $SIZE -D 60 127.0.0.1
+wait_until 10 bash -c "pgrep -f '^ib_write_bw -p $((PORT + 1)) -s $SIZE -D 60 127.0.0.1' >/dev/null" ||
+  die "no ib_write_bw client"
+srv_pid=$(pgrep -f "^ib_write_bw -p $((PORT + 1)) -s $SIZE -D 60$" | head -1)
+cli_pid=$(pgrep -f "^ib_write_bw -p $((PORT + 1)) -s $SIZE -D 60 127.0.0.1" | head -1)
+[[ -n $srv_pid && -n $cli_pid ]] || die "perftest pids not found"
+# Streaming (perftest's stdout is a file: its lines arrive only at exit, so
+# the counters tell): direct WRITEs are being counted.
+wait_until 15 bash -c "'$SOFTRNIC' stat -p $cli_pid -j | grep -q '\"shm_direct_write_ops\": [1-9]'" ||
+  die "ib_write_bw is not streaming"
+run_t 30 "$SOFTRNIC" capture -w "$SOFTRNIC_TMP/attach.pcapng" -s 1 -p "$srv_pid" -p "$cli_pid" -t 1 ||
+  die "capture -p failed"
+"$SOFTRNIC_PYTHON" "$HERE/icrc_judge.py" "$SOFTRNIC_TMP/attach.pcapng" --min-packets 100 \
+  --expect-opcodes 6,7,8,17 || die "attached capture failed the judge"
+# The processes stopped capturing when the tool did: no request is left.
+ls "$SOFTRNIC_STATS_DIR"/softrnic-*.capture* 2>/dev/null && die "request left behind"
+# -a finds them too; a pid that is no softrnic device is refused with 1.
+run_t 30 "$SOFTRNIC" capture -w "$SOFTRNIC_TMP/all.pcapng" -s 1 -a -t 1 || die "capture -a failed"
+"$SOFTRNIC_PYTHON" "$HERE/icrc_judge.py" "$SOFTRNIC_TMP/all.pcapng" --min-packets 100 ||
+  die "capture -a failed the judge"
+"$SOFTRNIC" capture -w "$SOFTRNIC_TMP/none.pcapng" -p $$ -t 1 2>"$SOFTRNIC_TMP/none.log"
+rc=$?
+[[ $rc == 1 ]] && grep -q "no running softrnic device with pid" "$SOFTRNIC_TMP/none.log" ||
+  die "capture -p of a non-softrnic pid: exit $rc, $(cat "$SOFTRNIC_TMP/none.log")"
+kill_bg bw_cli; kill_bg bw_srv
+unset SOFTRNIC_STATS_DIR
+log "ok: capture attached to running processes (-p, -a)"
 
 # ---- 2. two namespaces: UDP, against the wire
 A=srn_capt_a B=srn_capt_b IPA=10.241.0.1 IPB=10.241.0.2

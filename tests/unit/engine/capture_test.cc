@@ -2,6 +2,7 @@
 // and direct operations rendered as the packets they replace, judged by
 // parsing the file back and checking each frame's headers and ICRC.
 #include "engine/capture.h"
+#include "engine/capture_control.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -262,6 +263,36 @@ TEST_F(CaptureTest, DirectWriteIsRenderedAsTheSegmentsAndTheAckItReplaces) {
   uint64_t v = 0;
   for (int k = 0; k < 8; ++k) v = v << 8 | orig[k];
   EXPECT_EQ(v, 40u);
+}
+
+}  // namespace
+}  // namespace softrnic::engine
+
+namespace softrnic::engine {
+namespace {
+
+// The request `softrnic capture -p` leaves for a running process
+// (capture_control.h): what the tool writes reads back, and anything else
+// is refused.
+TEST(CaptureRequest, FormatReadsBackAndHostileTextIsRefused) {
+  CaptureSettings s;
+  s.path = "/tmp/softrnic capture.x/7/softrnic-%p.pcapng";  // a space in the path
+  s.max_file_bytes = 16ull << 20;
+  s.files = 3;
+  CaptureSettings back;
+  ASSERT_TRUE(ParseCaptureRequest(FormatCaptureRequest(s), &back));
+  EXPECT_EQ(back.path, s.path);
+  EXPECT_EQ(back.max_file_bytes, s.max_file_bytes);
+  EXPECT_EQ(back.files, 3u);
+  for (const char* bad : {"", "\n", "/a 1048576 1", "relative 1048576 1\n",
+                          "/a 1048575 1\n",            // below 1 MiB
+                          "/a 1048576 0\n", "/a 1048576 1001\n", "/a 99999999999999999999999 1\n",
+                          "/a 1048576 1\n/b 1048576 1\n", "/a -5 1\n", "/a 1048576 1x\n",
+                          " 1048576 1\n"}) {
+    CaptureSettings out;
+    EXPECT_FALSE(ParseCaptureRequest(bad, &out)) << '"' << bad << '"';
+  }
+  EXPECT_EQ(CaptureRequestPath("/dev/shm", 42), "/dev/shm/softrnic-42.capture");
 }
 
 }  // namespace
