@@ -648,6 +648,19 @@ void StatsFileSeeds() {
       "gid\ngid 0\n \n x 1\nkey  2\n\0\xff\xfe 3\n";
   Write(d, "escapes_and_binary", Bytes(kBinary, kBinary + sizeof(kBinary) - 1));
   Write(d, "no_trailing_newline", text("softrnic-stats 1\npid 12\nrx_packets 9"));
+  // Version 2: per-QP lines (stats_publisher.h).
+  Write(d, "publisher_format_v2",
+        text("softrnic-stats 2\npid 4242\ncomm ib_write_bw\ndevice softrnic0\n"
+             "gid 0 ::ffff:10.0.0.1\ntime_ns 1700000000123456\nseq 17\nrx_packets 1234\n"
+             "tx_bytes 99\nqps 3\n"
+             "qp 17 rc RTS ::ffff:10.0.0.2 18 tx_packets=9 tx_bytes=9512 rx_packets=4 rx_bytes=64 "
+             "tx_retransmit_packets=0 retransmit_timeouts=0 tx_naks=0 tx_rnr_naks=0 rx_naks=0 "
+             "rx_rnr_naks=0 shm_direct_ops=2 shm_direct_bytes=8192 cqe_errors=0 cqe_flushes=1\n"
+             "qp 19 ud RTS - - tx_packets=1\nqp 20 uc INIT - - \n"));
+  Write(d, "qp_lines_malformed",
+        text("softrnic-stats 2\npid 5\nqps 18446744073709551616\nqp\nqp 16777216 rc RTS - - a=1\n"
+             "qp -1 rc\nqp 7 rc RTS -\nqp 8 rc RTS - - =1 a== b=x c=18446744073709551616 d\n"
+             "qp 9  rc  RTS  -  -  e=1\nqp 10 \x1b[31m \xff - - f=2\n"));
 }
 
 }  // namespace

@@ -85,9 +85,39 @@ std::string CounterHelp(const std::string& name) {
       {"rx_ooo_conflicts", "Two different copies of one kept PSN, both dropped."},
       {"rx_ooo_forgery_detected", "Duplicates differing from the kept copy that ran (QP failed)."},
       {"tx_naks_rd_atomic_limit", "READ/atomic requests NAKed: no responder resources granted."},
+      {"tx_bytes", "Bytes of the packets built by the engine (BTH to ICRC, any path)."},
+      {"rx_bytes", "Bytes of the packets dispatched to the engine (BTH to ICRC, any path)."},
+      {"send_cqe_errors", "Send completions with an error status (flushes apart)."},
+      {"recv_cqe_errors", "Receive completions with an error status (flushes apart)."},
+      {"send_cqe_flushes", "Send completions flushed (WR_FLUSH_ERR)."},
+      {"recv_cqe_flushes", "Receive completions flushed (WR_FLUSH_ERR)."},
+      {"retry_exceeded_errors", "Send completions with RETRY_EXC_ERR (retry count exhausted)."},
+      {"rnr_retry_exceeded_errors", "Send completions with RNR_RETRY_EXC_ERR (RNR retries exhausted)."},
   };
   const auto it = help.find(name);
   return it != help.end() ? it->second : "softrnic counter " + name + ".";
+}
+
+std::string QpCounterHelp(const std::string& name) {
+  // From the field comments of engine::QpCounters (src/engine/qp_counters.h).
+  static const std::map<std::string, std::string> help = {
+      {"tx_packets", "Packets the QP sent (requests, ACKs, responses)."},
+      {"tx_bytes", "Bytes of the packets the QP sent (BTH to ICRC)."},
+      {"rx_packets", "Packets accepted for the QP."},
+      {"rx_bytes", "Bytes of the packets accepted for the QP (BTH to ICRC)."},
+      {"tx_retransmit_packets", "Request packets the QP sent again."},
+      {"retransmit_timeouts", "Local ACK Timeout expiries of the QP."},
+      {"tx_naks", "NAKs the QP sent (sequence, invalid request, access, operational)."},
+      {"tx_rnr_naks", "Receiver-not-ready NAKs the QP sent."},
+      {"rx_naks", "NAKs the QP received."},
+      {"rx_rnr_naks", "Receiver-not-ready NAKs the QP received."},
+      {"shm_direct_ops", "One-sided operations the QP did directly on a same-host peer's memory."},
+      {"shm_direct_bytes", "Bytes the QP moved by direct one-sided operations."},
+      {"cqe_errors", "Completions of the QP with an error status (flushes apart)."},
+      {"cqe_flushes", "Completions of the QP flushed (WR_FLUSH_ERR)."},
+  };
+  const auto it = help.find(name);
+  return it != help.end() ? it->second : "softrnic per-QP counter " + name + ".";
 }
 
 }  // namespace softrnic::tools

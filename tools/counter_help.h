@@ -10,4 +10,7 @@ namespace softrnic::tools {
 // (added to the engine later) a generic sentence naming it.
 std::string CounterHelp(const std::string& name);
 
+// The same for a per-QP counter (engine/qp_counters.h, "qp" lines).
+std::string QpCounterHelp(const std::string& name);
+
 }  // namespace softrnic::tools

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "config/environment.h"
+#include "port_counters.h"
 #include "engine/device_identity.h"
 #include "transport/transport.h"
 #include "transport/udp_transport.h"
@@ -189,6 +190,11 @@ std::vector<TreeNode> RenderSysfs(const DeviceFacts& facts) {
   }
   dir(p + "pkeys");
   file(p + "pkeys/0", Hex("0x%04x\n", PortFacts::kDefaultPkey));
+  // The port counters (port_counters.h), 0 here: `softrnic run` keeps them
+  // live (counter_updater.h), `softrnic setup`'s view is static.
+  dir(p + "counters");
+  dir(p + "hw_counters");
+  for (const auto& [name, value] : PortCounterFiles({})) file(p + name, std::to_string(value) + "\n");
   return t;
 }
 

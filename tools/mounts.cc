@@ -41,6 +41,13 @@ std::string RemountReadOnly(const std::string& dir, unsigned long extra_flags) {
   return "";
 }
 
+std::string RemountMountReadOnly(const std::string& dir, unsigned long extra_flags) {
+  if (mount(nullptr, dir.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | extra_flags,
+            nullptr) != 0)
+    return Failed("remount " + dir + " read-only");
+  return "";
+}
+
 std::string BindDevNull(const std::string& path) {
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd < 0) return Failed("create " + path);

@@ -19,6 +19,9 @@ std::string BindMount(const std::string& source, const std::string& target, bool
 std::string MoveMount(const std::string& source, const std::string& target);
 // Makes the tmpfs on `dir` read-only (the mounts below it keep their flags).
 std::string RemountReadOnly(const std::string& dir, unsigned long extra_flags);
+// Makes the mount on `dir` read-only, not its filesystem: another mount of
+// the same tmpfs (a bind mount) stays writable.
+std::string RemountMountReadOnly(const std::string& dir, unsigned long extra_flags);
 // An empty regular file at `path` with the /dev/null character device bound
 // onto it: a character device anyone can open read-write, even where
 // mknod is not allowed (user namespaces).

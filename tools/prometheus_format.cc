@@ -33,6 +33,63 @@ std::string Labels(const engine::StatsFile& f) {
          LabelValue(f.device) + "\",port=\"1\"";
 }
 
+std::string QpLabels(const engine::StatsFile& f, const engine::StatsFile::Qp& qp) {
+  return Labels(f) + ",qpn=\"" + std::to_string(qp.qpn) + "\",type=\"" + LabelValue(qp.type) + "\"";
+}
+
+// A QP listed twice in one file (only a forged file does that) would give
+// two samples with the same labels, which a parser rejects: the first wins.
+bool FirstOfItsQpn(const engine::StatsFile& f, size_t index) {
+  for (size_t j = 0; j < index; ++j)
+    if (f.qps[j].qpn == f.qps[index].qpn) return false;
+  return true;
+}
+
+std::string FormatQpFamilies(const std::vector<engine::StatsFile>& files) {
+  // Families in the order of the first "qp" line that has them.
+  std::vector<std::string> order;
+  std::set<std::string> seen;
+  for (const engine::StatsFile& f : files)
+    for (const engine::StatsFile::Qp& qp : f.qps)
+      for (const auto& [name, v] : qp.counters) {
+        (void)v;
+        if (ValidCounterName(name) && seen.insert(MetricName("qp_" + name)).second)
+          order.push_back(name);
+      }
+  std::string out;
+  char num[32];
+  for (const std::string& name : order) {
+    const std::string metric = MetricName("qp_" + name);
+    out += "# HELP " + metric + " " + HelpText(QpCounterHelp(name)) + "\n";
+    out += "# TYPE " + metric + " counter\n";
+    for (const engine::StatsFile& f : files) {
+      for (size_t i = 0; i < f.qps.size(); ++i) {
+        if (!FirstOfItsQpn(f, i)) continue;
+        const engine::StatsFile::Qp& qp = f.qps[i];
+        // The last field of a name wins, as for the device's counters.
+        bool found = false;
+        uint64_t value = 0;
+        for (const auto& [k, v] : qp.counters)
+          if (k == name) found = true, value = v;
+        if (!found) continue;
+        std::snprintf(num, sizeof num, "%" PRIu64, value);
+        out += metric + "{" + QpLabels(f, qp) + "} " + num + "\n";
+      }
+    }
+  }
+  out += "# HELP softrnic_qp_info A QP listed in a softrnic stats file: its state and peer.\n";
+  out += "# TYPE softrnic_qp_info gauge\n";
+  for (const engine::StatsFile& f : files)
+    for (size_t i = 0; i < f.qps.size(); ++i) {
+      if (!FirstOfItsQpn(f, i)) continue;
+      const engine::StatsFile::Qp& qp = f.qps[i];
+      out += "softrnic_qp_info{" + QpLabels(f, qp) + ",state=\"" + LabelValue(qp.state) +
+             "\",peer_gid=\"" + LabelValue(qp.peer_gid) + "\",peer_qpn=\"" +
+             LabelValue(qp.peer_qpn) + "\"} 1\n";
+    }
+  return out;
+}
+
 }  // namespace
 
 std::string LabelValue(const std::string& raw) {
@@ -66,7 +123,7 @@ bool ValidCounterName(const std::string& name) {
   return true;
 }
 
-std::string FormatPrometheus(const std::vector<engine::StatsFile>& files) {
+std::string FormatPrometheus(const std::vector<engine::StatsFile>& files, bool per_qp) {
   // Per file: name -> value, the last line of a name winning, as in
   // `softrnic stat -j`. Families in the order the first file lists them
   // (then names only later files have), so the output reads like the file.
@@ -102,6 +159,7 @@ std::string FormatPrometheus(const std::vector<engine::StatsFile>& files) {
     out += "softrnic_device_info{" + Labels(f) + ",comm=\"" + LabelValue(f.comm) + "\",gids=\"" +
            LabelValue(gids) + "\"} 1\n";
   }
+  if (per_qp) out += FormatQpFamilies(files);
   return out;
 }
 

@@ -12,7 +12,12 @@
 // Every counter of a file is a counter family softrnic_<name>_total (its
 // value as `softrnic stat -j` shows it: the last line of a name wins), one
 // sample per process; `port` is always 1 (a softrnic device has one port).
-// The files are per device, not per QP, so there are no per-QP samples.
+//
+// With `per_qp` (`softrnic stat --qp -P`), the "qp" lines too: each per-QP
+// counter is a family softrnic_qp_<name>_total with one sample per QP
+// listed, labelled as the device's samples plus qpn (decimal) and type;
+// softrnic_qp_info{...,qpn,type,state,peer_gid,peer_qpn} 1 says the rest.
+// A file lists at most 256 QPs (the busiest; stats_publisher.h).
 // A file is input another local user may have written (security review
 // L2): a counter whose name is not [A-Za-z0-9_]+ is left out (it could not
 // be a metric name), and label values are escaped (LabelValue).
@@ -25,7 +30,7 @@
 
 namespace softrnic::tools {
 
-std::string FormatPrometheus(const std::vector<engine::StatsFile>& files);
+std::string FormatPrometheus(const std::vector<engine::StatsFile>& files, bool per_qp = false);
 
 // A label value's text between the quotes: `\` -> `\\`, `"` -> `\"`,
 // newline -> `\n` (the format's escapes); printable ASCII as is; every other

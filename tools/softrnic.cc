@@ -16,7 +16,7 @@ namespace {
 
 void Usage(FILE* out) {
   std::fprintf(out,
-               "usage: softrnic stat [-p PID] [-w SECS [-c COUNT]] [-r | -j | -P] [-d DIR] [--clean]\n"
+               "usage: softrnic stat [-p PID] [-w SECS [-c COUNT]] [-r | -j | -P] [-q] [-d DIR] [--clean]\n"
                "       softrnic run [--] CMD [ARGS...]\n"
                "       softrnic setup [--remove]\n"
                "       softrnic config [--markdown]\n"

@@ -11,7 +11,9 @@
 //                     <ibv_device->dev_name> with access(R_OK|W_OK))
 //   /sys/class/infiniband/softrnic0/   the device as ib_core's sysfs shows a
 //                     kernel device (device_view.h), rendered for this
-//                     process's pid, which CMD keeps
+//                     process's pid, which CMD keeps; its port counter files
+//                     (ports/1/counters, hw_counters) kept live by a small
+//                     updater process while CMD runs (counter_updater.h)
 //
 // The view lives in a mount namespace of its own (for a non-root caller
 // inside a user namespace mapping only the caller's uid and gid, so CMD runs
@@ -41,7 +43,10 @@
 #include <vector>
 
 #include "commands.h"
+#include "config/environment.h"
+#include "counter_updater.h"
 #include "device_view.h"
+#include "engine/stats_publisher.h"
 #include "engine/device_identity.h"
 #include "mounts.h"
 #include "self_lib_dir.h"
@@ -242,10 +247,43 @@ bool SetUpDev(const std::string& staging, Failure* f) {
   return true;
 }
 
+// Where the counter updater writes (counter_updater.h): a descriptor of a
+// second, writable mount of the view's tmpfs, and the port's directory
+// relative to it.
+struct CounterTarget {
+  int root_fd = -1;
+  std::string port_dir;
+};
+
+// A bind mount of `staging` in a fresh temporary directory, opened, then
+// detached from the namespace (MNT_DETACH) and its directory removed: the
+// mount lives on through the descriptor alone, so only the holder of the
+// descriptor can write the view, and nothing of it is left anywhere.
+int DetachedWritableMount(const std::string& staging, Failure* f) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string dir = std::string(tmp && *tmp && IsDir(tmp) ? tmp : "/tmp") + "/softrnic-rw.XXXXXX";
+  if (!mkdtemp(dir.data())) {
+    *f = {"cannot create a directory " + dir + ": " + std::strerror(errno), ""};
+    return -1;
+  }
+  int fd = -1;
+  if (std::string e = BindMount(staging, dir, false); !e.empty()) {
+    *f = {e, ""};
+  } else {
+    fd = open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) *f = {"cannot open " + dir + ": " + std::strerror(errno), ""};
+    umount2(dir.c_str(), MNT_DETACH);
+  }
+  rmdir(dir.c_str());
+  return fd;
+}
+
 // /sys/class/infiniband: a tmpfs there if the directory exists (the kernel's
 // ib_core is loaded), else a tmpfs on /sys/class with bind mounts of every
-// class plus infiniband/.
-bool SetUpSysfs(const std::string& staging, const std::vector<TreeNode>& tree, Failure* f) {
+// class plus infiniband/. The view's mount is read-only; `counters` gets
+// a writable way in for the counter updater.
+bool SetUpSysfs(const std::string& staging, const std::vector<TreeNode>& tree,
+                CounterTarget* counters, Failure* f) {
   const unsigned long flags = MS_NOEXEC | MS_NODEV;
   std::string target = "/sys/class/infiniband";
   std::string root = staging;
@@ -263,7 +301,14 @@ bool SetUpSysfs(const std::string& staging, const std::vector<TreeNode>& tree, F
     }
   }
   std::string e = WriteTree(root, tree);
-  if (e.empty()) e = RemountReadOnly(staging, flags);
+  if (!e.empty()) {
+    *f = {e, ""};
+    return false;
+  }
+  counters->port_dir = (root == staging ? "" : "infiniband/") + std::string(engine::kDeviceName) + "/ports/1";
+  counters->root_fd = DetachedWritableMount(staging, f);
+  if (counters->root_fd < 0) return false;
+  e = RemountMountReadOnly(staging, flags);
   if (e.empty()) e = MoveMount(staging, target);
   if (!e.empty()) {
     *f = {e, ""};
@@ -274,7 +319,7 @@ bool SetUpSysfs(const std::string& staging, const std::vector<TreeNode>& tree, F
 
 // Mounts the view. On failure the staging directory is unmounted and
 // removed, so nothing is left behind in any case.
-bool SetUpView(const std::vector<TreeNode>& tree, Failure* f) {
+bool SetUpView(const std::vector<TreeNode>& tree, CounterTarget* counters, Failure* f) {
   // Nothing we mount may propagate back to the host's namespace.
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
     *f = {std::string("cannot make the mounts private: ") + std::strerror(errno), ""};
@@ -289,7 +334,7 @@ bool SetUpView(const std::vector<TreeNode>& tree, Failure* f) {
   }
   const std::string staging = templ;
   bool ok = SetUpDev(staging, f);
-  if (ok) ok = SetUpSysfs(staging, tree, f);
+  if (ok) ok = SetUpSysfs(staging, tree, counters, f);
   // After a successful MS_MOVE nothing is mounted on the staging directory;
   // after a failure the half-built tmpfs is.
   umount2(staging.c_str(), MNT_DETACH);
@@ -338,11 +383,21 @@ int RunMain(int argc, char** argv) {
   // by this very process, so the view is exact for CMD itself.
   const std::vector<TreeNode> tree = RenderSysfs(CurrentFacts(getpid()));
   Failure f;
-  if (!EnterNamespaces(&f) || !SetUpView(tree, &f)) {
+  CounterTarget counters;
+  if (!EnterNamespaces(&f) || !SetUpView(tree, &counters, &f)) {
     std::fprintf(stderr, "softrnic run: %s\n", f.what.c_str());
     if (!f.hint.empty()) std::fprintf(stderr, "  %s\n", f.hint.c_str());
     return kSetupFailed;
   }
+  // Live port counters (no stats files to read with SOFTRNIC_STATS_SHM=0:
+  // the files then stay 0).
+  if (config::Environment::FromProcess().Flag("SOFTRNIC_STATS_SHM")) {
+    const std::string e = StartCounterUpdater(counters.root_fd, counters.port_dir, getpid(),
+                                              engine::StatsPublisher::Directory());
+    if (!e.empty())
+      std::fprintf(stderr, "softrnic run: warning: %s; the port counter files stay 0\n", e.c_str());
+  }
+  close(counters.root_fd);
   execvp(argv[i], argv + i);
   const int err = errno;
   std::fprintf(stderr, "softrnic run: %s: %s\n", argv[i],

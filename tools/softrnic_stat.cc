@@ -1,6 +1,6 @@
 // `softrnic`: command-line tool for running softrnic devices.
 //
-//   softrnic stat [-p PID] [-w SECS [-c COUNT]] [-r | -j | -P] [-d DIR] [--clean]
+//   softrnic stat [-p PID] [-w SECS [-c COUNT]] [-r | -j | -P] [-q] [-d DIR] [--clean]
 //
 // Lists every live process with a softrnic device and its counters, read
 // from the files the engine's StatsPublisher keeps in /dev/shm. A user sees
@@ -19,6 +19,8 @@
 //   -j         JSON: one object per process
 //   -P, --prometheus  the Prometheus text exposition format
 //              (prometheus_format.h; not with -w: Prometheus computes rates)
+//   -q, --qp   also the per-QP counters: the busiest 256 QPs of each
+//              process (stats_publisher.h), in each form (not with -w)
 //   -d DIR     read DIR instead of $SOFTRNIC_STATS_DIR or /dev/shm
 //   --clean    also remove files whose pid now runs another program
 //
@@ -60,6 +62,7 @@ struct Options {
   bool raw = false;
   bool json = false;
   bool prometheus = false;
+  bool qp = false;
   bool clean = false;
   std::string dir;
 };
@@ -68,10 +71,12 @@ volatile sig_atomic_t g_stop = 0;
 
 void Usage(FILE* out) {
   std::fprintf(out,
-               "usage: softrnic stat [-p PID] [-w SECS [-c COUNT]] [-r | -j | -P] [-d DIR] [--clean]\n"
+               "usage: softrnic stat [-p PID] [-w SECS [-c COUNT]] [-r | -j | -P] [-q] [-d DIR] [--clean]\n"
                "Shows the counters of every running softrnic device (see docs/hardening.md):\n"
                "-r \"pid PID name value\" lines, -j JSON, -P (--prometheus) the Prometheus text\n"
-               "format (softrnic_<counter>_total{pid,uid,device,port}); -w SECS per-second rates.\n"
+               "format (softrnic_<counter>_total{pid,uid,device,port}); -w SECS per-second rates;\n"
+               "-q (--qp) also per-QP counters of the busiest 256 QPs of each process\n"
+               "(softrnic_qp_<counter>_total{...,qpn,type} with -P; not with -w).\n"
                "Removes the stats files and endpoint links that this user's dead processes left\n"
                "in the directory; --clean also those whose pid now runs another program.\n"
                "Exit status: 0 on success, 1 if no process matched, 2 on usage errors.\n");
@@ -86,7 +91,8 @@ const std::vector<Group>& Groups() {
   static const std::vector<Group> groups = {
       {"packets", {{"rx", "udp_rx_packets"}, {"tx", "udp_tx_packets"},
                    {"engine_rx", "rx_packets"}, {"engine_tx", "tx_packets"}}},
-      {"bytes", {{"rx", "udp_rx_bytes"}, {"tx", "udp_tx_bytes"}}},
+      {"bytes", {{"rx", "udp_rx_bytes"}, {"tx", "udp_tx_bytes"},
+                 {"engine_rx", "rx_bytes"}, {"engine_tx", "tx_bytes"}}},
       {"retransmit", {{"timeouts", "retransmit_timeouts"}, {"rewinds", "retransmit_rewinds"},
                       {"packets", "tx_retransmit_packets"}, {"bytes", "tx_retransmit_bytes"},
                       {"probes", "retransmit_probes"}}},
@@ -109,6 +115,10 @@ const std::vector<Group>& Groups() {
                   {"runts", "udp_rx_runts"},
                   {"tx_errors", "udp_tx_errors"}, {"tx_busy", "udp_tx_busy"},
                   {"cq_overflows", "cq_overflows"}}},
+      {"cqe_errors", {{"send", "send_cqe_errors"}, {"recv", "recv_cqe_errors"},
+                      {"send_flush", "send_cqe_flushes"}, {"recv_flush", "recv_cqe_flushes"},
+                      {"retry_exc", "retry_exceeded_errors"},
+                      {"rnr_retry_exc", "rnr_retry_exceeded_errors"}}},
       {"sequence", {{"duplicates", "rx_duplicates"}, {"out_of_seq", "rx_out_of_sequence"},
                     {"cnp", "rx_cnp"}}},
       // Refused as forged or impossible (docs/security.md, "Packets from the network").
@@ -206,6 +216,56 @@ void PrintHuman(const StatsFile& f, const std::map<std::string, double>& values,
   if (!extra.empty()) std::printf("    %-11s%s\n", "other", extra.c_str());
 }
 
+// --qp: one line per QP listed, then its counters.
+void PrintHumanQps(const StatsFile& f) {
+  if (!f.has_qps) {
+    std::printf("    qps        (not in this file: a softrnic older than per-QP counters)\n");
+    return;
+  }
+  std::printf("    qps        %" PRIu64 " live, %zu listed%s\n", f.live_qps, f.qps.size(),
+              f.live_qps > f.qps.size() ? " (the busiest; idle QPs are listed once used)" : "");
+  for (const StatsFile::Qp& qp : f.qps) {
+    std::printf("    qp %u %s %s peer %s qpn %s\n", qp.qpn, Printable(qp.type).c_str(),
+                Printable(qp.state).c_str(), Printable(qp.peer_gid).c_str(),
+                Printable(qp.peer_qpn).c_str());
+    std::string line;
+    for (const auto& [name, v] : qp.counters) line += " " + Printable(name) + " " + Num(double(v), false);
+    std::printf("       %s\n", line.c_str());
+  }
+}
+
+void PrintRawQps(const StatsFile& f) {
+  for (const StatsFile::Qp& qp : f.qps)
+    for (const auto& [name, v] : qp.counters)
+      std::printf("pid %d qp %u %s %" PRIu64 "\n", f.pid, qp.qpn, Printable(name).c_str(), v);
+}
+
+// The "qps" member of a process's JSON object (with its leading ", ").
+std::string JsonQps(const StatsFile& f) {
+  std::string out = ", \"live_qps\": " + std::to_string(f.live_qps) + ", \"qps\": [";
+  for (size_t i = 0; i < f.qps.size(); ++i) {
+    const StatsFile::Qp& qp = f.qps[i];
+    out += std::string(i ? ", " : "") + "{\"qpn\": " + std::to_string(qp.qpn) +
+           ", \"type\": " + JsonString(qp.type) + ", \"state\": " + JsonString(qp.state) +
+           ", \"peer_gid\": " + JsonString(qp.peer_gid) + ", \"peer_qpn\": " +
+           JsonString(qp.peer_qpn) + ", \"counters\": {";
+    // The last field of a name wins (a duplicate key would make the JSON ambiguous).
+    std::map<std::string, uint64_t> values;
+    for (const auto& [name, v] : qp.counters) values[name] = v;
+    std::map<std::string, bool> printed;
+    bool first = true;
+    for (const auto& [name, v] : qp.counters) {
+      (void)v;
+      if (printed[name]) continue;
+      printed[name] = true;
+      out += std::string(first ? "" : ", ") + JsonString(name) + ": " + std::to_string(values[name]);
+      first = false;
+    }
+    out += "}}";
+  }
+  return out + "]";
+}
+
 void PrintRaw(const StatsFile& f, const std::map<std::string, double>& values, bool rate) {
   for (const auto& [name, v] : f.counters) {
     (void)v;
@@ -214,7 +274,8 @@ void PrintRaw(const StatsFile& f, const std::map<std::string, double>& values, b
   }
 }
 
-void PrintJson(const StatsFile& f, const std::map<std::string, double>& values, bool rate, bool last) {
+void PrintJson(const StatsFile& f, const std::map<std::string, double>& values, bool rate, bool last,
+               bool qps) {
   std::printf("  {\"pid\": %d, \"uid\": %u, \"comm\": %s, \"device\": %s, \"gids\": [", f.pid,
               unsigned(f.owner), JsonString(f.comm).c_str(), JsonString(f.device).c_str());
   for (size_t i = 0; i < f.gids.size(); ++i)
@@ -231,7 +292,7 @@ void PrintJson(const StatsFile& f, const std::map<std::string, double>& values, 
     std::printf("%s%s: %s", first ? "" : ", ", JsonString(name).c_str(), Num(values.at(name), rate).c_str());
     first = false;
   }
-  std::printf("}}%s\n", last ? "" : ",");
+  std::printf("}%s}%s\n", qps ? JsonQps(f).c_str() : "", last ? "" : ",");
 }
 
 std::vector<StatsFile> Load(const Options& o) {
@@ -255,9 +316,15 @@ void Print(const std::vector<StatsFile>& files,
            const std::vector<std::map<std::string, double>>& values, const Options& o, bool rate) {
   if (o.json) std::printf("[\n");
   for (size_t i = 0; i < files.size(); ++i) {
-    if (o.json) PrintJson(files[i], values[i], rate, i + 1 == files.size());
-    else if (o.raw) PrintRaw(files[i], values[i], rate);
-    else PrintHuman(files[i], values[i], rate, rate);
+    if (o.json) {
+      PrintJson(files[i], values[i], rate, i + 1 == files.size(), o.qp);
+    } else if (o.raw) {
+      PrintRaw(files[i], values[i], rate);
+      if (o.qp) PrintRawQps(files[i]);
+    } else {
+      PrintHuman(files[i], values[i], rate, rate);
+      if (o.qp) PrintHumanQps(files[i]);
+    }
   }
   if (o.json) std::printf("]\n");
   std::fflush(stdout);
@@ -271,7 +338,7 @@ int Show(const Options& o) {
     return 1;
   }
   if (o.prometheus) {
-    const std::string text = softrnic::tools::FormatPrometheus(files);
+    const std::string text = softrnic::tools::FormatPrometheus(files, o.qp);
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
     return 0;
@@ -346,6 +413,7 @@ int softrnic::tools::StatMain(int argc, char** argv) {
     else if (a == "-r" || a == "--raw") o.raw = true;
     else if (a == "-j" || a == "--json") o.json = true;
     else if (a == "-P" || a == "--prometheus") o.prometheus = true;
+    else if (a == "-q" || a == "--qp") o.qp = true;
     else if (a == "-d" || a == "--dir") o.dir = need("a directory");
     else if (a == "--clean") o.clean = true;
     else if (a == "-h" || a == "--help") {
@@ -358,7 +426,7 @@ int softrnic::tools::StatMain(int argc, char** argv) {
     }
   }
   if ((o.pid < 0) || (o.watch < 0) || (int(o.raw) + int(o.json) + int(o.prometheus) > 1) ||
-      (o.prometheus && o.watch > 0)) {
+      (o.prometheus && o.watch > 0) || (o.qp && o.watch > 0)) {
     Usage(stderr);
     return 2;
   }

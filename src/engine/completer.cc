@@ -57,9 +57,23 @@ void CursorToCompPsn(Qp* qp) {
 
 }  // namespace
 
+void Engine::CountErrorCompletion(Qp* qp, WcStatus status, bool send) {
+  if (status == WcStatus::kWrFlushErr) {
+    ++(send ? stats_.send_cqe_flushes : stats_.recv_cqe_flushes);
+    ++qp->counters.cqe_flushes;
+  } else {
+    ++(send ? stats_.send_cqe_errors : stats_.recv_cqe_errors);
+    ++qp->counters.cqe_errors;
+    if (status == WcStatus::kRetryExcErr) ++stats_.retry_exceeded_errors;
+    if (status == WcStatus::kRnrRetryExcErr) ++stats_.rnr_retry_exceeded_errors;
+  }
+  NoteQpCounters(qp);
+}
+
 void Engine::CompleteSendWqe(Qp* qp, SendWqe& w, WcStatus status) {
   // IBA 10.7.2.2: unsignaled WQEs produce no completion unless in error.
   if (status == WcStatus::kSuccess && !(w.send_flags & kSignaled)) return;
+  if (status != WcStatus::kSuccess) CountErrorCompletion(qp, status, true);
   Completion c;
   c.wr_id = w.wr_id;
   c.status = status;
@@ -194,6 +208,7 @@ void Engine::CheckTimers(Qp* qp, Clock::time_point now) {
   }
   --qp->comp.retry_left;
   ++stats_.retransmit_timeouts;
+  ++qp->counters.retransmit_timeouts;
   qp->comp.rewound = false;
   CcOnTimeout(qp);
   Rewind(qp);
@@ -282,8 +297,14 @@ void Engine::HandleAck(Qp* qp, const wire::Packet& pkt) {
   }
   const wire::AckKind kind = wire::SyndromeKind(syn);
   if (kind == wire::AckKind::kReserved) return;
-  if (kind == wire::AckKind::kRnrNak) ++stats_.rx_rnr_naks;
-  if (kind == wire::AckKind::kNak) ++stats_.rx_naks;
+  if (kind == wire::AckKind::kRnrNak) {
+    ++stats_.rx_rnr_naks;
+    ++qp->counters.rx_rnr_naks;
+  }
+  if (kind == wire::AckKind::kNak) {
+    ++stats_.rx_naks;
+    ++qp->counters.rx_naks;
+  }
   if (wire::PsnDiff(psn, qp->comp.comp_psn) < 0) {  // old (late duplicates land here too)
     ++stats_.rx_responses_stale;
     return;

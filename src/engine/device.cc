@@ -588,6 +588,7 @@ int Device::DestroyQp(Qp* qp, uint32_t* async_events_reported) {
   auto& tl = engine_->timer_list_;
   tl.erase(std::remove(tl.begin(), tl.end(), qp), tl.end());
   engine_->StartLinger(qp);
+  if (engine_->qp_rows_wanted_) engine_->qps_destroyed_.push_back(qp->qpn);  // stats_publisher.h
   if (engine_->shm_direct_) engine_->shm_direct_->RemoveQp(qp);
   --qp->pd->users;
   --qp->send_cq->users;

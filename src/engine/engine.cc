@@ -172,8 +172,9 @@ uint8_t* Engine::StartPacket(const PacketFields& f, uint32_t payload_length) {
 }
 
 void Engine::CommitPacket(uint16_t local_index, const Gid& dst, const uint8_t* direct) {
-  tx_.Commit(local_index, transport::Endpoint{dst, udp_port_}, direct);
+  last_tx_bytes_ = tx_.Commit(local_index, transport::Endpoint{dst, udp_port_}, direct);
   ++stats_.tx_packets;
+  stats_.tx_bytes += last_tx_bytes_;
 }
 
 void Engine::Dropped(uint64_t& counter, const char* why, const transport::RxPacket& rx,
@@ -187,6 +188,7 @@ void Engine::Dropped(uint64_t& counter, const char* why, const transport::RxPack
 
 void Engine::DispatchPacket(const transport::RxPacket& rx) {
   ++stats_.rx_packets;
+  stats_.rx_bytes += rx.length;
   wire::Packet pkt;
   if (wire::ParsePacket(rx.data, rx.length, &pkt) != wire::ParseError::kOk) {
     Dropped(stats_.rx_dropped_parse, "malformed (headers do not parse)", rx, 0);
@@ -205,6 +207,7 @@ void Engine::DispatchPacket(const transport::RxPacket& rx) {
       Dropped(stats_.rx_dropped_source_port, "CNP from a same-host port that is not the peer's", rx,
               pkt.bth.dest_qp());
     } else {
+      CountRx(cnp_qp->second.get(), rx.length);
       HandleCnp(cnp_qp->second.get());
     }
     return;
@@ -231,6 +234,7 @@ void Engine::DispatchPacket(const transport::RxPacket& rx) {
     return;
   }
   if (qp->type == QpType::kUd) {
+    CountRx(qp, rx.length);
     HandleUdRequest(qp, pkt, rx);
     return;
   }
@@ -249,6 +253,7 @@ void Engine::DispatchPacket(const transport::RxPacket& rx) {
     Dropped(stats_.rx_dropped_source_port, "same-host source port is not the peer's", rx, qp->qpn);
     return;
   }
+  CountRx(qp, rx.length);
   if (pkt.info->has(wire::kIsRequest)) {
     // DCQCN notification point: ECN CE on a request.
     if ((rx.traffic_class & 3) == 3) MaybeSendCnp(qp, rx);

@@ -178,8 +178,13 @@ class Engine {
   uint8_t* StartPacket(const PacketFields& f, uint32_t payload_length);
   // Queues the packet StartPacket built, to dst's device port.
   void CommitPacket(uint16_t local_index, const Gid& dst, const uint8_t* direct = nullptr);
-  // The same, to the QP's peer.
-  void CommitToPeer(const Qp* qp) { CommitPacket(SourceIndex(qp), qp->attr.ah_attr.dgid); }
+  // The same, to the QP's peer, counted as the QP's.
+  void CommitToPeer(Qp* qp) {
+    CommitPacket(SourceIndex(qp), qp->attr.ah_attr.dgid);
+    CountTx(qp);
+  }
+  // Bytes of the packet CommitPacket queued last (BTH to ICRC).
+  uint32_t last_tx_bytes_ = 0;
   void FlushTx() { tx_.Flush(*transport_); }
   TxBatch tx_;
   std::unique_ptr<transport::Transport> transport_;
@@ -375,6 +380,39 @@ class Engine {
                     uint32_t wc_flags, uint32_t src_qp, bool solicited, uint8_t sl = 0);
   // Scatter `len` bytes into the active receive WQE at recv_offset.
   bool ScatterToRecv(Qp* qp, const uint8_t* data, uint32_t len);
+
+  // --- Per-QP counters (qp_counters.h; read by stats_publisher.cc) ---
+  // The packet just committed was qp's.
+  void CountTx(Qp* qp) {
+    ++qp->counters.tx_packets;
+    qp->counters.tx_bytes += last_tx_bytes_;
+    NoteQpCounters(qp);
+  }
+  // A received packet has passed the checks that make it qp's.
+  void CountRx(Qp* qp, uint32_t bytes) {
+    ++qp->counters.rx_packets;
+    qp->counters.rx_bytes += bytes;
+    NoteQpCounters(qp);
+  }
+  // qp completes a WQE of its send (else receive) queue with an error
+  // status: counted per QP and per device, flushes apart.
+  void CountErrorCompletion(Qp* qp, WcStatus status, bool send);
+  // qp's counters or the facts its stats line shows (state, peer) changed:
+  // the publisher copies its row at the next snapshot. By QP number, not
+  // pointer, so a QP destroyed meanwhile needs no removal (the snapshot no
+  // longer finds it); counters_noted keeps a QP listed once. Without a
+  // publisher nothing is listed (nobody would empty the list).
+  void NoteQpCounters(Qp* qp) {
+    if (qp->counters_noted || !qp_rows_wanted_) return;
+    qp->counters_noted = true;
+    qp_counters_noted_.push_back(qp->qpn);
+  }
+  std::vector<uint32_t> qp_counters_noted_;
+  // QPs destroyed since the last snapshot, for the publisher to forget.
+  std::vector<uint32_t> qps_destroyed_;
+  // A stats publisher reads the two lists (set when it starts): only then
+  // are they kept.
+  bool qp_rows_wanted_ = false;
 
   // --- Receive dispatch (engine.cc) ---
   void DispatchPacket(const transport::RxPacket& rx);

@@ -79,7 +79,8 @@ uint8_t* TxBatch::Start(const PacketFields& f, uint32_t payload_length) {
   return buf + head_length_;
 }
 
-void TxBatch::Commit(uint16_t local_index, const transport::Endpoint& dst, const uint8_t* direct) {
+uint32_t TxBatch::Commit(uint16_t local_index, const transport::Endpoint& dst,
+                         const uint8_t* direct) {
   transport::TxPacket& p = packets_[count_];
   p.data = &storage_[size_t(count_) * kBufferSize];
   p.length = head_length_ + payload_length_ + PadFor(payload_length_) +
@@ -90,6 +91,7 @@ void TxBatch::Commit(uint16_t local_index, const transport::Endpoint& dst, const
   p.local_index = local_index;
   p.dst = dst;
   ++count_;
+  return p.length;
 }
 
 void TxBatch::Flush(transport::Transport& transport) {

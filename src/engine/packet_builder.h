@@ -68,9 +68,9 @@ class TxBatch {
   // the next Start. REQUIRES: !full().
   uint8_t* Start(const PacketFields& f, uint32_t payload_length);
   // Queues the packet Start built, to `dst` from local endpoint
-  // `local_index`. direct: its payload stays in registered memory (a
-  // transport that accepts_split_payload()).
-  void Commit(uint16_t local_index, const transport::Endpoint& dst,
+  // `local_index`; returns its length (BTH to ICRC). direct: its payload
+  // stays in registered memory (a transport that accepts_split_payload()).
+  uint32_t Commit(uint16_t local_index, const transport::Endpoint& dst,
               const uint8_t* direct = nullptr);
   // Hands the batch to the transport. A full socket buffer is retried
   // briefly; a full shared-memory ring is waited for (bounded); what still

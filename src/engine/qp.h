@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/congestion_control.h"
+#include "engine/qp_counters.h"
 #include "engine/queues.h"
 #include "engine/rtt_estimator.h"
 #include "engine/types.h"
@@ -294,6 +295,12 @@ class Qp {
   // owns its state. Made at RTS (CcInit); none before, and RESET drops it.
   std::unique_ptr<CongestionControl> cc;
   ShmPathState shm;
+
+  // What this QP sent and received (qp_counters.h), and whether it is on
+  // the engine's list of QPs whose counters changed since the stats
+  // publisher last looked (Engine::NoteQpCounters).
+  QpCounters counters;
+  bool counters_noted = false;
 
   // Engine bookkeeping (engine.cc, the work list; progress.cc, the timer
   // list; device.cc).

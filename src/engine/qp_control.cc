@@ -138,6 +138,7 @@ Clock::duration RnrTimerDelay(uint8_t field) {
 }
 
 int Engine::ModifyQpLocked(Qp* qp, const QpAttr& a, uint32_t mask) {
+  NoteQpCounters(qp);  // its stats line shows the state and the peer
   const QpState cur = qp->attr.qp_state;
   const QpState next = (mask & kQpState) ? a.qp_state : cur;
   if (static_cast<int>(next) >= kStates) return EINVAL;
@@ -264,6 +265,7 @@ void Engine::ResetQp(Qp* qp) {
 
 void Engine::MoveToError(Qp* qp) {
   qp->attr.qp_state = QpState::kErr;
+  NoteQpCounters(qp);  // its stats line shows the state
   PublishQp(qp);  // peers stop executing directly on this QP at once
   qp->comp.retransmit_armed = false;
   qp->comp.rnr_waiting = false;

@@ -189,6 +189,7 @@ bool Engine::SendNextPacket(Qp* qp, SendWqe& w, uint64_t index) {
   }
   if (qp->type == QpType::kRc) SrOnTransmit(qp, qp->req.sq_psn, psns_consumed, payload);
   CommitPacket(av.sgid_index, av.dgid, direct);
+  CountTx(qp);
 
   qp->req.sq_psn = wire::PsnAdd(qp->req.sq_psn, psns_consumed);
   if (last) {

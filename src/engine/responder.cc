@@ -140,6 +140,7 @@ void Engine::CompleteRecv(Qp* qp, WcStatus status, WcOpcode opcode, uint32_t byt
   c.wc_flags = wc_flags;
   c.sl = sl;
   qp->resp.recv_active = false;
+  if (status != WcStatus::kSuccess) CountErrorCompletion(qp, status, false);
   if (!qp->recv_cq->Push(c, solicited)) ReportCqOverflow(qp->recv_cq);
 }
 
@@ -178,6 +179,12 @@ void Engine::SendAckNow(Qp* qp, uint8_t syndrome, uint32_t psn) {
   if (wire::SyndromeKind(syndrome) != wire::AckKind::kAck) FlushAck(qp);
   EmitAck(qp->attr.dest_qp_num, psn, syndrome, qp->resp.msn, SourceIndex(qp), qp->attr.ah_attr.dgid,
           qp->sr_store.peer_sr_req);
+  CountTx(qp);
+  switch (wire::SyndromeKind(syndrome)) {
+    case wire::AckKind::kNak: ++qp->counters.tx_naks; break;
+    case wire::AckKind::kRnrNak: ++qp->counters.tx_rnr_naks; break;
+    default: break;
+  }
 }
 
 void Engine::EmitAck(uint32_t dest_qpn, uint32_t psn, uint8_t syndrome, uint32_t msn,

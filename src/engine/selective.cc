@@ -298,6 +298,7 @@ void Engine::SrOnTransmit(Qp* qp, uint32_t psn, uint32_t psns, uint32_t payload)
   if (resend) {
     ++stats_.tx_retransmit_packets;
     stats_.tx_retransmit_bytes += payload;
+    ++qp->counters.tx_retransmit_packets;
   } else {
     qp->sr.sq_psn_max = wire::PsnAdd(psn, psns);
   }

@@ -373,6 +373,9 @@ bool Engine::TryDirect(Qp* qp, SendWqe& w, uint64_t index) {
   ++shm_direct_->direct_ops;
   ++stats_.shm_direct_ops;
   stats_.shm_direct_bytes += len;
+  ++qp->counters.shm_direct_ops;
+  qp->counters.shm_direct_bytes += len;
+  NoteQpCounters(qp);
   if (op.atomic) {
     ++stats_.shm_direct_atomic_ops;
   } else if (op.read) {

@@ -82,6 +82,14 @@ std::string FormatStats(const EngineStats& s, const transport::TransportCounters
   line("rx_ooo_conflicts", s.rx_ooo_conflicts);
   line("rx_ooo_forgery_detected", s.rx_ooo_forgery_detected);
   line("tx_naks_rd_atomic_limit", s.tx_naks_rd_atomic_limit);
+  line("tx_bytes", s.tx_bytes);
+  line("rx_bytes", s.rx_bytes);
+  line("send_cqe_errors", s.send_cqe_errors);
+  line("recv_cqe_errors", s.recv_cqe_errors);
+  line("send_cqe_flushes", s.send_cqe_flushes);
+  line("recv_cqe_flushes", s.recv_cqe_flushes);
+  line("retry_exceeded_errors", s.retry_exceeded_errors);
+  line("rnr_retry_exceeded_errors", s.rnr_retry_exceeded_errors);
   return o.str();
 }
 

@@ -80,6 +80,21 @@ struct EngineStats {
   uint64_t rx_ooo_conflicts = 0;         // two different copies of one kept PSN: both dropped
   uint64_t rx_ooo_forgery_detected = 0;  // a duplicate differs from the kept copy that ran: QP failed
   uint64_t tx_naks_rd_atomic_limit = 0;  // READ/atomic with no responder resources granted
+  // Bytes of the packets in tx_packets / rx_packets, BTH to ICRC, whatever
+  // the path (UDP or shared-memory ring): the per-QP tx_bytes/rx_bytes
+  // (qp_counters.h) add up to these.
+  uint64_t tx_bytes = 0;
+  uint64_t rx_bytes = 0;
+  // Completions with an error status, by queue; flushes (IBV_WC_WR_FLUSH_ERR,
+  // a QP in the error state giving its WQEs back) apart.
+  uint64_t send_cqe_errors = 0;
+  uint64_t recv_cqe_errors = 0;
+  uint64_t send_cqe_flushes = 0;
+  uint64_t recv_cqe_flushes = 0;
+  // Of the send errors: completions with IBV_WC_RETRY_EXC_ERR (retry_cnt
+  // exhausted) and IBV_WC_RNR_RETRY_EXC_ERR (rnr_retry exhausted).
+  uint64_t retry_exceeded_errors = 0;
+  uint64_t rnr_retry_exceeded_errors = 0;
 };
 
 // One "name value" line per counter, for logs and the SOFTRNIC_STATS dump.

@@ -118,6 +118,12 @@ StatsPublisher::StatsPublisher(Engine& engine, std::chrono::milliseconds period)
           (index == 0 ? "" : "-" + std::to_string(index)) + ".stats";
   enabled_ = true;
   capture_control_ = std::make_unique<CaptureControl>(engine_, dir_);
+  engine_.mu_.lock();
+  // From now on the engine notes QPs whose counters change and tells us
+  // which QPs went away; the QPs that exist already are noted once here.
+  engine_.qp_rows_wanted_ = true;
+  for (const auto& [qpn, qp] : engine_.qps_) engine_.NoteQpCounters(qp.get());
+  engine_.mu_.unlock();
   PublishNow();
   thread_ = std::thread([this] { Run(); });
 }
@@ -153,6 +159,7 @@ void StatsPublisher::Stop() {
 }
 
 bool StatsPublisher::Snapshot(bool wait, std::string* text) {
+  std::lock_guard<std::mutex> rows_lock(rows_mu_);
   EngineStats stats;
   transport::TransportCounters counters;
   // An application thread busy-polling its CQ holds the engine lock nearly
@@ -175,6 +182,8 @@ bool StatsPublisher::Snapshot(bool wait, std::string* text) {
   }
   stats = engine_.stats_;
   counters = engine_.transport_->counters();
+  CopyQpRowsLocked();
+  const size_t live_qps = engine_.qps_.size();
   engine_.mu_.unlock();
   // "softrnic name value" lines -> "name value" lines.
   const std::string formatted = FormatStats(stats, counters);
@@ -190,14 +199,79 @@ bool StatsPublisher::Snapshot(bool wait, std::string* text) {
     text->push_back('\n');
     start = end + 1;
   }
+  text->append(FormatQpLines(live_qps));
   return true;
+}
+
+void StatsPublisher::CopyQpRowsLocked() {
+  // Swapped, not copied: both vectors keep their capacity, so neither the
+  // engine's fast path nor this copy allocates once they have grown.
+  noted_.swap(engine_.qp_counters_noted_);
+  destroyed_.swap(engine_.qps_destroyed_);
+  // Destroyed first: a QP number reused since then is noted again below.
+  for (const uint32_t qpn : destroyed_) rows_changed_ |= qp_rows_.erase(qpn) > 0;
+  destroyed_.clear();
+  for (const uint32_t qpn : noted_) {
+    const auto it = engine_.qps_.find(qpn);
+    if (it == engine_.qps_.end()) continue;  // destroyed meanwhile
+    Qp& qp = *it->second;
+    qp.counters_noted = false;
+    QpRow& row = qp_rows_[qpn];
+    row.type = qp.type;
+    row.state = qp.attr.qp_state;
+    row.peer = qp.attr.ah_attr.dgid;
+    row.dest_qpn = qp.attr.dest_qp_num;
+    row.counters = qp.counters;
+    rows_changed_ = true;
+  }
+  noted_.clear();
+}
+
+std::string StatsPublisher::FormatQpLines(size_t live_qps) {
+  if (!rows_changed_) return "qps " + std::to_string(live_qps) + "\n" + qp_lines_;
+  rows_changed_ = false;
+  // The busiest kMaxQpLines rows: a bounded file whatever the QP count.
+  auto activity = [](const QpRow& r) {
+    return r.counters.tx_packets + r.counters.rx_packets + r.counters.shm_direct_ops;
+  };
+  std::vector<std::pair<uint64_t, uint32_t>> order;  // (activity, qpn)
+  order.reserve(qp_rows_.size());
+  for (const auto& [qpn, row] : qp_rows_) order.emplace_back(activity(row), qpn);
+  auto busier = [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  };
+  if (order.size() > kMaxQpLines) {
+    std::nth_element(order.begin(), order.begin() + kMaxQpLines, order.end(), busier);
+    order.resize(kMaxQpLines);
+  }
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  std::string out;
+  out.reserve(order.size() * 360);
+  for (const auto& [busy, qpn] : order) {
+    (void)busy;
+    const QpRow& r = qp_rows_.at(qpn);
+    const bool connected = r.type != QpType::kUd && r.state != QpState::kReset && r.state != QpState::kInit;
+    out += "qp " + std::to_string(qpn) + " " +
+           (r.type == QpType::kRc ? "rc" : r.type == QpType::kUc ? "uc" : "ud") + " " +
+           QpStateName(r.state) + " " + (connected ? r.peer.ToString() : "-") + " " +
+           (connected ? std::to_string(r.dest_qpn) : "-");
+    for (const auto& [name, field] : kQpCounterFields) {
+      out += ' ';
+      out += name;
+      out += '=';
+      out += std::to_string(r.counters.*field);
+    }
+    out += '\n';
+  }
+  qp_lines_ = std::move(out);
+  return "qps " + std::to_string(live_qps) + "\n" + qp_lines_;
 }
 
 void StatsPublisher::Write(const std::string& counters) {
   // REQUIRES: mu_ held (so Stop's unlink cannot race with the rename).
   std::string out;
   out.reserve(counters.size() + 256);
-  out += "softrnic-stats 1\n";
+  out += "softrnic-stats 2\n";
   out += "pid " + std::to_string(owner_pid_) + "\n";
   out += "comm " + (comm_.empty() ? std::string("?") : comm_) + "\n";
   out += "device " + engine_.name_ + "\n";
@@ -262,6 +336,12 @@ uint64_t StatsFile::Get(const std::string& name) const {
   return 0;
 }
 
+uint64_t StatsFile::Qp::Get(const std::string& name) const {
+  for (const auto& [k, v] : counters)
+    if (k == name) return v;
+  return 0;
+}
+
 bool ParseStatsFile(std::string_view text, StatsFile* out) {
   // Hostile input (security review L2): any bytes, any length. Lines are
   // split without copying the whole text; numbers that do not parse or
@@ -300,6 +380,36 @@ bool ParseStatsFile(std::string_view text, StatsFile* out) {
       out->time_ns = number(value);
     } else if (key == "seq") {
       out->seq = number(value);
+    } else if (key == "qps") {
+      out->has_qps = true;
+      out->live_qps = number(value);
+    } else if (key == "qp") {
+      // "<qpn> <type> <state> <peer gid> <peer qpn> name=value..."
+      std::string_view rest = value;
+      auto field = [&rest]() -> std::string_view {
+        const size_t cut = rest.find(' ');
+        const std::string_view f = rest.substr(0, cut);
+        rest.remove_prefix(cut == std::string_view::npos ? rest.size() : cut + 1);
+        return f;
+      };
+      const std::string_view qpn = field();
+      StatsFile::Qp qp;
+      uint64_t n = 0;
+      const auto [end, ec] = std::from_chars(qpn.data(), qpn.data() + qpn.size(), n);
+      if (ec != std::errc() || end != qpn.data() + qpn.size() || n > 0xFFFFFF) continue;
+      qp.qpn = uint32_t(n);
+      qp.type = field();
+      qp.state = field();
+      qp.peer_gid = field();
+      qp.peer_qpn = field();
+      if (qp.peer_qpn.empty()) continue;  // fewer than five fields
+      while (!rest.empty()) {
+        const std::string_view kv = field();
+        const size_t eq = kv.find('=');
+        if (eq == std::string_view::npos || eq == 0) continue;
+        qp.counters.emplace_back(std::string(kv.substr(0, eq)), number(kv.substr(eq + 1)));
+      }
+      out->qps.push_back(std::move(qp));
     } else {
       out->counters.emplace_back(std::string(key), number(value));
     }

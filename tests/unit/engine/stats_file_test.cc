@@ -62,6 +62,47 @@ TEST(StatsFileParseTest, TruncatedOversizedAndJunk) {
   EXPECT_EQ(e.comm.size(), 7u);
 }
 
+// Version 2: the "qps" line and one "qp" line per QP listed.
+TEST(StatsFileParseTest, QpLines) {
+  StatsFile f;
+  ASSERT_TRUE(ParseStatsFile("softrnic-stats 2\npid 9\nrx_packets 7\nqps 3\n"
+                             "qp 17 rc RTS ::ffff:127.0.0.2 18 tx_packets=5 tx_bytes=100 new_one=2\n"
+                             "qp 19 ud RTS - - rx_packets=1\n",
+                             &f));
+  EXPECT_TRUE(f.has_qps);
+  EXPECT_EQ(f.live_qps, 3u);
+  EXPECT_EQ(f.Get("rx_packets"), 7u);
+  EXPECT_EQ(f.Get("qp"), 0u) << "qp lines are not device counters";
+  EXPECT_EQ(f.counters.size(), 1u);
+  ASSERT_EQ(f.qps.size(), 2u);
+  EXPECT_EQ(f.qps[0].qpn, 17u);
+  EXPECT_EQ(f.qps[0].type, "rc");
+  EXPECT_EQ(f.qps[0].state, "RTS");
+  EXPECT_EQ(f.qps[0].peer_gid, "::ffff:127.0.0.2");
+  EXPECT_EQ(f.qps[0].peer_qpn, "18");
+  EXPECT_EQ(f.qps[0].Get("tx_bytes"), 100u);
+  EXPECT_EQ(f.qps[0].Get("new_one"), 2u) << "a counter this reader does not know is kept";
+  EXPECT_EQ(f.qps[1].peer_gid, "-");
+  EXPECT_EQ(f.qps[1].Get("rx_packets"), 1u);
+}
+
+TEST(StatsFileParseTest, BadQpLinesAreSkipped) {
+  StatsFile f;
+  ASSERT_TRUE(ParseStatsFile("softrnic-stats 2\npid 9\n"
+                             "qp\nqp x rc RTS - - a=1\nqp 16777216 rc RTS - - a=1\n"
+                             "qp 5 rc RTS -\nqp 6 rc RTS - - =3 b c=x d=4\n",
+                             &f));
+  ASSERT_EQ(f.qps.size(), 1u);
+  EXPECT_EQ(f.qps[0].qpn, 6u);
+  ASSERT_EQ(f.qps[0].counters.size(), 2u);
+  EXPECT_EQ(f.qps[0].Get("c"), 0u) << "a value that does not parse counts as 0";
+  EXPECT_EQ(f.qps[0].Get("d"), 4u);
+  StatsFile v1;
+  ASSERT_TRUE(ParseStatsFile(ValidFile(42, "app"), &v1));
+  EXPECT_FALSE(v1.has_qps);
+  EXPECT_TRUE(v1.qps.empty());
+}
+
 // Fuzz-style: random bytes and random corruptions of a valid file never
 // crash (ASan/UBSan in CI) and never yield a pid <= 0.
 TEST(StatsFileParseTest, SurvivesRandomBytes) {
