@@ -113,10 +113,10 @@ start_bg bw_srv 90 ib_write_bw -p $((PORT + 1)) -s $SIZE -D 60
 # Not wait_for_port: its probe connection would be the one perftest accepts.
 wait_until 10 bash -c "ss -ltn | grep -q ':$((PORT + 1)) '" || die "ib_write_bw server did not listen"
 start_bg bw_cli 90 ib_write_bw -p $((PORT + 1)) -s $SIZE -D 60 127.0.0.1
-wait_until 10 bash -c "pgrep -f '^ib_write_bw -p $((PORT + 1)) -s $SIZE -D 60 127.0.0.1' >/dev/null" ||
-  die "no ib_write_bw client"
-srv_pid=$(pgrep -f "^ib_write_bw -p $((PORT + 1)) -s $SIZE -D 60$" | head -1)
-cli_pid=$(pgrep -f "^ib_write_bw -p $((PORT + 1)) -s $SIZE -D 60 127.0.0.1" | head -1)
+# The perftest processes are the children of start_bg's `timeout`s (not
+# pgrep: under the CI build's ASan preload it can hang).
+srv_pid=$(children_of "$(bg_pid bw_srv)" | head -1)
+cli_pid=$(children_of "$(bg_pid bw_cli)" | head -1)
 [[ -n $srv_pid && -n $cli_pid ]] || die "perftest pids not found"
 # Streaming (perftest's stdout is a file: its lines arrive only at exit, so
 # the counters tell): direct WRITEs are being counted.
