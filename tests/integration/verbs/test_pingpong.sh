@@ -34,7 +34,24 @@ pass=0
 fail=0
 
 # run_case NAME TOOL ARGS...: server and client with the same arguments.
+# UC promises no delivery (IBA 9.8): a message whose packets met a
+# shared-memory ring that stayed full past the sender's bounded wait (a
+# receiver descheduled for milliseconds on a loaded machine: seen once in
+# CI with 1 MiB messages) is lost, and ibv_uc_pingpong then waits forever.
+# A UC case that timed out is run once more, and says so.
 run_case() {
+  local name=$1
+  if [[ $name == uc* ]]; then
+    run_case_once "$@" && return 0
+    (( last_rc == 124 )) || return 0
+    fail=$((fail - 1))
+    echo "RETRY $name: timed out (a UC message lost: no delivery guarantee), once more"
+  fi
+  run_case_once "$@"
+}
+
+last_rc=0
+run_case_once() {
   local name=$1 tool=$2
   shift 2
   PORT=$((PORT + 1))
@@ -54,6 +71,7 @@ run_case() {
   local crc=$?
   wait "$spid"
   local src=$?
+  last_rc=$crc
   if [[ $crc -eq 0 && $src -eq 0 ]] && grep -q "iters in" "$clog"; then
     pass=$((pass + 1))
     printf 'PASS %-40s %s\n' "$name" "$(grep 'iters in' "$clog" | sed 's/.*= //')"
@@ -70,6 +88,7 @@ run_case() {
         sed "s/^/    $side: /" "$f" | tail -5
       fi
     done
+    return 1
   fi
 }
 
