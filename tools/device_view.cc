@@ -16,6 +16,7 @@
 #include "engine/device_identity.h"
 #include "transport/transport.h"
 #include "transport/udp_transport.h"
+#include "transport/local_address.h"
 
 namespace softrnic::tools {
 namespace {
@@ -115,24 +116,32 @@ std::string GuidSysfsText(uint64_t guid_network_order) {
 DeviceFacts CurrentFacts(std::optional<pid_t> pid) {
   DeviceFacts f;
   f.name = engine::kDeviceName;
-  std::vector<uint32_t> addrs;  // network order, GID index order
   const transport::UdpConfig config = transport::UdpConfigFromEnvironment(config::Environment::FromProcess());
+  const std::vector<transport::LocalAddress> host = transport::HostAddresses();
+  auto add = [&](const transport::LocalAddress& a) {
+    const std::string netdev =
+        a.gid.IsV4Mapped() ? InterfaceOf(a.gid.Ipv4()) : a.ifname;
+    f.gids.push_back(ViewGid{a.gid, netdev});
+  };
   if (!config.bind_addresses.empty()) {
     // SOFTRNIC_BIND replaces the automatic scheme: exactly these, in order.
     for (const std::string& text : config.bind_addresses) {
-      in_addr a{};
-      if (inet_pton(AF_INET, text.c_str(), &a) == 1) addrs.push_back(a.s_addr);
+      transport::LocalAddress a;
+      std::string ignored;
+      if (transport::ParseBindAddress(text, host, &a, &ignored)) add(a);
     }
   } else {
-    addrs = transport::HostIpv4Addresses();
-    if (pid) addrs.push_back(htonl(transport::PerProcessLoopbackAddress(static_cast<uint32_t>(*pid), 0)));
+    for (const transport::LocalAddress& a : host) add(a);
+    if (pid)
+      add(transport::LocalAddress{
+          Gid::FromIpv4(htonl(transport::PerProcessLoopbackAddress(static_cast<uint32_t>(*pid), 0))),
+          0, "lo"});
   }
-  for (uint32_t a : addrs) f.gids.push_back(ViewGid{Gid::FromIpv4(a), InterfaceOf(a)});
   f.attr.gid_tbl_len = static_cast<uint32_t>(f.gids.size());
   f.attr.node_guid = engine::NodeGuid(engine::CurrentHostIdentity(), f.name);
   f.attr.sys_image_guid = f.attr.node_guid;  // as Engine::Engine
   for (const ViewGid& g : f.gids) {
-    if (g.netdev.empty() || (ntohl(g.gid.Ipv4()) >> 24) == 127) continue;
+    if (g.netdev.empty() || (g.gid.IsV4Mapped() && (ntohl(g.gid.Ipv4()) >> 24) == 127)) continue;
     bool seen = false;
     for (const std::string& n : f.netdevs) seen = seen || n == g.netdev;
     if (!seen) f.netdevs.push_back(g.netdev);

@@ -61,10 +61,11 @@ long ClaimHolderUid(const std::string& name) {
 
 }  // namespace
 
-int ClaimEndpoint(const sockaddr_in& sin) {
-  char ip[INET_ADDRSTRLEN] = {};
-  inet_ntop(AF_INET, &sin.sin_addr, ip, sizeof(ip));
-  const std::string base = "softrnic-udp-" + std::string(ip) + ":" + std::to_string(ntohs(sin.sin_port));
+int ClaimEndpoint(const Endpoint& endpoint) {
+  // IPv4 as a.b.c.d (the names earlier versions used), IPv6 in brackets.
+  const std::string ip = endpoint.gid.IsV4Mapped() ? endpoint.gid.ToString().substr(7)
+                                                   : "[" + endpoint.gid.ToString() + "]";
+  const std::string base = "softrnic-udp-" + ip + ":" + std::to_string(endpoint.port);
   constexpr int kClaimNames = 8;
   for (int k = 0; k < kClaimNames; ++k) {
     const std::string name = k == 0 ? base : base + "#" + std::to_string(k);

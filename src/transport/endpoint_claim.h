@@ -2,7 +2,7 @@
 // (udp_transport.cc: the endpoint's SO_REUSEPORT group).
 #pragma once
 
-#include <netinet/in.h>
+#include "transport/address.h"
 
 namespace softrnic::transport {
 
@@ -21,6 +21,6 @@ namespace softrnic::transport {
 // attacker holds all of them, the endpoint is used without the claim (two
 // of our processes racing for it may then both join the group: traffic is
 // split, the attacker gains nothing).
-int ClaimEndpoint(const sockaddr_in& sin);
+int ClaimEndpoint(const Endpoint& endpoint);
 
 }  // namespace softrnic::transport

@@ -15,10 +15,22 @@ wire::IpUdpFields IcrcFields(uint32_t src_ip, uint16_t src_port, uint32_t dst_ip
   return ip;
 }
 
+wire::IpUdpFields IcrcFields(const Endpoint& src, const Endpoint& dst, uint16_t ipv4_id) {
+  if (src.gid.IsV4Mapped())
+    return IcrcFields(src.gid.Ipv4(), src.port, dst.gid.Ipv4(), dst.port, ipv4_id);
+  wire::IpUdpFields ip;
+  ip.ipv6 = true;
+  std::memcpy(ip.src_ip, src.gid.raw.data(), 16);
+  std::memcpy(ip.dst_ip, dst.gid.raw.data(), 16);
+  ip.src_port = src.port;
+  ip.dst_port = dst.port;
+  return ip;
+}
+
 bool IcrcFields(const Endpoint& src, const Endpoint& dst, uint16_t ipv4_id,
                 wire::IpUdpFields* out) {
-  if (!src.gid.IsV4Mapped() || !dst.gid.IsV4Mapped()) return false;
-  *out = IcrcFields(src.gid.Ipv4(), src.port, dst.gid.Ipv4(), dst.port, ipv4_id);
+  if (src.gid.IsV4Mapped() != dst.gid.IsV4Mapped()) return false;
+  *out = IcrcFields(src, dst, ipv4_id);
   return true;
 }
 

@@ -8,7 +8,8 @@
 // the original); an AF_XDP transport would use it the same way. The
 // shared-memory transport does not frame: nothing corrupts memory on the way.
 //
-// Only IPv4 (IPv4-mapped GIDs): the transports softrnic has carry IPv4.
+// IPv4 (IPv4-mapped GIDs) and IPv6 (IBA A17.4.5.1: the IPv6 header with
+// traffic class, flow label and hop limit masked).
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -31,9 +32,13 @@ inline constexpr uint32_t kIcrcTailMax = 8;
 // run numbers its segments 0, 1, 2, ...).
 wire::IpUdpFields IcrcFields(uint32_t src_ip, uint16_t src_port, uint32_t dst_ip,
                              uint16_t dst_port, uint16_t ipv4_id = 0);
-// The same between two endpoints; false if either is not IPv4-mapped.
+// The same between two endpoints; false if one is IPv4-mapped and the
+// other is not (no packet has such headers).
 bool IcrcFields(const Endpoint& src, const Endpoint& dst, uint16_t ipv4_id,
                 wire::IpUdpFields* out);
+// Between two endpoints of one family (IPv4 ID 0 for IPv4).
+// REQUIRES: src.gid.IsV4Mapped() == dst.gid.IsV4Mapped().
+wire::IpUdpFields IcrcFields(const Endpoint& src, const Endpoint& dst, uint16_t ipv4_id = 0);
 
 // Computes packet p's ICRC for headers `ip` and writes what a transport
 // sends after p's own bytes into `tail`: for a packet in pieces its pad

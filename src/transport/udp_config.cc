@@ -39,10 +39,16 @@ bool ParseUdpConfig(const char* bind, const char* port, const char* faults, UdpC
     while (true) {
       const size_t comma = rest.find(',');
       const std::string item(Trim(rest.substr(0, comma)));
+      // Syntax only here: IPv4, or IPv6 with an optional %interface
+      // (OpenEndpoints resolves the interface and rejects what cannot be
+      // bound, ParseBindAddress).
       in_addr a{};
-      if (item.empty() || inet_pton(AF_INET, item.c_str(), &a) != 1) {
+      in6_addr a6{};
+      const std::string ip6 = item.substr(0, item.find('%'));
+      if (item.empty() || (inet_pton(AF_INET, item.c_str(), &a) != 1 &&
+                           inet_pton(AF_INET6, ip6.c_str(), &a6) != 1)) {
         fail("SOFTRNIC_BIND: '" + item +
-             "' is not an IPv4 address (expected e.g. 10.0.0.1,127.0.0.2)");
+             "' is not an IPv4 or IPv6 address (expected e.g. 10.0.0.1,fd77::1,fe80::1%eth0)");
         bind_ok = false;
         break;
       }

@@ -34,6 +34,11 @@ void ReadReceiveControl(const msghdr& h, uint32_t datagram_length, uint32_t* gro
     if (c->cmsg_len > static_cast<size_t>(control_end - start)) break;
     if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS && c->cmsg_len >= CMSG_LEN(1)) {
       *traffic_class = *CMSG_DATA(c);
+    } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS &&
+               c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+      int tclass = 0;
+      std::memcpy(&tclass, CMSG_DATA(c), sizeof(tclass));
+      *traffic_class = static_cast<uint8_t>(tclass);
     } else if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO &&
                c->cmsg_len >= CMSG_LEN(sizeof(int))) {
       int size = 0;
@@ -102,14 +107,17 @@ bool DatagramSplitter::Split(const ReceivedDatagram& d, uint16_t local_index, ui
     *next_segment = 0;
     return true;
   }
-  if (len < kMinPacket || d.truncated || !d.source_is_ipv4) {
+  if (len < kMinPacket || d.truncated || d.source_is_ipv4 == d.source_is_ipv6) {
     ++counters_->rx_runts;
     *next_segment = 0;
     return true;
   }
   const bool coalesced = d.gro_segment_size > 0 && d.gro_segment_size < len;
   const uint32_t segment_size = coalesced ? d.gro_segment_size : len;
-  wire::IpUdpFields ip = IcrcFields(d.src_ip, d.src_port, d.dst_ip, d.dst_port);
+  const bool v6 = d.source_is_ipv6;
+  wire::IpUdpFields ip = v6 ? IcrcFields(Endpoint{d.src_ip6, d.src_port},
+                                         Endpoint{d.dst_ip6, d.dst_port})
+                            : IcrcFields(d.src_ip, d.src_port, d.dst_ip, d.dst_port);
   // Whether segments of this datagram may be tried with other IPv4 IDs: its
   // source sent a valid packet lately, possibly an earlier segment of this
   // very datagram (coalescing alone proves nothing: GRO merges any flow's
@@ -117,11 +125,11 @@ bool DatagramSplitter::Split(const ReceivedDatagram& d, uint16_t local_index, ui
   enum class Known : uint8_t { kUnknown, kYes, kNo };
   Known source_known = Known::kUnknown;
   bool any_valid = false;
-  const Endpoint src{Gid::FromIpv4(d.src_ip), d.src_port};
+  const Endpoint src{v6 ? d.src_ip6 : Gid::FromIpv4(d.src_ip), d.src_port};
   const uint32_t segments = (len + segment_size - 1) / segment_size;
   for (; *next_segment < segments; ++*next_segment) {
     if (*produced >= n) {
-      if (any_valid) NoteValid(d.src_ip, d.src_port, now_ns);
+      if (any_valid && !v6) NoteValid(d.src_ip, d.src_port, now_ns);
       return false;
     }
     const uint32_t offset = *next_segment * segment_size;
@@ -132,12 +140,13 @@ bool DatagramSplitter::Split(const ReceivedDatagram& d, uint16_t local_index, ui
       continue;
     }
     bool retry_allowed = false;
-    if (seg_len <= kMaxGsoSegmentBytes) {
+    if (seg_len <= kMaxGsoSegmentBytes && !v6) {
       if (source_known == Known::kUnknown)
         source_known = RecentlyValid(d.src_ip, d.src_port, now_ns) ? Known::kYes : Known::kNo;
       retry_allowed = source_known == Known::kYes;
     }
-    if (!CheckSegmentIcrc(ip, seg, seg_len, *next_segment, retry_allowed)) {
+    if (v6 ? !IcrcValid(ip, seg, seg_len)
+           : !CheckSegmentIcrc(ip, seg, seg_len, *next_segment, retry_allowed)) {
       ++counters_->rx_icrc_errors;
       continue;
     }
@@ -152,7 +161,7 @@ bool DatagramSplitter::Split(const ReceivedDatagram& d, uint16_t local_index, ui
     ++counters_->rx_packets;
     counters_->rx_bytes += seg_len;
   }
-  if (any_valid) NoteValid(d.src_ip, d.src_port, now_ns);
+  if (any_valid && !v6) NoteValid(d.src_ip, d.src_port, now_ns);
   *next_segment = 0;
   return true;
 }

@@ -7,8 +7,8 @@
 //
 // Checks, in order (docs/hardening.md T1-T2):
 // - an 8-byte shared-memory doorbell (kShmDoorbell) is counted, not a packet;
-// - runts (< BTH + ICRC), truncated datagrams (MSG_TRUNC) and non-IPv4
-//   sources are dropped (rx_runts);
+// - runts (< BTH + ICRC), truncated datagrams (MSG_TRUNC) and sources
+//   that are neither IPv4 nor IPv6 are dropped (rx_runts);
 // - a datagram the kernel coalesced (UDP_GRO) is cut at its segment size;
 // - each segment's ICRC is checked with the IPv4 ID it should carry (its
 //   index in the datagram: GSO numbers a run 0, 1, 2, ...). A segment that
@@ -18,6 +18,8 @@
 //   first segment of a run carries ID 0 and passes at once, which makes its
 //   sender known). Junk from anywhere else costs one CRC per datagram
 //   segment (security review M7).
+// - IPv6 has no identification field: an IPv6 segment's ICRC is checked
+//   once (IBA A17.4.5.1 masks the flow label, traffic class and hop limit).
 #pragma once
 
 #include <sys/socket.h>
@@ -30,22 +32,25 @@
 
 namespace softrnic::transport {
 
-// One datagram as recvmsg returned it. Addresses are IPv4, network byte
-// order; ports host byte order.
+// One datagram as recvmsg returned it. IPv4 addresses in network byte
+// order, IPv6 ones as GIDs; ports host byte order.
 struct ReceivedDatagram {
   uint8_t* data = nullptr;
   uint32_t length = 0;
   bool truncated = false;        // MSG_TRUNC: larger than the buffer
   bool source_is_ipv4 = false;   // a whole sockaddr_in with AF_INET
-  uint32_t src_ip = 0;
+  bool source_is_ipv6 = false;   // a whole sockaddr_in6 with AF_INET6 (IPv6 socket)
+  uint32_t src_ip = 0;           // IPv4
   uint16_t src_port = 0;
-  uint32_t dst_ip = 0;
+  uint32_t dst_ip = 0;           // IPv4
+  Gid src_ip6;                   // IPv6
+  Gid dst_ip6;                   // IPv6
   uint16_t dst_port = 0;
   uint32_t gro_segment_size = 0;  // UDP_GRO cmsg; 0: not coalesced
-  uint8_t traffic_class = 0;      // IP_TOS cmsg
+  uint8_t traffic_class = 0;      // IP_TOS / IPV6_TCLASS cmsg
 };
 
-// Reads the UDP_GRO segment size and the IP_TOS byte from recvmsg's control
+// Reads the UDP_GRO segment size and the IP_TOS (IPV6_TCLASS) byte from recvmsg's control
 // messages. A segment size of 0, negative, or not below the datagram's
 // length means "one packet" and leaves *gro_segment_size 0.
 void ReadReceiveControl(const msghdr& h, uint32_t datagram_length, uint32_t* gro_segment_size,

@@ -31,18 +31,8 @@ uint32_t PerProcessLoopbackAddress(uint32_t pid, uint32_t attempt) {
 
 std::vector<uint32_t> HostIpv4Addresses() {
   std::vector<uint32_t> result;
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return result;
-  for (const ifaddrs* ifa = list; ifa != nullptr; ifa = ifa->ifa_next) {
-    if (ifa->ifa_addr == nullptr || ifa->ifa_addr->sa_family != AF_INET) continue;
-    if (!(ifa->ifa_flags & IFF_UP) || (ifa->ifa_flags & IFF_LOOPBACK)) continue;
-    sockaddr_in sin;
-    std::memcpy(&sin, ifa->ifa_addr, sizeof(sin));
-    const uint32_t addr = sin.sin_addr.s_addr;
-    if ((ntohl(addr) >> 24) == 127 || addr == 0) continue;
-    if (std::find(result.begin(), result.end(), addr) == result.end()) result.push_back(addr);
-  }
-  freeifaddrs(list);
+  for (const LocalAddress& a : HostAddresses())
+    if (a.gid.IsV4Mapped()) result.push_back(a.gid.Ipv4());
   return result;
 }
 
@@ -68,12 +58,12 @@ uint32_t RandomLoopbackAddress() {
 #define UDP_GRO 104
 #endif
 
-std::string Ipv4Text(uint32_t addr_network_order) {
-  char text[INET_ADDRSTRLEN] = {};
-  in_addr a{};
-  a.s_addr = addr_network_order;
-  inet_ntop(AF_INET, &a, text, sizeof(text));
-  return text;
+// "10.0.0.1:4791", "[fd77::1]:4791", "[fe80::1%veth0]:4791" for messages.
+std::string EndpointText(const LocalAddress& a, uint16_t port) {
+  if (a.gid.IsV4Mapped()) return a.gid.ToString().substr(7) + ":" + std::to_string(port);
+  std::string text = "[" + a.gid.ToString();
+  if (a.scope_id != 0) text += "%" + (a.ifname.empty() ? std::to_string(a.scope_id) : a.ifname);
+  return text + "]:" + std::to_string(port);
 }
 
 void SetBuffer(int fd, int force_option, int option) {
@@ -86,54 +76,60 @@ void SetBuffer(int fd, int force_option, int option) {
 
 // Opens and binds one socket. Returns 0 or the errno of the failing call, and
 // a message in *error.
-int OpenSocket(uint32_t addr_network_order, uint16_t port, bool gro, bool reuseport,
+int OpenSocket(const LocalAddress& address, uint16_t port, bool gro, bool reuseport,
                LocalSocket* out, std::string* error) {
-  const std::string where = Ipv4Text(addr_network_order) + ":" + std::to_string(port);
-  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  const std::string where = EndpointText(address, port);
+  const bool v6 = !address.gid.IsV4Mapped();
+  const int fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     const int err = errno;
     *error = "socket(): " + std::string(std::strerror(err));
     return err;
   }
-  const int pmtu = IP_PMTUDISC_DO;
-  if (setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) != 0) {
+  auto fail = [&](const std::string& what) {
     const int err = errno;
-    *error = "IP_MTU_DISCOVER on " + where + ": " + std::strerror(err);
+    *error = what + " " + where + ": " + std::strerror(err);
     close(fd);
     return err;
+  };
+  const int one = 1;
+  if (v6) {
+    // Only IPv6 peers: an IPv4 address has its own socket, and a mapped
+    // peer's ICRC would be framed for the wrong header.
+    if (setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) != 0)
+      return fail("IPV6_V6ONLY on");
+    const int pmtu = IPV6_PMTUDISC_DO;
+    if (setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu, sizeof(pmtu)) != 0)
+      return fail("IPV6_MTU_DISCOVER on");
+    (void)setsockopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof(one));  // ECN; optional
+  } else {
+    const int pmtu = IP_PMTUDISC_DO;
+    if (setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) != 0)
+      return fail("IP_MTU_DISCOVER on");
+    (void)setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));  // ECN bits; optional
   }
   SetBuffer(fd, SO_RCVBUFFORCE, SO_RCVBUF);
   SetBuffer(fd, SO_SNDBUFFORCE, SO_SNDBUF);
-  const int one = 1;
-  (void)setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));  // ECN bits; optional
   // Coalesced receive: a run of equal-sized datagrams arrives as one buffer
   // with its segment size in a UDP_GRO cmsg (RecvBurst splits it again).
   if (gro) out->gro = setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one)) == 0;
-  if (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0) {
-    const int err = errno;
-    *error = "SO_REUSEPORT on " + where + ": " + std::strerror(err);
-    close(fd);
-    return err;
-  }
-  sockaddr_in sin{};
-  sin.sin_family = AF_INET;
-  sin.sin_addr.s_addr = addr_network_order;
-  sin.sin_port = htons(port);
-  if (bind(fd, reinterpret_cast<const sockaddr*>(&sin), sizeof(sin)) != 0) {
-    const int err = errno;
-    *error = "cannot bind UDP " + where + ": " + std::strerror(err);
-    close(fd);
-    return err;
-  }
-  socklen_t len = sizeof(sin);
-  if (getsockname(fd, reinterpret_cast<sockaddr*>(&sin), &len) != 0) {  // port 0 -> real port
-    const int err = errno;
-    *error = "getsockname on " + where + ": " + std::strerror(err);
-    close(fd);
-    return err;
+  if (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0)
+    return fail("SO_REUSEPORT on");
+  sockaddr_in6 sa{};
+  socklen_t len = ToSockaddr(Endpoint{address.gid, port}, address.scope_id, &sa);
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&sa), len) != 0)
+    return fail("cannot bind UDP");
+  len = sizeof(sa);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0)  // port 0 -> real port
+    return fail("getsockname on");
+  Endpoint bound;
+  if (!FromSockaddr(reinterpret_cast<const sockaddr*>(&sa), len, &bound, nullptr)) {
+    errno = EAFNOSUPPORT;
+    return fail("getsockname on");
   }
   out->fd = fd;
-  out->addr = sin;
+  out->endpoint = bound;
+  out->scope_id = address.scope_id;
   return 0;
 }
 
@@ -155,26 +151,24 @@ bool AttachReplySteering(int fd) {
 
 // Opens an endpoint: its socket and, if `reply`, its reply socket (see the
 // top of this file). Returns 0 or an errno (EADDRINUSE: another process's).
-int OpenEndpoint(uint32_t addr_network_order, uint16_t port, bool gro, bool reply,
+int OpenEndpoint(const LocalAddress& address, uint16_t port, bool gro, bool reply,
                  EndpointSockets* out, std::string* error) {
-  if (int err = OpenSocket(addr_network_order, port, gro, reply, &out->main, error)) return err;
+  if (int err = OpenSocket(address, port, gro, reply, &out->main, error)) return err;
   if (!reply) return 0;
-  out->owner_fd = ClaimEndpoint(out->main.addr);
+  out->owner_fd = ClaimEndpoint(out->main.endpoint);
   if (out->owner_fd < 0) {
     const int err = errno;
     close(out->main.fd);
     out->main.fd = -1;
     if (err == EADDRINUSE) {
-      *error = "UDP " + Ipv4Text(addr_network_order) + ":" + std::to_string(port) +
-               " is in use by another softrnic process";
+      *error = "UDP " + EndpointText(address, port) + " is in use by another softrnic process";
       return EADDRINUSE;
     }
     // No unix sockets here (a sandbox): a plain endpoint without the group.
-    return OpenSocket(addr_network_order, port, gro, false, &out->main, error);
+    return OpenSocket(address, port, gro, false, &out->main, error);
   }
   std::string ignored;
-  if (OpenSocket(addr_network_order, ntohs(out->main.addr.sin_port), gro, true, &out->reply,
-                 &ignored) != 0)
+  if (OpenSocket(address, out->main.endpoint.port, gro, true, &out->reply, &ignored) != 0)
     return 0;  // the reply socket is an optimisation only
   if (!AttachReplySteering(out->main.fd)) {
     close(out->reply.fd);
@@ -189,26 +183,18 @@ bool OpenEndpoints(const UdpConfig& config,
                    const std::function<bool(const EndpointSockets&, std::string*)>& add,
                    std::string* error) {
   if (!config.bind_addresses.empty()) {
-    std::vector<uint32_t> seen;
+    const std::vector<LocalAddress> host = HostAddresses();
+    std::vector<Gid> seen;
     for (const std::string& text : config.bind_addresses) {
-      in_addr a{};
-      if (inet_pton(AF_INET, text.c_str(), &a) != 1) {
-        *error = "bind address '" + text + "' is not an IPv4 address";
-        return false;
-      }
-      if (a.s_addr == INADDR_ANY || a.s_addr == INADDR_BROADCAST) {
-        *error = "bind address '" + text +
-                 "' is not a unicast address (a wildcard bind would leave the ICRC's source "
-                 "address to routing)";
-        return false;
-      }
-      if (std::find(seen.begin(), seen.end(), a.s_addr) != seen.end()) {
+      LocalAddress a;
+      if (!ParseBindAddress(text, host, &a, error)) return false;
+      if (std::find(seen.begin(), seen.end(), a.gid) != seen.end()) {
         *error = "bind address '" + text + "' is listed twice";
         return false;
       }
-      seen.push_back(a.s_addr);
+      seen.push_back(a.gid);
       EndpointSockets e;
-      if (OpenEndpoint(a.s_addr, config.port, config.segmentation, config.reply_sockets, &e,
+      if (OpenEndpoint(a, config.port, config.segmentation, config.reply_sockets, &e,
                        error) != 0)
         return false;
       if (!add(e, error)) return false;
@@ -219,7 +205,7 @@ bool OpenEndpoints(const UdpConfig& config,
   size_t sockets = 0;
   // Automatic: host addresses whose port is free (a taken one belongs to
   // another softrnic process on this host, which then owns hostIP:port)...
-  for (uint32_t addr : HostIpv4Addresses()) {
+  for (const LocalAddress& addr : HostAddresses()) {
     // Room for the loopback endpoint is kept; further host addresses are
     // left out rather than failing (kMaxReadySockets).
     if (sockets + 4 > static_cast<size_t>(kMaxReadySockets)) break;
@@ -244,9 +230,15 @@ bool OpenEndpoints(const UdpConfig& config,
     const uint32_t candidate = attempt < kMaxLoopbackAttempts ? PerProcessLoopbackAddress(pid, attempt)
                                                               : RandomLoopbackAddress();
     EndpointSockets e;
-    const int err = OpenEndpoint(htonl(candidate), config.port, config.segmentation,
+    const int err = OpenEndpoint(LocalAddress{Gid::FromIpv4(htonl(candidate)), 0, "lo"}, config.port, config.segmentation,
                                  config.reply_sockets, &e, &last_error);
     if (err == EADDRINUSE) continue;
+    if (err == EADDRNOTAVAIL && sockets > 0) {
+      // No IPv4 loopback in this network namespace (an IPv6-only host
+      // without 127.0.0.1 on lo): nothing on this host could use a 127.x
+      // address either. The host addresses serve.
+      return true;
+    }
     if (err != 0) {
       *error = last_error;
       return false;

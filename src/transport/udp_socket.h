@@ -3,7 +3,7 @@
 // steering program. Internal to src/transport/.
 //
 // One non-blocking, never-connected UDP socket per local endpoint, each bound
-// to a specific IPv4 address (the ICRC covers the source address and port, so
+// to a specific IPv4 or IPv6 address (the ICRC covers the source address and port, so
 // the transport must know exactly what the kernel will put in the IP/UDP
 // headers; a wildcard bind would leave the source address to routing).
 //
@@ -22,6 +22,9 @@
 // IP_MTU_DISCOVER=IP_PMTUDISC_DO sets DF, and an unconnected DF socket sends
 // IPv4 ID 0, which is what the ICRC framing assumes (a connected socket
 // would number IDs from a per-socket counter and break the ICRC).
+// IPv6 endpoints are AF_INET6 sockets with IPV6_V6ONLY (an IPv4 peer never
+// reaches them as ::ffff:a.b.c.d: its address has its own IPv4 socket) and
+// IPV6_PMTUDISC_DO (no fragmentation by the sender either); IPv6 has no ID.
 //
 // Thread-safety: setup only, one thread.
 #pragma once
@@ -32,13 +35,15 @@
 #include <functional>
 #include <string>
 
+#include "transport/local_address.h"
 #include "transport/transport.h"
 
 namespace softrnic::transport {
 
 struct LocalSocket {
   int fd = -1;
-  sockaddr_in addr{};  // the bound address and port (network order)
+  Endpoint endpoint;     // the bound address (IPv4-mapped or IPv6 GID) and port
+  uint32_t scope_id = 0;  // a link-local IPv6 address's interface index
   bool gro = false;    // UDP_GRO accepted: datagrams may hold several packets
   uint16_t local = 0;  // the endpoint (index into the transport's locals) it belongs to
   bool reply = false;  // the endpoint's reply socket (see the top of this file)

@@ -22,6 +22,7 @@
 #include <ctime>
 #include <memory>
 
+#include "transport/local_address.h"
 #include "transport/udp_receive.h"
 #include "transport/udp_socket.h"
 #include "transport/udp_tx.h"
@@ -79,7 +80,7 @@ class UdpTransport final : public Transport {
       rx_buf_;  // kUdpMaxRecvBurst * kUdpRecvBufferSize, untouched until used
   mmsghdr rx_hdrs_[kUdpMaxRecvBurst];
   iovec rx_iov_[kUdpMaxRecvBurst];
-  sockaddr_in rx_src_[kUdpMaxRecvBurst];
+  sockaddr_in6 rx_src_[kUdpMaxRecvBurst];  // sockaddr_in from IPv4 sockets
   alignas(cmsghdr) uint8_t rx_cmsg_[kUdpMaxRecvBurst][64];
   size_t rr_ = 0;  // rotates which ready socket RecvBurst serves first
   // Datagrams received but not yet fully returned (a coalesced datagram can
@@ -163,7 +164,7 @@ bool UdpTransport::AddEndpoint(const EndpointSockets& e, std::string* error) {
   main_of_local_.push_back(static_cast<uint16_t>(sockets_.size()));
   sockets_.push_back(e.main);
   sockets_.back().local = local;
-  locals_.push_back(Endpoint{Gid::FromIpv4(e.main.addr.sin_addr.s_addr), ntohs(e.main.addr.sin_port)});
+  locals_.push_back(e.main.endpoint);
   owner_fds_.push_back(e.owner_fd);
   if (e.reply.fd < 0) return true;
   ev.data.u32 = static_cast<uint32_t>(sockets_.size());
@@ -194,11 +195,24 @@ bool UdpTransport::SplitDatagram(int slot, uint16_t sock, RxPacket* packets, int
   d.data = static_cast<uint8_t*>(rx_iov_[slot].iov_base);
   d.length = rx_hdrs_[slot].msg_len;
   d.truncated = (h.msg_flags & MSG_TRUNC) != 0;
-  d.source_is_ipv4 = h.msg_namelen >= sizeof(sockaddr_in) && rx_src_[slot].sin_family == AF_INET;
-  d.src_ip = rx_src_[slot].sin_addr.s_addr;
-  d.src_port = ntohs(rx_src_[slot].sin_port);
-  d.dst_ip = s.addr.sin_addr.s_addr;
-  d.dst_port = ntohs(s.addr.sin_port);
+  Endpoint src;
+  const bool ok = FromSockaddr(reinterpret_cast<const sockaddr*>(&rx_src_[slot]), h.msg_namelen,
+                               &src, nullptr);
+  // The source's family must be the socket's: an IPv6 socket is V6ONLY, so
+  // anything else is not a datagram it could have received.
+  if (ok && src.gid.IsV4Mapped() == s.endpoint.gid.IsV4Mapped()) {
+    if (src.gid.IsV4Mapped()) {
+      d.source_is_ipv4 = true;
+      d.src_ip = src.gid.Ipv4();
+      d.dst_ip = s.endpoint.gid.Ipv4();
+    } else {
+      d.source_is_ipv6 = true;
+      d.src_ip6 = src.gid;
+      d.dst_ip6 = s.endpoint.gid;
+    }
+  }
+  d.src_port = src.port;
+  d.dst_port = s.endpoint.port;
   ReadReceiveControl(h, d.length, &d.gro_segment_size, &d.traffic_class);
   return splitter_.Split(d, s.local, rx_now_ns_, &next_segment_, packets, n, produced);
 }
@@ -243,7 +257,7 @@ int UdpTransport::RecvBurst(RxPacket* packets, int n) {
     const int want = std::min({n - produced, share, kUdpMaxRecvBurst - used});
     for (int j = used; j < used + want; ++j) {
       msghdr& h = rx_hdrs_[j].msg_hdr;
-      h.msg_namelen = sizeof(sockaddr_in);
+      h.msg_namelen = sizeof(sockaddr_in6);
       h.msg_controllen = sizeof(rx_cmsg_[j]);
       h.msg_flags = 0;
     }

@@ -26,22 +26,27 @@ int UdpSender::Send(const TxPacket* packets, int n) {
   for (int i = 0; i < n; ++i) {
     const TxPacket& p = packets[i];
     if (p.data == nullptr || p.length < kMinPacketLength || p.length > kUdpMaxPayload ||
-        p.local_index >= nlocals || !p.dst.gid.IsV4Mapped() || p.dst.port == 0 ||
+        p.local_index >= nlocals || p.dst.port == 0 ||
         (p.payload != nullptr && (p.icrc_included || !SplitLayoutValid(p)))) {
       ++counters_->tx_errors;  // malformed request: consumed, never retried
       continue;
     }
     const uint16_t sock = (*main_of_local_)[p.local_index];
-    const uint32_t dst_ip = p.dst.gid.Ipv4();
-    const uint16_t dst_port = htons(p.dst.port);
+    const LocalSocket& s = (*sockets_)[sock];
+    // An IPv4 socket sends to IPv4 addresses only, an IPv6 (V6ONLY) one to
+    // IPv6 addresses only: a GID pair of two families has no wire form.
+    if (s.endpoint.gid.IsV4Mapped() != p.dst.gid.IsV4Mapped()) {
+      ++counters_->tx_errors;
+      continue;
+    }
     Msg* m = pending_ > 0 ? &msgs_[pending_ - 1] : nullptr;
     // A packet joins the open run when it goes the same way, is not larger
     // than the run's segment size, every earlier packet of the run had
     // exactly that size (the kernel cuts at segment_size; only the last
     // segment may be shorter), the datagram stays within UDP's limit, and
     // its ICRC is still to be framed for its place in the run.
-    const bool join = m != nullptr && sock_ == sock && m->dst.sin_addr.s_addr == dst_ip &&
-                      m->dst.sin_port == dst_port && p.length <= m->segment_size &&
+    const bool join = m != nullptr && sock_ == sock && m->to == p.dst &&
+                      p.length <= m->segment_size &&
                       last_length == m->segment_size && m->packets < max_segments &&
                       m->bytes + p.length <= kUdpMaxPayload && packets_ < kMaxTxBatch &&
                       !p.icrc_included;
@@ -52,10 +57,10 @@ int UdpSender::Send(const TxPacket* packets, int n) {
         if (!Flush(&consumed)) return consumed;
       }
       m = &msgs_[pending_++];
-      m->dst = sockaddr_in{};
-      m->dst.sin_family = AF_INET;
-      m->dst.sin_addr.s_addr = dst_ip;
-      m->dst.sin_port = dst_port;
+      m->to = p.dst;
+      // A link-local destination is reached through the interface of the
+      // (link-local) address sending to it.
+      m->dst_len = ToSockaddr(p.dst, s.scope_id, &m->dst);
       m->first_packet = i;
       m->packets = 0;
       m->first_iov = iovs_;
@@ -72,10 +77,8 @@ int UdpSender::Send(const TxPacket* packets, int n) {
       // The ICRC for exactly the headers the kernel will emit for this
       // segment: its IPv4 ID is its index in the run (see
       // DatagramSplitter::CheckSegmentIcrc).
-      const LocalSocket& s = (*sockets_)[sock];
       const wire::IpUdpFields ip =
-          IcrcFields(s.addr.sin_addr.s_addr, ntohs(s.addr.sin_port), dst_ip, p.dst.port,
-                     static_cast<uint16_t>(m->packets));
+          IcrcFields(s.endpoint, p.dst, static_cast<uint16_t>(m->packets));
       const uint32_t tail = FrameIcrc(ip, p, tail_[packets_]);
       if (p.payload == nullptr) {
         iov_[iovs_++] = iovec{const_cast<uint8_t*>(p.data), p.length - 4};
@@ -104,7 +107,7 @@ bool UdpSender::Flush(int* consumed) {
     Msg& m = msgs_[k];
     msghdr& h = hdrs_[k].msg_hdr;
     h.msg_name = &m.dst;
-    h.msg_namelen = sizeof(m.dst);
+    h.msg_namelen = m.dst_len;
     h.msg_iov = &iov_[m.first_iov];
     h.msg_iovlen = static_cast<size_t>(m.iovs);
     h.msg_flags = 0;

@@ -8,7 +8,7 @@
 // transport, or a kernel that refused UDP_SEGMENT) every run is one packet
 // long and the same code sends packet by packet. Each packet is framed with
 // its ICRC for exactly the headers the kernel will emit for it
-// (icrc_framing.h): its IPv4 ID is its index in the run.
+// (icrc_framing.h): its IPv4 ID is its index in the run (IPv6 has none).
 //
 // Zero-copy: the engine's packet (const, whole or in pieces) is handed to
 // the kernel through iovecs (head, payload from registered memory, then pad
@@ -54,7 +54,9 @@ class UdpSender {
   static constexpr int kMaxSegments = 64;
 
   struct Msg {
-    sockaddr_in dst;
+    Endpoint to;
+    sockaddr_in6 dst;  // `to` as a socket address (sockaddr_in for IPv4)
+    socklen_t dst_len;
     int first_packet;
     int packets;
     int first_iov;

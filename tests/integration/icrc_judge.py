@@ -10,7 +10,12 @@ Annex A17.8) three ways and fails on any disagreement:
 
   * scapy's own BTH.compute_icrc() (Debian python3-scapy, scapy.contrib.roce)
     - the independent judge. scapy 2.5 only implements it for IPv4; for IPv6
-    it warns and returns 0, so IPv6 packets rely on the next check only.
+    (it warns and returns 0) the judge does what scapy does for IPv4 with
+    scapy's IPv6 layer: copy the dissected packet, set the fields IBA
+    A17.4.5.1 masks (traffic class, flow label, hop limit, UDP checksum, BTH
+    FECN/BECN/resv6) to ones through scapy's field setters, rebuild it with
+    scapy and CRC it (scapy_ipv6_icrc), independent of the byte offsets the
+    next check uses.
   * this script's own implementation: the real IP/UDP header bytes from the
     capture with the variant fields set to ones exactly as Linux rxe_icrc.c
     does (IPv4 TOS/TTL/checksum, IPv6 traffic class/flow label/hop limit,
@@ -23,7 +28,8 @@ dissector decodes the same BTH (opcode, DestQP, PSN, PadCnt, P_Key, AckReq,
 SE, MigReq, TVer) for exactly the same frames, and the same ICRC value where
 tshark shows one.
 
-Expectations: --min-packets N (at least N RoCE packets), --expect-opcodes
+Expectations: --min-packets N (at least N RoCE packets), --require-ipv6
+(every RoCE packet is IPv6 and was checked by the scapy-based computation), --expect-opcodes
 (each listed opcode occurs at least once), --expect-dqpn (every packet's
 DestQP is one of the listed QPNs; list both directions' QPNs for a two-way
 capture).
@@ -125,6 +131,30 @@ def _ip_datagram_bytes(ip):
     return raw[:40 + ip.plen]
 
 
+def scapy_ipv6_icrc(pkt):
+    """ICRC of a dissected IPv6 RoCE packet the way scapy computes it for IPv4.
+
+    scapy's BTH.compute_icrc() has no IPv6 branch ("TODO support IPv6"); this
+    is that function's IPv4 branch with the IPv6 header's variant fields
+    (IBA A17.4.5.1: traffic class, flow label, hop limit) instead of IPv4's.
+    """
+    from scapy.compat import raw
+    pshdr = Raw(b"\xff" * 8) / pkt.copy()
+    pshdr[IPv6].tc = 0xFF
+    pshdr[IPv6].fl = 0xFFFFF
+    pshdr[IPv6].hlim = 0xFF
+    pshdr[UDP].chksum = 0xFFFF
+    pshdr[BTH].fecn = 1
+    pshdr[BTH].becn = 1
+    pshdr[BTH].resv6 = 0xFF
+    bth = pshdr[BTH].self_build()
+    payload = raw(pshdr[BTH].payload)
+    # scapy dissects the ICRC into BTH's FCS field, not the payload: a
+    # placeholder takes its place, as in scapy's IPv4 branch.
+    pshdr[UDP].payload = Raw(bth + payload + b"\xff\xff\xff\xff")
+    return struct.pack("<I", zlib.crc32(raw(pshdr)[:-4]) & 0xFFFFFFFF)
+
+
 def scapy_icrc(ip_bytes):
     """scapy's own ICRC for one IP datagram, or None where scapy cannot compute it.
 
@@ -137,10 +167,12 @@ def scapy_icrc(ip_bytes):
     bth = pkt.getlayer(BTH)
     if bth is None:
         return None
-    out = bth.compute_icrc(None)
-    if ipv6 and out == b"\0\0\0\0":
-        return None  # scapy 2.5: "TODO support IPv6"
-    return out
+    if ipv6:
+        out = bth.compute_icrc(None)
+        if out == b"\0\0\0\0":  # scapy 2.5: "TODO support IPv6"
+            out = scapy_ipv6_icrc(pkt)
+        return out
+    return bth.compute_icrc(None)
 
 
 def judge_packet(pkt):
@@ -280,7 +312,7 @@ def _int_list(s):
 
 
 def judge_file(path, min_packets=0, expect_opcodes=(), expect_dqpn=(), use_tshark=True,
-               verbose=False, out=sys.stdout):
+               verbose=False, out=sys.stdout, require_ipv6=False):
     """Returns an exit status; prints one line per problem."""
     records, problems = {}, []
     try:
@@ -299,8 +331,14 @@ def judge_file(path, min_packets=0, expect_opcodes=(), expect_dqpn=(), use_tshar
                 if verbose:
                     print("frame %d: opcode %#04x dqpn %#08x psn %d icrc %08x%s" % (
                         frame, rec["opcode"], rec["dqpn"], rec["psn"], rec["icrc_be"],
-                        "" if rec["scapy_checked"] else " (own check only: scapy lacks IPv6 ICRC)"),
+                        "" if rec["scapy_checked"] else " (own check only: scapy could not)"),
                         file=out)
+    if require_ipv6:
+        for frame, rec in sorted(records.items()):
+            if not rec["ipv6"]:
+                problems.append("frame %d: IPv4 RoCE packet (--require-ipv6)" % frame)
+            elif not rec["scapy_checked"]:
+                problems.append("frame %d: IPv6 ICRC not checked by scapy" % frame)
     if len(records) < min_packets:
         problems.append("only %d RoCE packets, expected at least %d" % (len(records), min_packets))
     seen = {r["opcode"] for r in records.values()}
@@ -440,6 +478,14 @@ def self_test():
     check(own_icrc(UC_SEND[14:]) == bytes.fromhex("78f353f3"), "own ICRC = scapy UC vector 78f353f3")
     check(scapy_icrc(CX4_CNP[14:]) == bytes.fromhex("82fd002a"), "scapy ICRC = ConnectX-4 Lx CNP")
     check(own_icrc(IPV6_SEND) == IPV6_SEND[-4:], "own ICRC = IPv6 vector fca74b9e")
+    check(scapy_icrc(IPV6_SEND) == IPV6_SEND[-4:], "scapy-based IPv6 ICRC = IPv6 vector fca74b9e")
+    bad6 = bytearray(IPV6_SEND)
+    bad6[60] ^= 1  # a payload byte
+    check(scapy_icrc(bytes(bad6)) != IPV6_SEND[-4:], "scapy-based IPv6 ICRC sees a payload change")
+    var6 = bytearray(IPV6_SEND)
+    var6[1] ^= 0x5A  # traffic class / flow label: masked
+    var6[7] ^= 0x11  # hop limit: masked
+    check(scapy_icrc(bytes(var6)) == IPV6_SEND[-4:], "scapy-based IPv6 ICRC masks tc, flow label, hop limit")
     sane_crc = zlib.crc32(b"123456789") == 0xCBF43926
     check(sane_crc, "zlib.crc32('123456789') == 0xCBF43926")
 
@@ -527,6 +573,8 @@ def main(argv):
     ap.add_argument("--expect-dqpn", type=_int_list, default=[],
                     help="comma-separated QPNs; every packet's DestQP must be one of them")
     ap.add_argument("--no-tshark", action="store_true", help="skip the tshark cross-check")
+    ap.add_argument("--require-ipv6", action="store_true",
+                    help="every RoCE packet must be IPv6, its ICRC checked by scapy")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every RoCE packet")
     args = ap.parse_args(argv)
     if args.self_test:
@@ -535,7 +583,8 @@ def main(argv):
         ap.print_usage(sys.stderr)
         return EXIT_CANNOT_RUN
     return judge_file(args.pcap, args.min_packets, args.expect_opcodes, args.expect_dqpn,
-                      use_tshark=not args.no_tshark, verbose=args.verbose)
+                      use_tshark=not args.no_tshark, verbose=args.verbose,
+                      require_ipv6=args.require_ipv6)
 
 
 if __name__ == "__main__":

@@ -155,7 +155,7 @@ TEST(UdpConfigParse, RejectsBadValuesWithMessage) {
     const char *bind, *port, *faults, *mentions;
   } cases[] = {
       {"10.0.0.1,", nullptr, nullptr, "SOFTRNIC_BIND"},
-      {"fe80::1", nullptr, nullptr, "SOFTRNIC_BIND"},
+      {"fe80::zz", nullptr, nullptr, "SOFTRNIC_BIND"},
       {"10.0.0.300", nullptr, nullptr, "SOFTRNIC_BIND"},
       {nullptr, "65536", nullptr, "SOFTRNIC_PORT"},
       {nullptr, "-1", nullptr, "SOFTRNIC_PORT"},

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "transport/factory.h"
+#include "transport/local_address.h"
 #include "wire/icrc.h"
 
 namespace softrnic::transport::test_helpers {
@@ -131,8 +132,14 @@ using namespace test_helpers;
 
 wire::IpUdpFields Fields(const Endpoint& src, const Endpoint& dst) {
   wire::IpUdpFields ip;
-  std::memcpy(ip.src_ip, &src.gid.raw[12], 4);
-  std::memcpy(ip.dst_ip, &dst.gid.raw[12], 4);
+  if (!src.gid.IsV4Mapped()) {
+    ip.ipv6 = true;
+    std::memcpy(ip.src_ip, src.gid.raw.data(), 16);
+    std::memcpy(ip.dst_ip, dst.gid.raw.data(), 16);
+  } else {
+    std::memcpy(ip.src_ip, &src.gid.raw[12], 4);
+    std::memcpy(ip.dst_ip, &dst.gid.raw[12], 4);
+  }
   ip.src_port = src.port;
   ip.dst_port = dst.port;
   return ip;
@@ -204,7 +211,7 @@ TEST(UdpTransport, ExplicitBindErrorsAreClear) {
   EXPECT_EQ(CreateUdpTransport(c, &error), nullptr);
   EXPECT_NE(error.find("127.10.0.3:" + std::to_string(port)), std::string::npos) << error;
   EXPECT_NE(error.find("in use"), std::string::npos) << error;
-  for (const char* bad : {"0.0.0.0", "not-an-ip", "::1"}) {
+  for (const char* bad : {"0.0.0.0", "not-an-ip", "::", "ff02::1"}) {
     error.clear();
     c.bind_addresses = {bad};
     EXPECT_EQ(CreateUdpTransport(c, &error), nullptr) << bad;
@@ -598,7 +605,7 @@ TEST(UdpTransport, InvalidRequestsAreConsumedAndCounted) {
       {p.data(), 64, 1, eb},     // no such local endpoint
       {p.data(), 15, 0, eb},     // shorter than BTH + ICRC
       {nullptr, 64, 0, eb},      // no data
-      {p.data(), 64, 0, v6},     // IPv6 destination (not supported by this transport)
+      {p.data(), 64, 0, v6},     // IPv6 destination from an IPv4 address
       {p.data(), 70000, 0, eb},  // larger than a UDP datagram
       {p.data(), 64, 0, port0},  // port 0
       {p.data(), 64, 0, eb},     // the only good one
@@ -754,7 +761,8 @@ TEST(UdpTransportFaults, ReorderRateAndNothingLost) {
 }
 
 TEST(UdpTransportAddressing, AutomaticBindsHostAddressesThenPidLoopback) {
-  const std::vector<uint32_t> host = HostIpv4Addresses();
+  std::vector<Gid> host;
+  for (const LocalAddress& a : HostAddresses()) host.push_back(a.gid);
   std::unique_ptr<Transport> first, second;
   uint16_t port = 0;
   for (int attempt = 0; attempt < 20 && !first; ++attempt) {
@@ -771,9 +779,16 @@ TEST(UdpTransportAddressing, AutomaticBindsHostAddressesThenPidLoopback) {
   EXPECT_EQ(l1.back(), (Endpoint{Gid::FromIpv4(mine), port}));
   // Before it: host addresses, in getifaddrs order, never loopback.
   ASSERT_LE(l1.size() - 1, host.size());
+  // IPv4 ones first, then IPv6 ones (docs/addressing.md).
+  bool seen_ipv6 = false;
   for (size_t i = 0; i + 1 < l1.size(); ++i) {
-    EXPECT_NE(ntohl(l1[i].gid.Ipv4()) >> 24, 127u);
-    EXPECT_NE(std::find(host.begin(), host.end(), l1[i].gid.Ipv4()), host.end());
+    if (l1[i].gid.IsV4Mapped()) {
+      EXPECT_FALSE(seen_ipv6) << l1[i].gid.ToString();
+      EXPECT_NE(ntohl(l1[i].gid.Ipv4()) >> 24, 127u);
+    } else {
+      seen_ipv6 = true;
+    }
+    EXPECT_NE(std::find(host.begin(), host.end(), l1[i].gid), host.end());
   }
   EXPECT_EQ(l1.size(), host.size() + 1) << "a host address at a random port should be free";
 
@@ -790,9 +805,18 @@ TEST(UdpTransportAddressing, AutomaticBindsHostAddressesThenPidLoopback) {
   const uint32_t next = htonl(PerProcessLoopbackAddress(static_cast<uint32_t>(getpid()), 1));
   EXPECT_EQ(l2[0], (Endpoint{Gid::FromIpv4(next), port}));
 
-  // They talk through every pair of endpoints, host address to loopback
-  // address and back included.
+  // They talk through every pair of IPv4 endpoints, host address to
+  // loopback address and back included (an IPv6 address cannot reach an
+  // IPv4 one: counted as a send error).
   for (uint16_t i = 0; i < l1.size(); ++i) {
+    if (!l1[i].gid.IsV4Mapped()) {
+      auto bufs = std::vector<std::vector<uint8_t>>{MakePacket(100 + i, 128)};
+      auto tx = Tx(bufs, l2[0], i);
+      const uint64_t errors = first->counters().tx_errors;
+      ASSERT_EQ(first->SendBurst(tx.data(), 1), 1);
+      EXPECT_EQ(first->counters().tx_errors, errors + 1);
+      continue;
+    }
     auto bufs = std::vector<std::vector<uint8_t>>{MakePacket(100 + i, 128)};
     auto tx = Tx(bufs, l2[0], i);
     ASSERT_EQ(first->SendBurst(tx.data(), 1), 1);
@@ -810,6 +834,89 @@ TEST(UdpTransportAddressing, AutomaticBindsHostAddressesThenPidLoopback) {
     EXPECT_EQ(got[0].src, l2[0]);
   }
   EXPECT_EQ(first->counters().rx_icrc_errors + second->counters().rx_icrc_errors, 0u);
+}
+
+// IPv6 endpoints (issue 15): two devices bound to ::1 on their own ports
+// exchange single packets and GSO runs byte-exact, every ICRC framed for
+// the IPv6 headers (IBA A17.4.5.1), and the answer goes back; an IPv4
+// destination from an IPv6 address is a send error.
+TEST(UdpTransportIpv6, ExchangeOverIpv6WithIpv6Icrc) {
+  uint16_t pa = 0, pb = 0;
+  auto a = MakeExplicit({"::1"}, &pa);
+  if (a == nullptr) GTEST_SKIP() << "::1 cannot be bound here (IPv6 disabled?)";
+  std::unique_ptr<Transport> b;
+  for (int i = 0; i < 20 && (b == nullptr || pb == pa); ++i) b = MakeExplicit({"::1"}, &pb);
+  ASSERT_NE(b, nullptr);
+  const Endpoint ea = a->locals()[0], eb = b->locals()[0];
+  EXPECT_EQ(ea.gid.ToString(), "::1");
+  EXPECT_FALSE(ea.gid.IsV4Mapped());
+  EXPECT_EQ(ea.port, pa);
+
+  auto bufs = MessageRun(0, 12, 4096 + 28, 700);  // one GSO run
+  bufs.push_back(MakePacket(50, 16));
+  bufs.push_back(MakePacket(51, 9000));
+  auto tx = Tx(bufs, eb);
+  SendAll(*a, tx);
+  EXPECT_EQ(a->counters().tx_packets, bufs.size());
+  EXPECT_EQ(a->counters().tx_errors, 0u);
+  auto got = RecvUpTo(*b, bufs.size());
+  ASSERT_EQ(got.size(), bufs.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].bytes.size(), bufs[i].size()) << i;
+    EXPECT_TRUE(std::equal(got[i].bytes.begin(), got[i].bytes.end() - 4, bufs[i].begin())) << i;
+    EXPECT_TRUE(wire::CheckIcrc(Fields(ea, eb), got[i].bytes.data(), got[i].bytes.size())) << i;
+    wire::IpUdpFields as_ipv4 = Fields(ea, eb);
+    as_ipv4.ipv6 = false;
+    EXPECT_FALSE(wire::CheckIcrc(as_ipv4, got[i].bytes.data(), got[i].bytes.size())) << i;
+    EXPECT_EQ(got[i].src, ea);
+  }
+  EXPECT_EQ(b->counters().rx_icrc_errors, 0u);
+  EXPECT_EQ(b->counters().rx_icrc_id_retries, 0u);
+
+  auto back_bufs = std::vector<std::vector<uint8_t>>{MakePacket(7, 100)};
+  auto back = Tx(back_bufs, ea);
+  ASSERT_EQ(b->SendBurst(back.data(), 1), 1);
+  auto reply = RecvUpTo(*a, 1);
+  ASSERT_EQ(reply.size(), 1u);
+  EXPECT_EQ(reply[0].src, eb);
+
+  auto to_v4 = Tx(back_bufs, EndpointOf("127.0.0.1", pa));
+  ASSERT_EQ(b->SendBurst(to_v4.data(), 1), 1);
+  EXPECT_EQ(b->counters().tx_errors, 1u);
+}
+
+// A datagram whose ICRC was framed for IPv4 headers does not pass on an
+// IPv6 socket: the receive side checks the IPv6 pseudo header.
+TEST(UdpTransportIpv6, Ipv4FramedIcrcIsRejected) {
+  auto b = MakeExplicit({"::1"});
+  if (b == nullptr) GTEST_SKIP() << "::1 cannot be bound here (IPv6 disabled?)";
+  const int fd = socket(AF_INET6, SOCK_DGRAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in6 self{};
+  self.sin6_family = AF_INET6;
+  self.sin6_addr = in6addr_loopback;
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&self), sizeof(self)), 0);
+  socklen_t len = sizeof(self);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&self), &len), 0);
+  const Endpoint src{b->locals()[0].gid, ntohs(self.sin6_port)};
+  const Endpoint dst = b->locals()[0];
+  auto good = MakePacket(1, 64);
+  auto bad = MakePacket(2, 64);
+  wire::AppendIcrc(Fields(src, dst), good.data(), good.size());
+  wire::IpUdpFields v4 = Fields(src, dst);
+  v4.ipv6 = false;
+  wire::AppendIcrc(v4, bad.data(), bad.size());
+  sockaddr_in6 to{};
+  ASSERT_EQ(ToSockaddr(dst, 0, &to), sizeof(to));
+  for (auto* p : {&bad, &good})
+    ASSERT_EQ(sendto(fd, p->data(), p->size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof(to)),
+              static_cast<ssize_t>(p->size()));
+  auto got = RecvUpTo(*b, 1);
+  close(fd);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(SeqOf(got[0].bytes), 1u);
+  EXPECT_EQ(got[0].src, src);
+  EXPECT_EQ(b->counters().rx_icrc_errors, 1u);
 }
 
 TEST(UdpTransportAddressing, HostAddressAndLoopbackReachEachOther) {
