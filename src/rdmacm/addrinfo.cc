@@ -1,6 +1,6 @@
 // Addresses: which of this host's addresses a destination is, the source
 // address the kernel routes it from, and rdma_getaddrinfo(3) over
-// getaddrinfo(3) (IPv4 only).
+// getaddrinfo(3). IPv4 and IPv6 (issue 15).
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netdb.h>
@@ -32,6 +32,44 @@ bool IsLocalIp(uint32_t ip) {
   }
   freeifaddrs(ifa);
   return found;
+}
+
+bool IsLocalIp6(const in6_addr& a) {
+  if (IN6_IS_ADDR_LOOPBACK(&a)) return true;
+  ibv_gid g{};
+  std::memcpy(g.raw, &a, 16);
+  if (GidIndexForGid(g) >= 0) return true;
+  ifaddrs* ifa = nullptr;
+  if (getifaddrs(&ifa) != 0) return false;
+  bool found = false;
+  for (ifaddrs* p = ifa; p && !found; p = p->ifa_next) {
+    if (p->ifa_addr && p->ifa_addr->sa_family == AF_INET6)
+      found = std::memcmp(&reinterpret_cast<sockaddr_in6*>(p->ifa_addr)->sin6_addr, &a, 16) == 0;
+  }
+  freeifaddrs(ifa);
+  return found;
+}
+
+int RouteSource6(const in6_addr& dst, uint32_t scope_id, in6_addr* src) {
+  int s = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return errno;
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_port = htons(4791);
+  a.sin6_addr = dst;
+  a.sin6_scope_id = scope_id;
+  int rc = 0;
+  if (connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    rc = errno;
+  } else {
+    socklen_t l = sizeof a;
+    if (getsockname(s, reinterpret_cast<sockaddr*>(&a), &l) != 0)
+      rc = errno;
+    else
+      *src = a.sin6_addr;
+  }
+  close(s);
+  return rc;
 }
 
 // The source address the kernel would use to reach `dst` (0 and errno-style
@@ -89,15 +127,15 @@ CMA_EXPORT int rdma_getaddrinfo(const char* node, const char* service, const rdm
   // rdma_getaddrinfo(3): node and service may both be NULL when the hints
   // carry the addresses (libfabric's verbs provider resolves that way).
   if (!res || (!node && !service && !hints)) return Fail(EINVAL);
-  if (hints && hints->ai_family && hints->ai_family != AF_INET) {
-    // Only IPv4 is supported by softrnic's transport.
-    if (hints->ai_family == AF_INET6 || hints->ai_family == AF_IB) return Fail(EAFNOSUPPORT);
-  }
+  if (hints && hints->ai_family == AF_IB) return Fail(EAFNOSUPPORT);  // IP only
   int flags = hints ? hints->ai_flags : 0;
   addrinfo* ai = nullptr;
   if (node || service) {
     addrinfo h{};
-    h.ai_family = AF_INET;
+    // IPv4 unless asked for IPv6 or the name is IPv6 only (issue 15).
+    h.ai_family = hints && (hints->ai_family == AF_INET6 || hints->ai_family == AF_INET)
+                      ? hints->ai_family
+                      : AF_UNSPEC;
     h.ai_socktype = SOCK_STREAM;
     if (flags & RAI_NUMERICHOST) h.ai_flags |= AI_NUMERICHOST;
     if (flags & RAI_PASSIVE) h.ai_flags |= AI_PASSIVE;
@@ -106,27 +144,40 @@ CMA_EXPORT int rdma_getaddrinfo(const char* node, const char* service, const rdm
       errno = rc == EAI_SYSTEM ? errno : (rc == EAI_NONAME ? ENOENT : EADDRNOTAVAIL);
       return -1;  // rdma_getaddrinfo returns -1 with errno (rdma-core >= 1.0)
     }
-  } else if ((hints->ai_src_len && hints->ai_src_addr->sa_family != AF_INET) ||
-             (hints->ai_dst_len && hints->ai_dst_addr->sa_family != AF_INET)) {
+  } else if ((hints->ai_src_len && hints->ai_src_addr->sa_family != AF_INET &&
+              hints->ai_src_addr->sa_family != AF_INET6) ||
+             (hints->ai_dst_len && hints->ai_dst_addr->sa_family != AF_INET &&
+              hints->ai_dst_addr->sa_family != AF_INET6)) {
     return Fail(EAFNOSUPPORT);
   }
+  // With AF_UNSPEC the IPv4 answer comes first when the name has one, as
+  // before IPv6 was supported.
+  addrinfo* pick = ai;
+  for (addrinfo* p = ai; p && !(hints && hints->ai_family == AF_INET6); p = p->ai_next)
+    if (p->ai_family == AF_INET) {
+      pick = p;
+      break;
+    }
   auto* r = static_cast<rdma_addrinfo*>(calloc(1, sizeof(rdma_addrinfo)));
   if (!r) {
     freeaddrinfo(ai);
     return Fail(ENOMEM);
   }
   r->ai_flags = flags;
-  r->ai_family = AF_INET;
+  r->ai_family = pick ? pick->ai_family
+                      : (hints->ai_dst_len ? hints->ai_dst_addr->sa_family
+                                           : hints->ai_src_len ? hints->ai_src_addr->sa_family
+                                                               : AF_INET);
   r->ai_port_space = hints && hints->ai_port_space ? hints->ai_port_space : 0;
   r->ai_qp_type = hints && hints->ai_qp_type ? hints->ai_qp_type : 0;
   if (!r->ai_port_space) r->ai_port_space = r->ai_qp_type == IBV_QPT_UD ? RDMA_PS_UDP : RDMA_PS_TCP;
   if (!r->ai_qp_type) r->ai_qp_type = r->ai_port_space == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;
-  if (ai && (flags & RAI_PASSIVE)) {
-    r->ai_src_len = ai->ai_addrlen;
-    r->ai_src_addr = DupAddr(ai->ai_addr, ai->ai_addrlen);
-  } else if (ai) {
-    r->ai_dst_len = ai->ai_addrlen;
-    r->ai_dst_addr = DupAddr(ai->ai_addr, ai->ai_addrlen);
+  if (pick && (flags & RAI_PASSIVE)) {
+    r->ai_src_len = pick->ai_addrlen;
+    r->ai_src_addr = DupAddr(pick->ai_addr, pick->ai_addrlen);
+  } else if (pick) {
+    r->ai_dst_len = pick->ai_addrlen;
+    r->ai_dst_addr = DupAddr(pick->ai_addr, pick->ai_addrlen);
   } else if (hints->ai_dst_len) {
     r->ai_dst_len = hints->ai_dst_len;
     r->ai_dst_addr = DupAddr(hints->ai_dst_addr, hints->ai_dst_len);

@@ -19,10 +19,12 @@
 #include <netinet/in.h>
 #include <rdma/rdma_cma.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -144,9 +146,13 @@ struct Id {
 
 inline Id* ToId(rdma_cm_id* id) { return reinterpret_cast<Id*>(id); }
 
-// Key of a passive id by its peer: (peer IPv4, the peer's comm ID).
-inline uint64_t PeerKey(uint32_t peer_ip, uint32_t remote_comm_id) {
-  return uint64_t(peer_ip) << 32 | remote_comm_id;
+// Key of a passive id by its peer: (peer GID, IPv4-mapped or IPv6, the
+// peer's comm ID).
+using PeerKeyT = std::pair<std::array<uint8_t, 16>, uint32_t>;
+inline PeerKeyT PeerKey(const ibv_gid& peer, uint32_t remote_comm_id) {
+  PeerKeyT k{{}, remote_comm_id};
+  std::memcpy(k.first.data(), peer.raw, 16);
+  return k;
 }
 // Key of a listener: (port space, port).
 inline uint32_t ListenKey(int ps, uint16_t port) { return uint32_t(ps) << 16 | port; }
@@ -167,10 +173,11 @@ struct Cm {
   SendSlots send_slots{kSendSlots};  // QP1 SENDs in flight (SendRaw; the exit hook waits)
   std::thread th;
   std::vector<uint32_t> gid_ip;  // host-order IPv4 per GID index (0: none)
+  std::vector<ibv_gid> gid6;     // IPv6 GID per GID index (zero: none or IPv4)
   int loop_idx = -1;
   std::map<std::pair<int, std::string>, ibv_ah*> ahs;
   std::unordered_map<uint32_t, Id*> by_comm;         // our comm ID -> id
-  std::unordered_map<uint64_t, Id*> by_peer;         // PeerKey -> passive id
+  std::map<PeerKeyT, Id*> by_peer;                   // PeerKey -> passive id
   std::unordered_map<uint32_t, Id*> listeners;       // ListenKey -> listener
   std::set<Id*> ids;
   std::map<ibv_context*, ibv_pd*> default_pd;
@@ -205,6 +212,18 @@ void SetGidFromIp(ibv_gid* g, uint32_t ip_host);
 uint32_t IpFromGid(const uint8_t* raw);
 std::string IpStr(uint32_t ip_host);
 int GidIndexForIp(uint32_t ip);
+// IPv6 (issue 15). A GID is IPv4 when IPv4-mapped (::ffff:a.b.c.d).
+bool GidIsIpv4(const ibv_gid& g);
+// The GID index of a local GID of either family, or -1.
+int GidIndexForGid(const ibv_gid& gid);
+// The device's GID at `index` (from gid_ip or gid6); zero if none.
+ibv_gid LocalGid(int index);
+// Text of a GID: "10.0.0.1" for an IPv4-mapped one, else IPv6 text.
+std::string GidStr(const ibv_gid& g);
+// The GID of an IPv4 or IPv6 socket address (false: another family).
+bool GidFromSockaddr(const sockaddr* a, ibv_gid* out);
+// Port of a sockaddr_in or sockaddr_in6 (host order).
+uint16_t SockPort(const sockaddr* a);
 uint16_t SinPort(const sockaddr_in& s);
 // The host registry of same-host listeners (host_registry.h), G().mu held.
 bool RegRead(int ps, uint16_t port, long* pid, uint32_t* ip);
@@ -217,6 +236,11 @@ uint8_t ClampRd(uint8_t v);
 
 // ---------------------------------------------------------------- addresses (addrinfo.cc)
 bool IsLocalIp(uint32_t ip);
+// The same for an IPv6 address (::1, a GID of the device, an interface's).
+bool IsLocalIp6(const in6_addr& a);
+// The IPv6 source address the kernel would use to reach `dst` (scope: the
+// link-local destination's interface).
+int RouteSource6(const in6_addr& dst, uint32_t scope_id, in6_addr* src);
 // The source address the kernel would use to reach `dst` (errno-style error
 // if there is no route).
 int RouteSource(uint32_t dst, uint32_t* src);

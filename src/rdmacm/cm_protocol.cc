@@ -77,7 +77,7 @@ void Ignore(const CmMsg& m, const ibv_gid& peer, const char* why) {
   Cm& g = G();
   ++g.ignored_mads;
   CM_DBG("ignored %s from %s (comm %08x -> %08x): %s (%llu ignored)", CmAttrName(m.attr),
-         IpStr(IpFromGid(peer.raw)).c_str(), m.local_comm_id, m.remote_comm_id, why,
+         GidStr(peer).c_str(), m.local_comm_id, m.remote_comm_id, why,
          (unsigned long long)g.ignored_mads);
 }
 
@@ -109,7 +109,7 @@ Id* FindListener(int ps, uint16_t port) {
 }
 
 Id* FindChildByPeer(uint32_t remote_comm, const ibv_gid& peer) {
-  auto it = G().by_peer.find(PeerKey(IpFromGid(peer.raw), remote_comm));
+  auto it = G().by_peer.find(PeerKey(peer, remote_comm));
   return it == G().by_peer.end() ? nullptr : it->second;
 }
 
@@ -155,7 +155,7 @@ int SendRaw(int sgid_index, const ibv_gid& dgid, const uint8_t* mad) {
 int SendMsg(int sgid_index, const ibv_gid& dgid, const CmMsg& m, Id* remember) {
   uint8_t buf[kMadSize];
   EncodeCm(m, buf);
-  CM_DBG("send %s to %s (comm %08x -> %08x)", CmAttrName(m.attr), IpStr(IpFromGid(dgid.raw)).c_str(),
+  CM_DBG("send %s to %s (comm %08x -> %08x)", CmAttrName(m.attr), GidStr(dgid).c_str(),
          m.local_comm_id, m.remote_comm_id);
   if (remember) {
     std::memcpy(remember->last_mad, buf, kMadSize);
@@ -238,7 +238,7 @@ void ForgetId(Id* id) {
     if (it != map.end() && it->second == id) map.erase(it);
   };
   if (id->local_comm_id) erase_if_mine(g.by_comm, id->local_comm_id);
-  if (id->remote_comm_id) erase_if_mine(g.by_peer, PeerKey(IpFromGid(id->dgid.raw), id->remote_comm_id));
+  if (id->remote_comm_id) erase_if_mine(g.by_peer, PeerKey(id->dgid, id->remote_comm_id));
   if (id->st == St::kListen) erase_if_mine(g.listeners, ListenKey(id->id.ps, SinPort(id->id.route.addr.src_sin)));
 }
 
@@ -250,7 +250,7 @@ void ReclaimUnclaimedRequests() {
     if (i->unclaimed_of && i->requested_at < cutoff) old.push_back(i);
   for (Id* c : old) {
     ++g.reclaimed_requests;
-    CM_DBG("request from %s never taken: reclaimed (%llu reclaimed)", IpStr(IpFromGid(c->dgid.raw)).c_str(),
+    CM_DBG("request from %s never taken: reclaimed (%llu reclaimed)", GidStr(c->dgid).c_str(),
            (unsigned long long)g.reclaimed_requests);
     DestroyUnclaimed(c);
   }
@@ -341,7 +341,7 @@ void OnConnectionMad(const CmMsg& m, const ibv_gid& peer, uint32_t ours, uint32_
   Apply(id, *t, EventFor(id, *t, m));
 }
 
-void HandleReq(const CmMsg& m, int sgid, const ibv_gid& peer, uint32_t dst_ip) {
+void HandleReq(const CmMsg& m, int sgid, const ibv_gid& peer, const ibv_gid& local) {
   Cm& g = G();
   bool sidr = m.attr == kAttrSidrReq;
   if (Id* dup = FindChildByPeer(m.local_comm_id, peer)) {  // a retransmitted REQ
@@ -374,7 +374,7 @@ void HandleReq(const CmMsg& m, int sgid, const ibv_gid& peer, uint32_t dst_ip) {
   // reflected.
   if (l->unclaimed_requests >= l->backlog) {
     ++g.backlog_drops;
-    CM_DBG("REQ from %s dropped: backlog of %d full (%llu dropped)", IpStr(IpFromGid(peer.raw)).c_str(),
+    CM_DBG("REQ from %s dropped: backlog of %d full (%llu dropped)", GidStr(peer).c_str(),
            l->backlog, (unsigned long long)g.backlog_drops);
     return;
   }
@@ -396,23 +396,42 @@ void HandleReq(const CmMsg& m, int sgid, const ibv_gid& peer, uint32_t dst_ip) {
   c->rnr_retry = m.rnr_retry_count;
   c->local_psn = NewPsn();
   NewCommId(c);
-  g.by_peer[PeerKey(IpFromGid(peer.raw), c->remote_comm_id)] = c;
+  g.by_peer[PeerKey(peer, c->remote_comm_id)] = c;
   c->unclaimed_of = l;
   c->request_chan = l->chan;
   c->requested_at = Now();
   ++l->unclaimed_requests;
   // Addresses from rdma_cm's IP header (peer's view), else from the packet.
   const CmaHdr h = DecodeCmaHdr(m.pdata);
-  sockaddr_in& s = c->id.route.addr.src_sin;
-  s.sin_family = AF_INET;
-  s.sin_port = htons(port);
-  s.sin_addr.s_addr = h.dst_addr ? h.dst_addr : htonl(dst_ip);
-  sockaddr_in& d = c->id.route.addr.dst_sin;
-  d.sin_family = AF_INET;
-  d.sin_port = h.src_port;
-  d.sin_addr.s_addr = h.src_addr ? h.src_addr : htonl(IpFromGid(peer.raw));
+  if (h.ipv6 || !GidIsIpv4(peer)) {
+    // IPv6 (issue 15): sockaddr_in6 on both sides, as the kernel's rdma_cm
+    // reports a connection whose header says IP version 6.
+    static constexpr uint8_t kZero[16] = {};
+    sockaddr_in6& s = c->id.route.addr.src_sin6;
+    s = sockaddr_in6{};
+    s.sin6_family = AF_INET6;
+    s.sin6_port = htons(port);
+    std::memcpy(&s.sin6_addr, h.ipv6 && std::memcmp(h.dst6, kZero, 16) ? h.dst6 : local.raw, 16);
+    sockaddr_in6& d = c->id.route.addr.dst_sin6;
+    d = sockaddr_in6{};
+    d.sin6_family = AF_INET6;
+    d.sin6_port = h.src_port;
+    std::memcpy(&d.sin6_addr, h.ipv6 && std::memcmp(h.src6, kZero, 16) ? h.src6 : peer.raw, 16);
+  } else {
+    sockaddr_in& s = c->id.route.addr.src_sin;
+    s.sin_family = AF_INET;
+    s.sin_port = htons(port);
+    s.sin_addr.s_addr = h.dst_addr ? h.dst_addr : htonl(IpFromGid(local.raw));
+    sockaddr_in& d = c->id.route.addr.dst_sin;
+    d.sin_family = AF_INET;
+    d.sin_port = h.src_port;
+    d.sin_addr.s_addr = h.src_addr ? h.src_addr : htonl(IpFromGid(peer.raw));
+  }
   c->id.route.addr.addr.ibaddr.sgid.global.interface_id = 0;
-  if (sgid >= 0 && size_t(sgid) < g.gid_ip.size()) SetGidFromIp(&c->id.route.addr.addr.ibaddr.sgid, g.gid_ip[size_t(sgid)]);
+  if (sgid >= 0) {
+    const ibv_gid sg = LocalGid(sgid);
+    c->id.route.addr.addr.ibaddr.sgid = sg;
+  }
   c->id.route.addr.addr.ibaddr.dgid = peer;
   c->id.route.addr.addr.ibaddr.pkey = htons(0xffff);
 
@@ -526,23 +545,29 @@ const CmTransition* RunCmAction(Id* id, const CmTransition& t, const CmMsg& m) {
 
 void HandleMad(const uint8_t* buf, size_t len) {
   if (len < kGrh + kMadSize) return;
-  // IPv4 source: the IPv4 header sits in GRH bytes 20..39.
-  uint32_t src_ip, dst_ip;
-  std::memcpy(&src_ip, buf + 32, 4);
-  std::memcpy(&dst_ip, buf + 36, 4);
-  src_ip = ntohl(src_ip);
-  dst_ip = ntohl(dst_ip);
+  ibv_gid peer{}, local{};
+  if ((buf[0] >> 4) == 6) {
+    // IPv6 source (issue 15): the whole 40-byte IPv6 header is the GRH area
+    // (source address at 8, destination at 24).
+    std::memcpy(peer.raw, buf + 8, 16);
+    std::memcpy(local.raw, buf + 24, 16);
+  } else {
+    // IPv4 source: the IPv4 header sits in GRH bytes 20..39.
+    uint32_t src_ip, dst_ip;
+    std::memcpy(&src_ip, buf + 32, 4);
+    std::memcpy(&dst_ip, buf + 36, 4);
+    SetGidFromIp(&peer, ntohl(src_ip));
+    SetGidFromIp(&local, ntohl(dst_ip));
+  }
   CmMsg m;
   if (!DecodeCm(buf + kGrh, len - kGrh, &m)) return;
-  ibv_gid peer;
-  SetGidFromIp(&peer, src_ip);
-  int sgid = GidIndexForIp(dst_ip);
+  int sgid = GidIndexForGid(local);
   if (sgid < 0) sgid = G().loop_idx >= 0 ? G().loop_idx : 0;
-  CM_DBG("recv %s from %s (comm %08x -> %08x)", CmAttrName(m.attr), IpStr(src_ip).c_str(),
+  CM_DBG("recv %s from %s (comm %08x -> %08x)", CmAttrName(m.attr), GidStr(peer).c_str(),
          m.local_comm_id, m.remote_comm_id);
   switch (m.attr) {
     case kAttrReq:
-    case kAttrSidrReq: HandleReq(m, sgid, peer, dst_ip); break;
+    case kAttrSidrReq: HandleReq(m, sgid, peer, local); break;
     case kAttrDreq:
       if (!FindComm(m.remote_comm_id)) {
         // Our DREP was lost and the connection is gone here (IBA 12.9.6:

@@ -192,10 +192,14 @@ int StartLocked() {
   int tbl = 16;
   if (ibv_query_port(g.ctx, 1, &pa) == 0 && pa.gid_tbl_len > 0) tbl = pa.gid_tbl_len;
   g.gid_ip.assign(size_t(tbl), 0);
+  g.gid6.assign(size_t(tbl), ibv_gid{});
   for (int i = 0; i < tbl; ++i) {
     ibv_gid gid{};
     if (ibv_query_gid(g.ctx, 1, i, &gid) != 0) continue;
-    if (gid.raw[10] != 0xff || gid.raw[11] != 0xff) continue;
+    if (!GidIsIpv4(gid)) {
+      g.gid6[size_t(i)] = gid;  // an IPv6 address of the host (issue 15)
+      continue;
+    }
     g.gid_ip[size_t(i)] = IpFromGid(gid.raw);
     if ((g.gid_ip[size_t(i)] >> 24) == 127 && g.loop_idx < 0) g.loop_idx = i;
   }

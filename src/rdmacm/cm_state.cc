@@ -81,6 +81,62 @@ int GidIndexForIp(uint32_t ip) {
 
 uint16_t SinPort(const sockaddr_in& s) { return ntohs(s.sin_port); }
 
+bool GidIsIpv4(const ibv_gid& g) {
+  static constexpr uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  return std::memcmp(g.raw, kPrefix, 12) == 0;
+}
+
+int GidIndexForGid(const ibv_gid& gid) {
+  if (GidIsIpv4(gid)) return GidIndexForIp(IpFromGid(gid.raw));
+  static constexpr uint8_t kZero[16] = {};
+  if (std::memcmp(gid.raw, kZero, 16) == 0) return -1;
+  Cm& g = G();
+  for (size_t i = 0; i < g.gid6.size(); ++i)
+    if (std::memcmp(g.gid6[i].raw, gid.raw, 16) == 0) return int(i);
+  return -1;
+}
+
+ibv_gid LocalGid(int index) {
+  Cm& g = G();
+  ibv_gid out{};
+  if (index < 0) return out;
+  static constexpr uint8_t kZero[16] = {};
+  if (size_t(index) < g.gid6.size() && std::memcmp(g.gid6[size_t(index)].raw, kZero, 16) != 0)
+    return g.gid6[size_t(index)];
+  if (size_t(index) < g.gid_ip.size()) SetGidFromIp(&out, g.gid_ip[size_t(index)]);
+  return out;
+}
+
+std::string GidStr(const ibv_gid& g) {
+  if (GidIsIpv4(g)) return IpStr(IpFromGid(g.raw));
+  char b[INET6_ADDRSTRLEN];
+  inet_ntop(AF_INET6, g.raw, b, sizeof b);
+  return b;
+}
+
+bool GidFromSockaddr(const sockaddr* a, ibv_gid* out) {
+  if (a->sa_family == AF_INET) {
+    sockaddr_in s;
+    std::memcpy(&s, a, sizeof s);
+    SetGidFromIp(out, ntohl(s.sin_addr.s_addr));
+    return true;
+  }
+  if (a->sa_family == AF_INET6) {
+    sockaddr_in6 s;
+    std::memcpy(&s, a, sizeof s);
+    std::memcpy(out->raw, &s.sin6_addr, 16);
+    return true;
+  }
+  return false;
+}
+
+uint16_t SockPort(const sockaddr* a) {
+  // sin_port and sin6_port are at the same offset.
+  sockaddr_in s;
+  std::memcpy(&s, a, sizeof s);
+  return ntohs(s.sin_port);
+}
+
 // ---------------------------------------------------------------- host registry
 // Same-host listeners are found through the per-user registry
 // (rdmacm/host_registry.h: /dev/shm/softrnic-cm-<euid>, security review H3).

@@ -70,9 +70,48 @@ uint16_t EphemeralPort(int ps) {
   }
 }
 
+// rdma_bind_addr with a sockaddr_in6 (issue 15): the IPv6 wildcard or
+// loopback binds no device (as the IPv4 ones below); a local address binds
+// the device that has its GID.
+int BindLocked6(Id* id, const sockaddr* addr) {
+  Cm& g = G();
+  sockaddr_in6 s;
+  std::memcpy(&s, addr, sizeof s);
+  const bool wildcard = IN6_IS_ADDR_UNSPECIFIED(&s.sin6_addr);
+  if (!wildcard && !IsLocalIp6(s.sin6_addr)) return EADDRNOTAVAIL;
+  uint16_t port = ntohs(s.sin6_port);
+  if (port) {
+    for (Id* i : g.ids)
+      if (i != id && i->bound && i->id.ps == id->id.ps && SinPort(i->id.route.addr.src_sin) == port &&
+          (i->st == St::kListen || i->st == St::kIdle))
+        return EADDRINUSE;
+  } else {
+    port = EphemeralPort(id->id.ps);
+  }
+  s.sin6_port = htons(port);
+  std::memcpy(&id->id.route.addr.src_sin6, &s, sizeof s);
+  id->bound = true;
+  if (wildcard || IN6_IS_ADDR_LOOPBACK(&s.sin6_addr)) {
+    if (!wildcard && g.loop_idx >= 0) {
+      id->sgid_index = g.loop_idx;
+      id->id.route.addr.addr.ibaddr.sgid = LocalGid(g.loop_idx);
+    }
+    return 0;
+  }
+  AttachDevice(id);
+  ibv_gid gid{};
+  std::memcpy(gid.raw, &s.sin6_addr, 16);
+  int gi = GidIndexForGid(gid);
+  if (gi < 0) gi = g.loop_idx >= 0 ? g.loop_idx : 0;
+  id->sgid_index = gi;
+  id->id.route.addr.addr.ibaddr.sgid = LocalGid(gi);
+  return 0;
+}
+
 int BindLocked(Id* id, const sockaddr* addr) {
   Cm& g = G();
   if (!addr) return EINVAL;
+  if (addr->sa_family == AF_INET6) return BindLocked6(id, addr);
   if (addr->sa_family != AF_INET) return EAFNOSUPPORT;
   sockaddr_in s;
   std::memcpy(&s, addr, sizeof s);
@@ -225,10 +264,84 @@ CMA_EXPORT int rdma_bind_addr(rdma_cm_id* cid, sockaddr* addr) {
   return rc ? Fail(rc) : 0;
 }
 
+// rdma_resolve_addr to a sockaddr_in6 (issue 15): the source is the
+// kernel's route source for the destination, whose GID the device must
+// have; a same-host destination goes to the listener's per-process
+// loopback GID through the host registry, as for IPv4.
+static int ResolveAddr6(Id* id, sockaddr* src, sockaddr* dst) {
+  {
+    std::lock_guard<std::mutex> l(G().mu);
+    Cm& g = G();
+    if (src && (src->sa_family == AF_INET6 || src->sa_family == AF_INET) && !id->bound) {
+      if (int rc = BindLocked(id, src)) return Fail(rc);
+    }
+    sockaddr_in6 d;
+    std::memcpy(&d, dst, sizeof d);
+    std::memcpy(&id->id.route.addr.dst_sin6, &d, sizeof d);
+    AttachDevice(id);
+    ibv_gid dgid{}, sgid{};
+    std::memcpy(dgid.raw, &d.sin6_addr, 16);
+    int gi = -1, err = 0;
+    in6_addr sip{};
+    if (IN6_IS_ADDR_UNSPECIFIED(&d.sin6_addr) || IN6_IS_ADDR_MULTICAST(&d.sin6_addr) ||
+        IN6_IS_ADDR_V4MAPPED(&d.sin6_addr)) {
+      err = EADDRNOTAVAIL;
+    } else if (IsLocalIp6(d.sin6_addr)) {
+      id->local_dst = true;
+      gi = g.loop_idx >= 0 ? g.loop_idx : GidIndexForGid(dgid);
+      if (gi < 0) err = EADDRNOTAVAIL;
+      sip = d.sin6_addr;
+    } else {
+      id->local_dst = false;
+      err = RouteSource6(d.sin6_addr, d.sin6_scope_id, &sip);
+      if (!err) {
+        std::memcpy(sgid.raw, &sip, 16);
+        gi = GidIndexForGid(sgid);
+        if (gi < 0) {
+          SOFTRNIC_LOG(kError,
+                       "no softrnic GID for source address %s (another softrnic process owns "
+                       "[%s]:4791?): cannot reach %s",
+                       GidStr(sgid).c_str(), GidStr(sgid).c_str(), GidStr(dgid).c_str());
+          err = EADDRNOTAVAIL;
+        }
+      }
+    }
+    if (err) {
+      CM_DBG("resolve_addr %s: %s", GidStr(dgid).c_str(), strerror(err));
+      Apply(id, *FindTransition(id->st, CmEvent::kAddrError), -err);  // a row in every state
+    } else {
+      id->sgid_index = gi;
+      sockaddr_in6& s = id->id.route.addr.src_sin6;
+      if (!id->bound) {
+        s = sockaddr_in6{};
+        s.sin6_family = AF_INET6;
+        s.sin6_port = htons(EphemeralPort(id->id.ps));
+        s.sin6_addr = sip;
+        id->bound = true;
+      } else if (s.sin6_family == AF_INET6 && IN6_IS_ADDR_UNSPECIFIED(&s.sin6_addr)) {
+        s.sin6_addr = sip;
+      }
+      id->id.route.addr.addr.ibaddr.sgid = LocalGid(gi);
+      id->dgid = dgid;
+      if (id->local_dst) {
+        long pid;
+        uint32_t lip;
+        if (RegRead(id->id.ps, ntohs(d.sin6_port), &pid, &lip)) SetGidFromIp(&id->dgid, lip);
+        else if (g.loop_idx < 0) id->dgid = LocalGid(gi);
+      }
+      id->id.route.addr.addr.ibaddr.dgid = id->dgid;
+      id->id.route.addr.addr.ibaddr.pkey = htons(0xffff);
+      Apply(id, *FindTransition(id->st, CmEvent::kResolveAddr));  // a row in every state
+    }
+  }
+  return Complete(id);
+}
+
 CMA_EXPORT int rdma_resolve_addr(rdma_cm_id* cid, sockaddr* src, sockaddr* dst, int timeout_ms) {
   (void)timeout_ms;
   if (!cid || !dst) return Fail(EINVAL);
   Id* id = ToId(cid);
+  if (dst->sa_family == AF_INET6) return ResolveAddr6(id, src, dst);
   if (dst->sa_family != AF_INET) return Fail(EAFNOSUPPORT);
   {
     std::lock_guard<std::mutex> l(G().mu);
@@ -353,9 +466,16 @@ CMA_EXPORT int rdma_connect(rdma_cm_id* cid, rdma_conn_param* param) {
       m.local_comm_id = id->local_comm_id;
       // The header names the address the client asked for, not the GID.
       CmaHdr h;
-      h.src_addr = id->id.route.addr.src_sin.sin_addr.s_addr;
-      h.src_port = id->id.route.addr.src_sin.sin_port;
-      h.dst_addr = id->id.route.addr.dst_sin.sin_addr.s_addr;
+      h.src_port = id->id.route.addr.src_sin.sin_port;  // sin6_port: same offset
+      if (id->id.route.addr.dst_sin.sin_family == AF_INET6) {
+        h.ipv6 = true;
+        if (id->id.route.addr.src_sin.sin_family == AF_INET6)
+          std::memcpy(h.src6, &id->id.route.addr.src_sin6.sin6_addr, 16);
+        std::memcpy(h.dst6, &id->id.route.addr.dst_sin6.sin6_addr, 16);
+      } else {
+        h.src_addr = id->id.route.addr.src_sin.sin_addr.s_addr;
+        h.dst_addr = id->id.route.addr.dst_sin.sin_addr.s_addr;
+      }
       EncodeCmaHdr(m.pdata, h);
       if (param && param->private_data_len)
         std::memcpy(m.pdata + kCmaHdr, param->private_data, param->private_data_len);

@@ -240,9 +240,15 @@ uint16_t MadAttr(const uint8_t* mad) { return Get16(mad, 16); }
 void SetReqPrimaryDgid(uint8_t* mad, const uint8_t dgid[16]) { std::memcpy(mad + kMadHeader + 72, dgid, 16); }
 
 void EncodeCmaHdr(uint8_t* pdata, const CmaHdr& h) {
-  pdata[0] = 0;     // cma_version
-  pdata[1] = 0x40;  // IP version 4, in the high nibble
+  pdata[0] = 0;  // cma_version
   std::memcpy(pdata + 2, &h.src_port, 2);
+  if (h.ipv6) {
+    pdata[1] = 0x60;  // IP version 6, in the high nibble
+    std::memcpy(pdata + 4, h.src6, 16);
+    std::memcpy(pdata + 20, h.dst6, 16);
+    return;
+  }
+  pdata[1] = 0x40;  // IP version 4, in the high nibble
   std::memcpy(pdata + 16, &h.src_addr, 4);  // the last 4 bytes of a 16-byte field
   std::memcpy(pdata + 32, &h.dst_addr, 4);
 }
@@ -250,6 +256,12 @@ void EncodeCmaHdr(uint8_t* pdata, const CmaHdr& h) {
 CmaHdr DecodeCmaHdr(const uint8_t* pdata) {
   CmaHdr h;
   std::memcpy(&h.src_port, pdata + 2, 2);
+  if ((pdata[1] >> 4) == 6) {
+    h.ipv6 = true;
+    std::memcpy(h.src6, pdata + 4, 16);
+    std::memcpy(h.dst6, pdata + 20, 16);
+    return h;
+  }
   std::memcpy(&h.src_addr, pdata + 16, 4);
   std::memcpy(&h.dst_addr, pdata + 32, 4);
   return h;

@@ -75,8 +75,11 @@ void SetReqPrimaryDgid(uint8_t* mad, const uint8_t dgid[16]);
 // source port and both IPv4 addresses. Addresses and port in network byte
 // order, as sockaddr_in holds them.
 struct CmaHdr {
-  uint32_t src_addr = 0, dst_addr = 0;
+  uint32_t src_addr = 0, dst_addr = 0;  // IPv4
   uint16_t src_port = 0;
+  // IP version 6 (issue 15): the 16-byte addresses instead.
+  bool ipv6 = false;
+  uint8_t src6[16] = {}, dst6[16] = {};
 };
 void EncodeCmaHdr(uint8_t* pdata, const CmaHdr& h);
 CmaHdr DecodeCmaHdr(const uint8_t* pdata);

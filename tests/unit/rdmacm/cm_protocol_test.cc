@@ -322,6 +322,101 @@ TEST_F(CmProtocolTest, PassiveReqRepRtuEstablishes) {
   EXPECT_EQ(est.id, &c->id);
 }
 
+// IPv6 (issue 15): a REQ arriving from an IPv6 peer (the 40-byte IPv6
+// header in QP1's GRH area) whose rdma_cm header says IP version 6 gives a
+// connection with sockaddr_in6 addresses, the local IPv6 GID as source, and
+// the answer goes to the peer's IPv6 GID; a DREQ from another IPv6 address
+// is ignored.
+TEST_F(CmProtocolTest, Ipv6ReqGivesSockaddrIn6AndAnswersTheIpv6Peer) {
+  ibv_gid local6{}, peer6{}, other6{};
+  inet_pton(AF_INET6, "fd77:243::1", local6.raw);
+  inet_pton(AF_INET6, "fd77:243::2", peer6.raw);
+  inet_pton(AF_INET6, "fd77:243::3", other6.raw);
+  G().gid_ip = {0, kLocalIp, 0};
+  G().gid6 = {ibv_gid{}, ibv_gid{}, local6};
+  EXPECT_EQ(GidIndexForGid(local6), 2);
+  EXPECT_EQ(GidIndexForGid(peer6), -1);
+  Listener();
+  CmMsg req = Req();
+  CmaHdr h;
+  h.ipv6 = true;
+  std::memcpy(h.src6, peer6.raw, 16);
+  std::memcpy(h.dst6, local6.raw, 16);
+  h.src_port = htons(41000);
+  EncodeCmaHdr(req.pdata, h);
+  auto inject6 = [&](const CmMsg& m, const ibv_gid& from) {
+    uint8_t buf[kGrh + kMadSize] = {};
+    buf[0] = 0x60;  // IPv6 header: version 6
+    std::memcpy(buf + 8, from.raw, 16);
+    std::memcpy(buf + 24, local6.raw, 16);
+    EncodeCm(m, buf + kGrh);
+    std::lock_guard<std::mutex> l(G().mu);
+    HandleMad(buf, sizeof buf);
+  };
+  inject6(req, peer6);
+  const Ev ev = NextEvent();
+  ASSERT_EQ(ev.type, RDMA_CM_EVENT_CONNECT_REQUEST);
+  Id* c = ToId(ev.id);
+  EXPECT_EQ(c->sgid_index, 2);
+  EXPECT_EQ(std::memcmp(c->dgid.raw, peer6.raw, 16), 0);
+  EXPECT_EQ(std::memcmp(c->id.route.addr.addr.ibaddr.sgid.raw, local6.raw, 16), 0);
+  const sockaddr_in6& d = c->id.route.addr.dst_sin6;
+  ASSERT_EQ(d.sin6_family, AF_INET6);
+  EXPECT_EQ(ntohs(d.sin6_port), 41000);
+  EXPECT_EQ(std::memcmp(&d.sin6_addr, peer6.raw, 16), 0);
+  const sockaddr_in6& s = c->id.route.addr.src_sin6;
+  ASSERT_EQ(s.sin6_family, AF_INET6);
+  EXPECT_EQ(ntohs(s.sin6_port), kListenPort);
+  EXPECT_EQ(std::memcmp(&s.sin6_addr, local6.raw, 16), 0);
+  EXPECT_EQ(rdma_get_src_port(&c->id), htons(kListenPort));
+
+  rdma_conn_param p{};
+  p.qp_num = 0x77;
+  ASSERT_EQ(rdma_accept(&c->id, &p), 0);
+  ASSERT_EQ(sent_.size(), 1u);
+  EXPECT_EQ(sent_[0].msg.attr, kAttrRep);
+  EXPECT_EQ(sent_[0].sgid_index, 2);
+  inject6(FromPeer(kAttrRtu, c), peer6);
+  EXPECT_EQ(c->st, St::kConnected);
+  EXPECT_EQ(NextEvent().type, RDMA_CM_EVENT_ESTABLISHED);
+  // A DREQ naming the connection from another IPv6 address is not the peer's.
+  const uint64_t ignored = G().ignored_mads;
+  inject6(FromPeer(kAttrDreq, c), other6);
+  EXPECT_EQ(c->st, St::kConnected);
+  EXPECT_EQ(G().ignored_mads, ignored + 1);
+  inject6(FromPeer(kAttrDreq, c), peer6);
+  EXPECT_NE(c->st, St::kConnected);
+}
+
+TEST(CmaHeaderTest, Ipv6RoundTripsWithVersion6AndFullAddresses) {
+  uint8_t pdata[kCmaHdr] = {};
+  CmaHdr h;
+  h.ipv6 = true;
+  for (int i = 0; i < 16; ++i) {
+    h.src6[i] = uint8_t(i + 1);
+    h.dst6[i] = uint8_t(0xf0 + i);
+  }
+  h.src_port = htons(4242);
+  EncodeCmaHdr(pdata, h);
+  EXPECT_EQ(pdata[0], 0);
+  EXPECT_EQ(pdata[1], 0x60) << "IP version 6 in the high nibble (IBA A11)";
+  EXPECT_EQ(pdata[4], 1);     // source address at byte 4
+  EXPECT_EQ(pdata[20], 0xf0);  // destination address at byte 20
+  const CmaHdr back = DecodeCmaHdr(pdata);
+  EXPECT_TRUE(back.ipv6);
+  EXPECT_EQ(std::memcmp(back.src6, h.src6, 16), 0);
+  EXPECT_EQ(std::memcmp(back.dst6, h.dst6, 16), 0);
+  EXPECT_EQ(back.src_port, h.src_port);
+  CmaHdr v4;
+  v4.src_addr = htonl(kPeerIp);
+  v4.dst_addr = htonl(kLocalIp);
+  EncodeCmaHdr(pdata, v4);
+  EXPECT_EQ(pdata[1], 0x40);
+  const CmaHdr back4 = DecodeCmaHdr(pdata);
+  EXPECT_FALSE(back4.ipv6);
+  EXPECT_EQ(back4.src_addr, v4.src_addr);
+}
+
 TEST_F(CmProtocolTest, DuplicateReqGetsTheStoredRepAgain) {
   Id* l = Listener();
   Id* c = Accepted(l);
