@@ -12,11 +12,15 @@ namespace {
 using wire::pcapng::Direction;
 
 // The frame as both ends of a packet render it: TOS (ECN bits the receiver
-// saw) and the IPv4 header checksum over it are zeroed.
+// saw) and the IPv4 header checksum over it are zeroed; for IPv6 the traffic
+// class (the UDP checksum does not cover it).
 std::string SamePacketKey(const std::vector<uint8_t>& frame) {
   std::string key(frame.begin(), frame.end());
   constexpr size_t kTos = 14 + 1, kChecksum = 14 + 10;
-  if (key.size() >= wire::kRoceFrameHeaderLength) {
+  if (key.size() >= wire::kRoceFrameHeaderLengthIpv6 && (uint8_t(key[14]) >> 4) == 6) {
+    key[14] = char(uint8_t(key[14]) & 0xF0);
+    key[15] = char(uint8_t(key[15]) & 0x0F);
+  } else if (key.size() >= wire::kRoceFrameHeaderLength) {
     key[kTos] = 0;
     key[kChecksum] = 0;
     key[kChecksum + 1] = 0;

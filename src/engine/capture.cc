@@ -36,9 +36,15 @@ uint32_t PadFor(uint32_t payload_length) { return (4 - (payload_length & 3)) & 3
 
 bool FrameAddressesOf(const transport::Endpoint& src, const transport::Endpoint& dst,
                       uint8_t traffic_class, wire::FrameAddresses* out) {
-  if (!src.gid.IsV4Mapped() || !dst.gid.IsV4Mapped()) return false;
-  out->src_ip = src.gid.Ipv4();
-  out->dst_ip = dst.gid.Ipv4();
+  if (src.gid.IsV4Mapped() != dst.gid.IsV4Mapped()) return false;  // no wire form
+  if (src.gid.IsV4Mapped()) {
+    out->src_ip = src.gid.Ipv4();
+    out->dst_ip = dst.gid.Ipv4();
+  } else {
+    out->ipv6 = true;
+    std::memcpy(out->src_ip6, src.gid.raw.data(), 16);
+    std::memcpy(out->dst_ip6, dst.gid.raw.data(), 16);
+  }
   out->src_port = src.port;
   out->dst_port = dst.port;
   out->traffic_class = traffic_class;

@@ -6,7 +6,9 @@
 #   ibv_ud_pingpong (UD: address handles with IPv6 GIDs, the 40-byte IPv6
 #   header in the GRH area) and ibv_srq_pingpong between them;
 # - a tcpdump capture of the veth holds IPv6 RoCE packets (UDP 4791, no
-#   IPv4 at all) whose ICRCs pass icrc_judge.py's IPv6 checks.
+#   IPv4 at all) whose ICRCs pass icrc_judge.py's IPv6 checks;
+# - `softrnic capture` of an ibv_rc_pingpong client renders its packets as
+#   Ethernet/IPv6/UDP frames (wire/roce_frame.h) that pass the same judge.
 set -u
 source "$SOFTRNIC_INTEGRATION_LIB/common.sh"
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -68,6 +70,15 @@ log "captured: $n6 IPv6 RoCE packets, $n4 IPv4 ones"
 (( n4 == 0 )) || { fail=$((fail + 1)); log "FAIL IPv4 RoCE packets on an IPv6-only link"; }
 "$SOFTRNIC_PYTHON" "$SOFTRNIC_SOURCE_DIR/tests/integration/icrc_judge.py" "$SOFTRNIC_TMP/ipv6.pcap" \
   --min-packets 1000 --require-ipv6 || { fail=$((fail + 1)); log "FAIL icrc_judge on the IPv6 capture"; }
+
+# softrnic's own capture renders IPv6 frames.
+start_bg srv 60 run_in_ns $B ibv_rc_pingpong -g 0 -s 2048 -n 50
+wait_until 5 ip netns exec $B ss -ltn 2>/dev/null | grep -q ':18515 ' || sleep 0.5
+run_in_ns $A "$SOFTRNIC_BUILD_DIR/bin/softrnic" capture -w "$SOFTRNIC_TMP/softrnic.pcapng" -- \
+  ibv_rc_pingpong -g 0 -s 2048 -n 50 $IPV6_B >"$SOFTRNIC_TMP/cap.log" 2>&1 && wait_bg srv 30 ||
+  { fail=$((fail + 1)); log "FAIL softrnic capture run"; tail -5 "$SOFTRNIC_TMP/cap.log" >&2; kill_bg srv; }
+"$SOFTRNIC_PYTHON" "$SOFTRNIC_SOURCE_DIR/tests/integration/icrc_judge.py" "$SOFTRNIC_TMP/softrnic.pcapng" \
+  --min-packets 100 --require-ipv6 || { fail=$((fail + 1)); log "FAIL icrc_judge on softrnic capture's IPv6 frames"; }
 
 (( fail == 0 )) || die "$fail check(s) failed"
 log "PASS: RoCE v2 over IPv6 between IPv6-only namespaces"
