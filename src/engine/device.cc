@@ -15,6 +15,7 @@
 
 #include "common/secure_random.h"
 #include "engine/engine.h"
+#include "engine/odp.h"
 #include "engine/stats_publisher.h"
 #include "engine/wr_opcode.h"
 #include "transport/factory.h"
@@ -197,8 +198,12 @@ int CheckRegistration(const DeviceAttr& attr, const void* addr, size_t length, u
   // local write.
   if ((access & (kRemoteWrite | kRemoteAtomic)) && !(access & kLocalWrite)) return EINVAL;
   if (access & ~uint32_t{kLocalWrite | kRemoteWrite | kRemoteRead | kRemoteAtomic | kMwBind |
-                         kZeroBased})
+                         kZeroBased | kOnDemand})
     return EINVAL;
+  // Implicit ODP (ibv_reg_mr(3)): address NULL, length SIZE_MAX, the whole
+  // address space at its own addresses, so never zero-based.
+  if (addr == nullptr && length == kImplicitOdpLength && (access & kOnDemand))
+    return (access & kZeroBased) ? EINVAL : 0;
   if (length > attr.max_mr_size) return EINVAL;
   if (addr == nullptr && length > 0) return EINVAL;
   return 0;
@@ -208,6 +213,9 @@ int CheckRegistration(const DeviceAttr& attr, const void* addr, size_t length, u
 // grants a remote right. Called before taking the engine lock: it reads
 // /proc/self/maps and copies.
 SharedRange ShareIfRemote(bool shm_direct, const void* addr, size_t length, uint32_t access) {
+  // An ODP region is never moved into a memfd: its pages may not exist yet
+  // (or ever); same-host peers reach it through packets (engine/odp.h).
+  if (access & kOnDemand) return {};
   if (!shm_direct || !(access & (kRemoteWrite | kRemoteRead | kRemoteAtomic))) return {};
   return ShareRegion(addr, length);
 }
@@ -284,6 +292,27 @@ int Device::ReregMr(Mr* mr, uint32_t what, Pd* pd, void* addr, size_t length, ui
   // The old pages go back to private memory unless the new range (or
   // another registration) still uses them.
   UnshareRegion(old_share);
+  return 0;
+}
+
+int Device::AdviseMr(const Pd* pd, MrAdvice advice, const Sge* sges, uint32_t num_sge) {
+  // Each range is resolved under the lock (key, PD, bounds, the write right
+  // PREFETCH_WRITE needs) and faulted in there too: a DeregMr cannot slip
+  // between the check and the fault-in. ibv_advise_mr(3) names the errnos.
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  for (uint32_t i = 0; i < num_sge; ++i) {
+    const Mr* mr = engine_->mr_table_.FindByLkey(sges[i].lkey);
+    if (mr == nullptr || mr->pd != pd) return EFAULT;  // "lkeys ... invalid"
+    if (!(mr->access & kOnDemand)) return EINVAL;       // prefetch is for ODP regions only
+    const bool write = advice == MrAdvice::kPrefetchWrite;
+    if (write && !(mr->access & kLocalWrite)) return EPERM;
+    uint8_t* p = nullptr;
+    if (MrTable::Bounds(*mr, sges[i].addr, sges[i].length, &p) != KeyCheck::kOk) return EFAULT;
+    // PREFETCH_NO_FAULT makes present pages visible to the device: every
+    // present page already is, so only the bounds matter.
+    if (advice == MrAdvice::kPrefetchNoFault) continue;
+    if (!FaultInRange(p, sges[i].length, write)) return EFAULT;
+  }
   return 0;
 }
 

@@ -117,6 +117,11 @@ class Device {
   // REMOTE_ATOMIC without LOCAL_WRITE (IBA 10.6.3.1).
   int RegMr(Pd* pd, void* addr, size_t length, uint64_t iova, uint32_t access, void* handle,
             Mr** out);
+  // ibv_advise_mr: brings the pages of each SGE's range (an ODP region's,
+  // lkey of `pd`) in, readable or writable. 0, or EFAULT (bad lkey, range
+  // outside the region or not mappable), EINVAL (not an ODP region), EPERM
+  // (PREFETCH_WRITE on a region without local write).
+  int AdviseMr(const Pd* pd, MrAdvice advice, const Sge* sges, uint32_t num_sge);
   // ibv_rereg_mr: changes what `what` (Rereg bits) names, each part as
   // RegMr takes it: the translation (addr, length; the iova becomes addr),
   // the PD, the access (a change of kZeroBased alone makes the iova 0 or

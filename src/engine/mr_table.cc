@@ -1,6 +1,7 @@
 #include "engine/mr_table.h"
 
 #include "common/secure_random.h"
+#include "engine/odp.h"
 
 namespace softrnic::engine {
 
@@ -47,7 +48,15 @@ KeyCheck MrTable::Bounds(const Mr& mr, uint64_t va, uint64_t len, uint8_t** out)
   if (va < mr.iova) return KeyCheck::kOutOfBounds;
   const uint64_t offset = va - mr.iova;
   if (offset > mr.length || len > mr.length - offset) return KeyCheck::kOutOfBounds;
-  *out = mr.addr + offset;
+  // Through the integer: an implicit ODP region's base is address 0.
+  *out = reinterpret_cast<uint8_t*>(reinterpret_cast<uintptr_t>(mr.addr) + offset);
+  return KeyCheck::kOk;
+}
+
+KeyCheck MrTable::Place(const Mr& mr, uint64_t va, uint64_t len, bool need_write,
+                        uint8_t** out) {
+  if (const KeyCheck k = Bounds(mr, va, len, out); k != KeyCheck::kOk) return k;
+  if ((mr.access & kOnDemand) && !FaultInRange(*out, len, need_write)) return KeyCheck::kNotMapped;
   return KeyCheck::kOk;
 }
 
@@ -57,7 +66,7 @@ KeyCheck MrTable::ResolveRemote(uint32_t rkey, const Pd* pd, uint64_t va, uint64
   if (mr == nullptr || !mr->remote_valid) return KeyCheck::kBadKey;
   if (mr->pd != pd) return KeyCheck::kWrongPd;
   if ((mr->access & right) != right) return KeyCheck::kNoRight;
-  return Bounds(*mr, va, len, out);
+  return Place(*mr, va, len, right != kRemoteRead, out);
 }
 
 KeyCheck MrTable::ResolveLocal(uint32_t lkey, const Pd* pd, uint64_t addr, uint64_t len,
@@ -66,7 +75,7 @@ KeyCheck MrTable::ResolveLocal(uint32_t lkey, const Pd* pd, uint64_t addr, uint6
   if (mr == nullptr) return KeyCheck::kBadKey;
   if (mr->pd != pd) return KeyCheck::kWrongPd;
   if (need_write && !(mr->access & kLocalWrite)) return KeyCheck::kNoRight;
-  return Bounds(*mr, addr, len, out);
+  return Place(*mr, addr, len, need_write, out);
 }
 
 }  // namespace softrnic::engine

@@ -38,7 +38,9 @@ class Mr {
   int shm_slot = -1;
 };
 
-enum class KeyCheck : uint8_t { kOk, kBadKey, kWrongPd, kNoRight, kOutOfBounds };
+// kNotMapped: an on-demand-paging region whose pages could not be faulted
+// in (engine/odp.h); the access fails as an out-of-bounds one does.
+enum class KeyCheck : uint8_t { kOk, kBadKey, kWrongPd, kNoRight, kOutOfBounds, kNotMapped };
 
 class MrTable {
  public:
@@ -65,8 +67,13 @@ class MrTable {
 
   size_t size() const { return by_lkey_.size(); }
 
- private:
+  // [va, va+len) inside `mr` (in its iova space): the address it maps to,
+  // or kOutOfBounds. No key, right or page check.
   static KeyCheck Bounds(const Mr& mr, uint64_t va, uint64_t len, uint8_t** out);
+
+ private:
+  // Bounds, then for an ODP region the fault-in of the resolved range.
+  static KeyCheck Place(const Mr& mr, uint64_t va, uint64_t len, bool need_write, uint8_t** out);
   std::unordered_map<uint32_t, Mr*> by_lkey_;
   std::unordered_map<uint32_t, Mr*> by_rkey_;
   bool InUse(uint32_t key) const { return by_lkey_.contains(key) || by_rkey_.contains(key); }

@@ -91,6 +91,9 @@ enum Access : uint32_t {
   kOnDemand = 64,
 };
 
+// IBV_ADVISE_MR_ADVICE_* (ibv_advise_mr(3)).
+enum class MrAdvice : uint8_t { kPrefetch = 0, kPrefetchWrite = 1, kPrefetchNoFault = 2 };
+
 // IBV_REREG_MR_CHANGE_* bits: what Device::ReregMr changes.
 enum Rereg : uint32_t { kReregTranslation = 1, kReregPd = 2, kReregAccess = 4 };
 

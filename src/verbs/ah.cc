@@ -52,6 +52,7 @@ SOFTRNIC_EXPORT ibv_ah* ibv_create_ah(ibv_pd* ibpd, ibv_ah_attr* attr) {
     if (!ah) return nullptr;
     ah->ah.context = ibpd->context;
     ah->ah.pd = ibpd;
+    HoldDomain(ibpd);
     return &ah->ah;
   });
 }
@@ -59,5 +60,10 @@ SOFTRNIC_EXPORT ibv_ah* ibv_create_ah(ibv_pd* ibpd, ibv_ah_attr* attr) {
 SOFTRNIC_EXPORT int ibv_destroy_ah(ibv_ah* ibah) {
   if (!ibah) return EINVAL;
   auto* ah = reinterpret_cast<Ah*>(ibah);
-  return DestroyThenFree(ah, [&] { return DevOf(ibah->context)->DestroyAh(ah->e); });
+  ibv_pd* const pd = ibah->pd;
+  return DestroyThenFree(ah, [&] {
+    const int rc = DevOf(ibah->context)->DestroyAh(ah->e);
+    if (rc == 0) ReleaseDomain(pd);
+    return rc;
+  });
 }

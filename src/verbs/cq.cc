@@ -177,11 +177,23 @@ ibv_cq_ex* CreateCqExOp(ibv_context* ctx, ibv_cq_init_attr_ex* attr) noexcept {
       return FailNull<ibv_cq_ex>(EINVAL);
     // Timestamps, CVLAN, flow tag and tag matching are not produced.
     if (attr->wc_flags & ~uint64_t(IBV_WC_STANDARD_FLAGS)) return FailNull<ibv_cq_ex>(EOPNOTSUPP);
+    // ibv_create_cq_ex(3): parent_domain must be a parent domain of this
+    // context. The CQ's memory is the engine's either way (parent_domain.cc).
+    if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) &&
+        (!attr->parent_domain || attr->parent_domain->context != ctx ||
+         !reinterpret_cast<Pd*>(attr->parent_domain)->is_parent()))
+      return FailNull<ibv_cq_ex>(EINVAL);
     if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
         (attr->flags & ~uint32_t(IBV_CREATE_CQ_ATTR_SINGLE_THREADED)))
       return FailNull<ibv_cq_ex>(EOPNOTSUPP);
-    return CreateCqCommon(ctx, static_cast<int>(attr->cqe), attr->cq_context, attr->channel,
-                          static_cast<int>(attr->comp_vector), true, attr->wc_flags);
+    ibv_cq_ex* cq = CreateCqCommon(ctx, static_cast<int>(attr->cqe), attr->cq_context,
+                                   attr->channel, static_cast<int>(attr->comp_vector), true,
+                                   attr->wc_flags);
+    if (cq && (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD)) {
+      ToCq(cq)->domain = attr->parent_domain;
+      HoldDomain(attr->parent_domain);
+    }
+    return cq;
   });
 }
 
@@ -279,8 +291,10 @@ SOFTRNIC_EXPORT int ibv_resize_cq(ibv_cq* ibcq, int cqe) {
 SOFTRNIC_EXPORT int ibv_destroy_cq(ibv_cq* ibcq) {
   if (!ibcq) return EINVAL;
   Cq* cq = ToCq(ibcq);
+  ibv_pd* const domain = cq->domain;
   return DestroyAfterAsyncAcks(cq, ibcq, &ibcq->async_events_completed, [&](uint32_t* reported) {
     const int rc = cq->dev->DestroyCq(cq->e, reported);
+    if (rc == 0) ReleaseDomain(domain);
     // The engine's CQ is gone: it no longer holds the channel.
     if (rc == 0 && ibcq->channel) __atomic_sub_fetch(&ibcq->channel->refcnt, 1, __ATOMIC_RELAXED);
     return rc;

@@ -70,6 +70,8 @@ int QueryDeviceExOp(ibv_context* ctx, const ibv_query_device_ex_input* input,
   FillDeviceAttr(DevOf(ctx)->attr(), &full.orig_attr);
   full.device_cap_flags_ex = full.orig_attr.device_cap_flags;
   full.phys_port_cnt_ex = full.orig_attr.phys_port_cnt;
+  FillOdpCaps(&full.odp_caps);
+  full.max_dm_size = kMaxDeviceMemory;
   std::memcpy(attr, &full, std::min(attr_size, sizeof(full)));
   return 0;
 }
@@ -160,6 +162,9 @@ SOFTRNIC_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
     InstallPostOps(&ctx->ops);
     InstallCqOps(&c->vctx);
     InstallQpOps(&c->vctx);
+    InstallMrOps(&c->vctx);
+    InstallDmOps(&c->vctx);
+    InstallDomainOps(&c->vctx);
     return ctx;
   });
 }

@@ -37,6 +37,16 @@ void FillDeviceAttr(const engine::DeviceAttr& a, ibv_device_attr* out) {
   out->phys_port_cnt = a.phys_port_cnt;
 }
 
+void FillOdpCaps(ibv_odp_caps* out) {
+  std::memset(out, 0, sizeof(*out));
+  out->general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
+  constexpr uint32_t kTwoSided = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV;
+  out->per_transport_caps.rc_odp_caps = kTwoSided | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
+                                        IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
+  out->per_transport_caps.uc_odp_caps = kTwoSided | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_SRQ_RECV;
+  out->per_transport_caps.ud_odp_caps = kTwoSided | IBV_ODP_SUPPORT_SRQ_RECV;
+}
+
 void FillPortAttr(const engine::Device& dev, ibv_port_attr* out) {
   const engine::DeviceAttr& a = dev.attr();
   std::memset(out, 0, sizeof(*out));

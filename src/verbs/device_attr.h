@@ -21,7 +21,14 @@ inline constexpr unsigned kDeviceCapFlags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVI
                                             IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SRQ_RESIZE |
                                             IBV_DEVICE_CHANGE_PHY_PORT;
 
+// Device memory (ibv_alloc_dm) a process may hold at once: ordinary
+// memory of the process, bounded like a NIC's so a runaway allocator fails.
+inline constexpr uint64_t kMaxDeviceMemory = 4 << 20;
+
 void FillDeviceAttr(const engine::DeviceAttr& a, ibv_device_attr* out);
+// On-demand paging (engine/odp.h): explicit and implicit regions, every
+// operation of RC, UC and UD on either side, SRQ receives included.
+void FillOdpCaps(ibv_odp_caps* out);
 // Port 1 (the only one).
 void FillPortAttr(const engine::Device& dev, ibv_port_attr* out);
 // GID `index` of port `port`; false if there is no such entry.

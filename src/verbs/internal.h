@@ -49,14 +49,57 @@ inline Context* ToContext(ibv_context* ctx) {
 }
 inline eng::Device* DevOf(ibv_context* ctx) { return ToContext(ctx)->dev.get(); }
 
+struct Td;
+
+// A protection domain, or a parent domain (ibv_alloc_parent_domain(3)) that
+// stands for one: a parent domain's `e` is its protection domain's engine
+// PD, so every verb taking an ibv_pd works on it unchanged.
 struct Pd {
   ibv_pd pd;  // first
   eng::Pd* e = nullptr;
+  Pd* protection = nullptr;     // set only for a parent domain: the PD it extends
+  Td* td = nullptr;             // its thread domain, if any
+  void* pd_context = nullptr;   // IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT
+  std::atomic<int> parents{0};  // parent domains built on this PD
+  std::atomic<int> objects{0};  // a parent domain's live QPs, CQs, SRQs, MRs, AHs
+  bool is_parent() const { return protection != nullptr; }
 };
+
+// Objects made on a parent domain hold it: ibv_dealloc_pd of it fails with
+// EBUSY until they are destroyed (ibv_alloc_parent_domain(3)), as a PD's
+// does. No-ops for an ordinary PD (the engine counts those) and for null.
+inline void HoldDomain(ibv_pd* pd) {
+  if (pd && reinterpret_cast<Pd*>(pd)->is_parent()) ++reinterpret_cast<Pd*>(pd)->objects;
+}
+inline void ReleaseDomain(ibv_pd* pd) {
+  if (pd && reinterpret_cast<Pd*>(pd)->is_parent()) --reinterpret_cast<Pd*>(pd)->objects;
+}
+
+// A thread domain (ibv_alloc_td(3)): a promise that its parent domains'
+// objects are used by one thread at a time. softrnic keeps its locks (one
+// uncontended lock costs little here), so the promise changes nothing.
+struct Td {
+  ibv_td td;  // first
+  std::atomic<int> parents{0};
+};
+
+struct Dm;
 
 struct Mr {
   ibv_mr mr;  // first
   eng::Mr* e = nullptr;
+  Dm* dm = nullptr;  // the device memory it registers (ibv_reg_dm_mr), if any
+};
+
+// Device memory (device_memory.cc): `length` usable bytes at `base`, inside
+// an anonymous mapping aligned as ibv_alloc_dm_attr asked.
+struct Dm {
+  ibv_dm dm;  // first
+  void* map = nullptr;
+  size_t map_len = 0;
+  uint8_t* base = nullptr;
+  uint64_t length = 0;
+  std::atomic<int> mrs{0};  // registrations of it not yet deregistered
 };
 
 struct CompChannel {
@@ -80,6 +123,7 @@ struct Cq {
   int pos = 0;
   int count = 0;
   const eng::Completion* cur = nullptr;
+  ibv_pd* domain = nullptr;  // the parent domain it was made on (IBV_CQ_INIT_ATTR_MASK_PD)
 };
 
 inline Cq* ToCq(ibv_cq* cq) { return reinterpret_cast<Cq*>(cq); }
@@ -183,6 +227,17 @@ void InstallQpExOps(Qp* qp);
 void InstallPostOps(ibv_context_ops* ops);   // post.cc
 void InstallCqOps(verbs_context* vctx);      // cq.cc
 void InstallQpOps(verbs_context* vctx);      // qp.cc
+void InstallMrOps(verbs_context* vctx);      // pd_mr.cc
+void InstallDmOps(verbs_context* vctx);      // device_memory.cc
+void InstallDomainOps(verbs_context* vctx);  // parent_domain.cc
+// ibv_dealloc_pd of a parent domain (parent_domain.cc).
+int DeallocParentDomain(Pd* parent);
+// A registration DeregMr has removed stops holding its device memory.
+void ReleaseDmOf(Mr* mr);                    // device_memory.cc
+
+// ibv_reg_mr_iova2 without the public entry point: what ibv_reg_dm_mr
+// registers (pd_mr.cc).
+ibv_mr* RegisterMemory(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access);
 
 // ibv_qp_cap <-> the engine's QpCaps (same fields, same meaning).
 eng::QpCaps ToEngineCaps(const ibv_qp_cap& cap);
@@ -211,6 +266,7 @@ Qp* NewQp(ibv_qp_init_attr_ex* attr, Create&& create) {
   q->context = ctx;
   q->qp_context = attr->qp_context;
   q->pd = attr->pd;
+  HoldDomain(attr->pd);
   q->send_cq = attr->send_cq;
   q->recv_cq = attr->recv_cq;
   q->srq = attr->srq;

@@ -211,8 +211,12 @@ SOFTRNIC_EXPORT int ibv_query_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask,
 SOFTRNIC_EXPORT int ibv_destroy_qp(ibv_qp* ibqp) {
   if (!ibqp) return EINVAL;
   Qp* qp = ToQp(ibqp);
-  return DestroyAfterAsyncAcks(qp, ibqp, &ibqp->events_completed,
-                               [&](uint32_t* reported) { return qp->dev->DestroyQp(qp->e, reported); });
+  ibv_pd* const pd = ibqp->pd;
+  return DestroyAfterAsyncAcks(qp, ibqp, &ibqp->events_completed, [&](uint32_t* reported) {
+    const int rc = qp->dev->DestroyQp(qp->e, reported);
+    if (rc == 0) ReleaseDomain(pd);
+    return rc;
+  });
 }
 
 SOFTRNIC_EXPORT int ibv_query_qp_data_in_order(ibv_qp*, enum ibv_wr_opcode, uint32_t) {

@@ -28,6 +28,7 @@ SOFTRNIC_EXPORT ibv_srq* ibv_create_srq(ibv_pd* ibpd, ibv_srq_init_attr* init) {
     s->context = ibpd->context;
     s->srq_context = init->srq_context;
     s->pd = ibpd;
+    HoldDomain(ibpd);
     pthread_mutex_init(&s->mutex, nullptr);
     pthread_cond_init(&s->cond, nullptr);
     return s;
@@ -61,6 +62,10 @@ SOFTRNIC_EXPORT int ibv_query_srq(ibv_srq* ibsrq, ibv_srq_attr* attr) {
 SOFTRNIC_EXPORT int ibv_destroy_srq(ibv_srq* ibsrq) {
   if (!ibsrq) return EINVAL;
   auto* srq = reinterpret_cast<Srq*>(ibsrq);
-  return DestroyAfterAsyncAcks(srq, ibsrq, &ibsrq->events_completed,
-                               [&](uint32_t* reported) { return srq->dev->DestroySrq(srq->e, reported); });
+  ibv_pd* const pd = ibsrq->pd;
+  return DestroyAfterAsyncAcks(srq, ibsrq, &ibsrq->events_completed, [&](uint32_t* reported) {
+    const int rc = srq->dev->DestroySrq(srq->e, reported);
+    if (rc == 0) ReleaseDomain(pd);
+    return rc;
+  });
 }

@@ -35,6 +35,7 @@ void Fake::Reset() {
   qps_.clear();
   next_channel_fd_ = 1000;
   next_key_ = 0x1000;
+  last_advice_sges.clear();
   async_.clear();
   async_[eng::Device::kDeviceAsyncQueue];
   next_queue_ = 1;
@@ -221,6 +222,15 @@ int Device::ReregMr(Mr* mr, uint32_t what, Pd* pd, void* addr, size_t length, ui
     mr->iova = reinterpret_cast<uintptr_t>(addr);
   }
   if (what & kReregAccess) mr->access = access;
+  return 0;
+}
+
+int Device::AdviseMr(const Pd*, MrAdvice advice, const Sge* sges, uint32_t num_sge) {
+  Fake& f = F();
+  if (int rc = f.Enter("AdviseMr")) return rc;
+  std::lock_guard<std::mutex> lock(f.mu_);
+  f.last_advice = advice;
+  f.last_advice_sges.assign(sges, sges + num_sge);
   return 0;
 }
 

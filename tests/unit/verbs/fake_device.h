@@ -180,6 +180,9 @@ class Fake {
   uint32_t cap_extra = 0;
   // QPNs are handed out from here (CreateGsiQp always gives 1).
   uint32_t next_qpn = 0x100;
+  // The last AdviseMr's arguments.
+  eng::MrAdvice last_advice = eng::MrAdvice::kPrefetch;
+  std::vector<eng::Sge> last_advice_sges;
   // Whether a Device object exists (Device::Get keeps one while used).
   bool device_alive() const;
 

@@ -71,12 +71,23 @@ TEST_F(ResourcesTest, RegMrAccessFlags) {
   errno = 0;
   EXPECT_EQ(ibv_reg_mr_iova2(pd_, buf, 64, 0, IBV_ACCESS_LOCAL_WRITE | (1u << 8)), nullptr);
   EXPECT_EQ(errno, EINVAL);
-  // Memory windows and on-demand paging: not offered.
+  // Memory windows: not offered.
   EXPECT_EQ(ibv_reg_mr(pd_, buf, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND), nullptr);
   EXPECT_EQ(errno, EOPNOTSUPP);
-  EXPECT_EQ(ibv_reg_mr(pd_, buf, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND), nullptr);
-  EXPECT_EQ(errno, EOPNOTSUPP);
   EXPECT_EQ(fake().CallCount("RegMr"), 0);
+  // On-demand paging reaches the engine as its access bit (engine/odp.h);
+  // implicit ODP as address 0, length SIZE_MAX, iova 0.
+  ibv_mr* odp = ibv_reg_mr(pd_, buf, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
+  ASSERT_NE(odp, nullptr);
+  EXPECT_EQ(fake().MrOf(odp)->access, uint32_t(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND));
+  ibv_mr* implicit = ibv_reg_mr(pd_, nullptr, SIZE_MAX, IBV_ACCESS_ON_DEMAND);
+  ASSERT_NE(implicit, nullptr);
+  EXPECT_EQ(fake().MrOf(implicit)->addr, nullptr);
+  EXPECT_EQ(fake().MrOf(implicit)->length, SIZE_MAX);
+  EXPECT_EQ(fake().MrOf(implicit)->iova, 0u);
+  EXPECT_EQ(ibv_dereg_mr(implicit), 0);
+  EXPECT_EQ(ibv_dereg_mr(odp), 0);
+  EXPECT_EQ(fake().CallCount("RegMr"), 2);
 
   // Optional hints (RELAXED_ORDERING, which perftest always passes, and
   // HUGETLB) are dropped, not refused, and do not reach the engine.
@@ -92,14 +103,14 @@ TEST_F(ResourcesTest, RegMrAccessFlags) {
   fake().FailCall("RegMr", EINVAL);
   EXPECT_EQ(ibv_reg_mr(pd_, buf, 64, IBV_ACCESS_REMOTE_WRITE), nullptr);
   EXPECT_EQ(errno, EINVAL);
-  EXPECT_EQ(fake().CallCount("RegMr"), 2);
+  EXPECT_EQ(fake().CallCount("RegMr"), 4);
 
   EXPECT_EQ(ibv_reg_mr(nullptr, buf, 64, IBV_ACCESS_LOCAL_WRITE), nullptr);
   EXPECT_EQ(errno, EINVAL);
   errno = 0;
   EXPECT_EQ(ibv_reg_dmabuf_mr(pd_, 0, 64, 0, 3, IBV_ACCESS_LOCAL_WRITE), nullptr);
   EXPECT_EQ(errno, EOPNOTSUPP);
-  EXPECT_EQ(fake().CallCount("RegMr"), 2);
+  EXPECT_EQ(fake().CallCount("RegMr"), 4);
 }
 
 // ibv_reg_mr(3): "optional" access flags (IBV_ACCESS_OPTIONAL_RANGE) may be
@@ -585,6 +596,27 @@ TEST_F(ResourcesTest, GsiQpIsQpn1Ud) {
   EXPECT_EQ(errno, EBUSY);
   EXPECT_EQ(softrnic_create_gsi_qp(pd_, cq_, cq_, nullptr), nullptr);
   EXPECT_EQ(errno, EINVAL);
+}
+
+// ibv_advise_mr: its argument rules are the verbs layer's, the SGEs reach
+// the engine unchanged (the range checks are the engine's: tested by
+// verbs_memory_features against the real one).
+TEST_F(ResourcesTest, AdviseMrChecksArgumentsThenAsksTheEngine) {
+  ibv_sge sges[2] = {{0x1000, 64, 0x11}, {0x9000, 4096, 0x22}};
+  EXPECT_EQ(ibv_advise_mr(pd_, IBV_ADVISE_MR_ADVICE_PREFETCH, 1u << 3, sges, 2), EINVAL);
+  EXPECT_EQ(ibv_advise_mr(pd_, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, sges, 0), EINVAL);
+  EXPECT_EQ(ibv_advise_mr(pd_, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, nullptr, 1), EINVAL);
+  EXPECT_EQ(ibv_advise_mr(pd_, static_cast<ibv_advise_mr_advice>(9), 0, sges, 2), EOPNOTSUPP);
+  EXPECT_EQ(fake().CallCount("AdviseMr"), 0);
+  EXPECT_EQ(ibv_advise_mr(pd_, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, IBV_ADVISE_MR_FLAG_FLUSH, sges, 2),
+            0);
+  EXPECT_EQ(fake().last_advice, engine::MrAdvice::kPrefetchWrite);
+  ASSERT_EQ(fake().last_advice_sges.size(), 2u);
+  EXPECT_EQ(fake().last_advice_sges[1].addr, 0x9000u);
+  EXPECT_EQ(fake().last_advice_sges[1].length, 4096u);
+  EXPECT_EQ(fake().last_advice_sges[1].lkey, 0x22u);
+  fake().FailCall("AdviseMr", EFAULT);
+  EXPECT_EQ(ibv_advise_mr(pd_, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, sges, 1), EFAULT);
 }
 
 }  // namespace

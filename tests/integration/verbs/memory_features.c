@@ -1,0 +1,444 @@
+/* On-demand paging, device memory, thread and parent domains (issue 15)
+ * through the C API, as an application built against the system
+ * <infiniband/verbs.h> calls them, over softrnic's libibverbs.so.1.
+ *
+ * Traffic runs between two RC QPs of this process (a loopback pair over GID
+ * 0): with SOFTRNIC_TRANSPORT=udp as RoCE v2 packets through the kernel,
+ * with =shm through the shared-memory path (the direct path where it
+ * applies: device memory is ordinary registered memory; ODP regions are
+ * reached through packets). Each error case is the one the man pages
+ * (ibv_reg_mr(3), ibv_advise_mr(3), ibv_alloc_dm(3), ibv_alloc_td(3),
+ * ibv_alloc_parent_domain(3)) name.
+ *
+ * Exit status: 0 when every check passes, 1 otherwise ("FAIL" lines say
+ * which).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+
+#include "verbs_test_util.h"
+
+static struct ibv_context *g_ctx;
+static union ibv_gid g_gid;
+static long g_page;
+
+/* Two connected RC QPs on one CQ each, made on `pd` (a PD or a parent
+ * domain). */
+struct pair {
+  struct ibv_cq *cqa, *cqb;
+  struct ibv_qp *qa, *qb;
+};
+
+static int pair_open(struct pair *p, struct ibv_pd *pd) {
+  memset(p, 0, sizeof(*p));
+  p->cqa = ibv_create_cq(g_ctx, 64, NULL, NULL, 0);
+  p->cqb = ibv_create_cq(g_ctx, 64, NULL, NULL, 0);
+  if (!p->cqa || !p->cqb) return -1;
+  p->qa = make_qp(pd, p->cqa, IBV_QPT_RC, NULL, 16, 2);
+  p->qb = make_qp(pd, p->cqb, IBV_QPT_RC, NULL, 16, 2);
+  if (!p->qa || !p->qb) return -1;
+  if (to_init(p->qa, IBV_QPT_RC) || to_init(p->qb, IBV_QPT_RC)) return -1;
+  if (to_rtr(p->qa, p->qb->qp_num, &g_gid) || to_rtr(p->qb, p->qa->qp_num, &g_gid)) return -1;
+  /* retry_cnt 1: an access error is reported at once, not retried */
+  if (to_rts(p->qa, 1) || to_rts(p->qb, 1)) return -1;
+  return 0;
+}
+
+static void pair_close(struct pair *p) {
+  if (p->qa) ibv_destroy_qp(p->qa);
+  if (p->qb) ibv_destroy_qp(p->qb);
+  if (p->cqa) ibv_destroy_cq(p->cqa);
+  if (p->cqb) ibv_destroy_cq(p->cqb);
+  memset(p, 0, sizeof(*p));
+}
+
+/* Posts one signaled one-sided WR (WRITE/READ/atomic) on qa and returns its
+ * completion status (-1: no completion within the deadline). */
+static int one_sided(struct pair *p, enum ibv_wr_opcode op, void *local, uint32_t len,
+                     uint32_t lkey, uint64_t remote, uint32_t rkey) {
+  struct ibv_sge sge = {.addr = (uintptr_t)local, .length = len, .lkey = lkey};
+  struct ibv_send_wr wr, *bad = NULL;
+  memset(&wr, 0, sizeof(wr));
+  wr.opcode = op;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  if (op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_ATOMIC_CMP_AND_SWP) {
+    wr.wr.atomic.remote_addr = remote;
+    wr.wr.atomic.rkey = rkey;
+    wr.wr.atomic.compare_add = 5;
+  } else {
+    wr.wr.rdma.remote_addr = remote;
+    wr.wr.rdma.rkey = rkey;
+  }
+  if (ibv_post_send(p->qa, &wr, &bad)) return -2;
+  struct ibv_wc wc;
+  if (poll_n(p->cqa, 1, &wc) != 1) return -1;
+  return wc.status;
+}
+
+/* A SEND of [src, src+len) from qa into a receive of [dst, dst+len) on qb;
+ * returns the sender's status, and the receiver's through *recv_status. */
+static int send_recv(struct pair *p, void *src, uint32_t src_lkey, void *dst, uint32_t dst_lkey,
+                     uint32_t len, int *recv_status) {
+  struct ibv_sge rs = {.addr = (uintptr_t)dst, .length = len, .lkey = dst_lkey};
+  struct ibv_recv_wr rwr = {.wr_id = 2, .sg_list = &rs, .num_sge = 1}, *rbad = NULL;
+  if (ibv_post_recv(p->qb, &rwr, &rbad)) return -2;
+  struct ibv_sge ss = {.addr = (uintptr_t)src, .length = len, .lkey = src_lkey};
+  struct ibv_send_wr swr, *sbad = NULL;
+  memset(&swr, 0, sizeof(swr));
+  swr.opcode = IBV_WR_SEND;
+  swr.sg_list = &ss;
+  swr.num_sge = 1;
+  swr.send_flags = IBV_SEND_SIGNALED;
+  if (ibv_post_send(p->qa, &swr, &sbad)) return -2;
+  struct ibv_wc wc;
+  if (poll_n(p->cqa, 1, &wc) != 1) return -1;
+  *recv_status = -1;
+  struct ibv_wc rwc;
+  if (wc.status == IBV_WC_SUCCESS && poll_n(p->cqb, 1, &rwc) == 1) *recv_status = rwc.status;
+  return wc.status;
+}
+
+/* An anonymous mapping of n pages nobody has touched yet. */
+static uint8_t *fresh_pages(size_t n) {
+  void *m = mmap(NULL, n * g_page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return m == MAP_FAILED ? NULL : (uint8_t *)m;
+}
+
+/* How many of the n pages at p are resident (mincore(2)). */
+static size_t resident_pages(const uint8_t *p, size_t n) {
+  unsigned char vec[64];
+  if (n > sizeof(vec) || mincore((void *)p, n * g_page, vec)) return (size_t)-1;
+  size_t r = 0;
+  for (size_t i = 0; i < n; ++i) r += vec[i] & 1;
+  return r;
+}
+
+static const int kRemote = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                           IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+
+static void test_odp_caps(void) {
+  struct ibv_device_attr_ex ex;
+  REQUIRE(ibv_query_device_ex(g_ctx, NULL, &ex) == 0, "query_device_ex");
+  CHECK((ex.odp_caps.general_caps & (IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT)) ==
+            (IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT),
+        "general_caps 0x%llx", (unsigned long long)ex.odp_caps.general_caps);
+  const uint32_t rc_all = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |
+                          IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
+  CHECK((ex.odp_caps.per_transport_caps.rc_odp_caps & rc_all) == rc_all, "rc_odp_caps 0x%x",
+        ex.odp_caps.per_transport_caps.rc_odp_caps);
+  CHECK(ex.odp_caps.per_transport_caps.ud_odp_caps & IBV_ODP_SUPPORT_SEND, "ud_odp_caps");
+  CHECK(ex.max_dm_size == 4u << 20, "max_dm_size %llu", (unsigned long long)ex.max_dm_size);
+}
+
+/* Explicit ODP: a region of pages nobody touched is written, read, added to
+ * and received into; the pages appear as the accesses need them. */
+static void test_odp_explicit(struct ibv_pd *pd) {
+  struct pair p;
+  REQUIRE(pair_open(&p, pd) == 0, "pair errno=%d", errno);
+  const size_t n = 8;
+  uint8_t *odp = fresh_pages(n);
+  REQUIRE(odp, "mmap");
+  struct ibv_mr *omr = ibv_reg_mr(pd, odp, n * g_page, kRemote | IBV_ACCESS_ON_DEMAND);
+  REQUIRE(omr, "reg ODP MR errno=%d", errno);
+  CHECK(resident_pages(odp, n) == 0, "registration touched %zu pages", resident_pages(odp, n));
+  uint8_t *buf = calloc(1, 2 * g_page);
+  struct ibv_mr *mr = ibv_reg_mr(pd, buf, 2 * g_page, kRemote);
+  REQUIRE(buf && mr, "plain MR");
+
+  memset(buf, 0x5a, g_page);
+  CHECK(one_sided(&p, IBV_WR_RDMA_WRITE, buf, g_page, mr->lkey, (uintptr_t)(odp + 3 * g_page),
+                  omr->rkey) == IBV_WC_SUCCESS, "WRITE into an untouched ODP page");
+  CHECK(odp[3 * g_page] == 0x5a && odp[4 * g_page - 1] == 0x5a, "WRITE data in the ODP page");
+  CHECK(resident_pages(odp, n) == 1, "pages resident after one WRITE: %zu", resident_pages(odp, n));
+
+  memset(buf + g_page, 0, g_page);
+  CHECK(one_sided(&p, IBV_WR_RDMA_READ, buf + g_page, 128, mr->lkey,
+                  (uintptr_t)(odp + 3 * g_page), omr->rkey) == IBV_WC_SUCCESS, "READ from ODP");
+  CHECK(buf[g_page] == 0x5a && buf[g_page + 127] == 0x5a, "READ data");
+  /* A READ of a page never touched returns zeros (it is faulted in). */
+  memset(buf + g_page, 0xee, 64);
+  CHECK(one_sided(&p, IBV_WR_RDMA_READ, buf + g_page, 64, mr->lkey, (uintptr_t)(odp + 6 * g_page),
+                  omr->rkey) == IBV_WC_SUCCESS && buf[g_page] == 0, "READ of an untouched page");
+
+  uint64_t *word = (uint64_t *)(odp + 5 * g_page);
+  CHECK(one_sided(&p, IBV_WR_ATOMIC_FETCH_AND_ADD, buf, 8, mr->lkey, (uintptr_t)word,
+                  omr->rkey) == IBV_WC_SUCCESS && *word == 5, "FETCH_ADD into ODP: %llu",
+        (unsigned long long)*word);
+
+  int rs = -1;
+  memset(buf, 0x77, 256);
+  CHECK(send_recv(&p, buf, mr->lkey, odp + 7 * g_page, omr->lkey, 256, &rs) == IBV_WC_SUCCESS &&
+            rs == IBV_WC_SUCCESS && odp[7 * g_page + 255] == 0x77,
+        "SEND into an ODP receive buffer (recv status %d)", rs);
+  /* The sender's gather from ODP memory. */
+  memset(odp + 2 * g_page, 0x31, 100);
+  CHECK(send_recv(&p, odp + 2 * g_page, omr->lkey, buf, mr->lkey, 100, &rs) == IBV_WC_SUCCESS &&
+            rs == IBV_WC_SUCCESS && buf[99] == 0x31,
+        "SEND gathered from ODP memory");
+
+  /* A page of the region made read-only: a remote WRITE there fails with a
+   * remote access error, as an unresolvable ODP fault does on hardware. */
+  REQUIRE(mprotect(odp + g_page, g_page, PROT_READ) == 0, "mprotect");
+  CHECK(one_sided(&p, IBV_WR_RDMA_WRITE, buf, 64, mr->lkey, (uintptr_t)(odp + g_page), omr->rkey) ==
+            IBV_WC_REM_ACCESS_ERR, "WRITE into a read-only ODP page");
+  pair_close(&p);
+  CHECK(ibv_dereg_mr(omr) == 0 && ibv_dereg_mr(mr) == 0, "dereg");
+  munmap(odp, n * g_page);
+  free(buf);
+}
+
+/* Implicit ODP: one key for the whole address space; memory mapped after
+ * the registration is reachable, memory not mapped fails the access. */
+static void test_odp_implicit(struct ibv_pd *pd) {
+  struct ibv_mr *imr = ibv_reg_mr(pd, NULL, SIZE_MAX, kRemote | IBV_ACCESS_ON_DEMAND);
+  REQUIRE(imr, "implicit ODP MR errno=%d", errno);
+  CHECK(imr->addr == NULL && imr->length == SIZE_MAX, "implicit MR addr %p length %zu", imr->addr,
+        imr->length);
+  CHECK(ibv_reg_mr(pd, NULL, SIZE_MAX, kRemote) == NULL && errno == EINVAL,
+        "NULL/SIZE_MAX without ON_DEMAND errno=%d", errno);
+  CHECK(ibv_reg_mr(pd, NULL, SIZE_MAX, kRemote | IBV_ACCESS_ON_DEMAND | IBV_ACCESS_ZERO_BASED) ==
+            NULL && errno == EINVAL, "implicit zero-based errno=%d", errno);
+
+  struct pair p;
+  REQUIRE(pair_open(&p, pd) == 0, "pair");
+  uint8_t *later = fresh_pages(2); /* mapped after the registration */
+  uint8_t *src = fresh_pages(1);
+  REQUIRE(later && src, "mmap");
+  memset(src, 0x42, g_page);
+  /* Both sides through the one implicit key. */
+  CHECK(one_sided(&p, IBV_WR_RDMA_WRITE, src, 512, imr->lkey, (uintptr_t)(later + 100),
+                  imr->rkey) == IBV_WC_SUCCESS && later[100] == 0x42 && later[611] == 0x42,
+        "WRITE through the implicit key into memory mapped after it");
+
+  /* A hole: mapped, then unmapped. */
+  uint8_t *hole = fresh_pages(1);
+  REQUIRE(hole, "mmap");
+  munmap(hole, g_page);
+  CHECK(one_sided(&p, IBV_WR_RDMA_WRITE, src, 64, imr->lkey, (uintptr_t)hole, imr->rkey) ==
+            IBV_WC_REM_ACCESS_ERR, "WRITE into unmapped memory: remote access error");
+  pair_close(&p);
+
+  REQUIRE(pair_open(&p, pd) == 0, "pair 2");
+  CHECK(one_sided(&p, IBV_WR_RDMA_READ, hole, 64, imr->lkey, (uintptr_t)later, imr->rkey) ==
+            IBV_WC_LOC_PROT_ERR, "READ landing in unmapped local memory: local protection error");
+  pair_close(&p);
+  REQUIRE(pair_open(&p, pd) == 0, "pair 3");
+  /* The engine survived both: traffic goes on. */
+  CHECK(one_sided(&p, IBV_WR_RDMA_WRITE, src, 64, imr->lkey, (uintptr_t)(later + g_page),
+                  imr->rkey) == IBV_WC_SUCCESS && later[g_page] == 0x42, "traffic after the errors");
+  pair_close(&p);
+  CHECK(ibv_dereg_mr(imr) == 0, "dereg implicit");
+  munmap(later, 2 * g_page);
+  munmap(src, g_page);
+}
+
+static void test_advise(struct ibv_pd *pd) {
+  const size_t n = 4;
+  uint8_t *odp = fresh_pages(n);
+  REQUIRE(odp, "mmap");
+  struct ibv_mr *omr = ibv_reg_mr(pd, odp, n * g_page, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
+  struct ibv_mr *ro = ibv_reg_mr(pd, odp, n * g_page, IBV_ACCESS_ON_DEMAND);
+  uint8_t plain[64];
+  struct ibv_mr *pmr = ibv_reg_mr(pd, plain, sizeof(plain), IBV_ACCESS_LOCAL_WRITE);
+  REQUIRE(omr && ro && pmr, "MRs errno=%d", errno);
+  struct ibv_sge sge = {.addr = (uintptr_t)(odp + g_page), .length = 2 * g_page, .lkey = omr->lkey};
+  CHECK(ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT, 0, &sge, 1) == 0 &&
+            resident_pages(odp, n) == 0, "PREFETCH_NO_FAULT faults nothing in");
+  CHECK(ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, IBV_ADVISE_MR_FLAG_FLUSH, &sge, 1) ==
+            0, "PREFETCH_WRITE");
+  CHECK(resident_pages(odp, n) == 2, "prefetched pages resident: %zu", resident_pages(odp, n));
+  CHECK(ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &sge, 1) == 0, "PREFETCH");
+  struct ibv_sge s2 = sge;
+  s2.lkey = ro->lkey;
+  CHECK(ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, 0, &s2, 1) == EPERM,
+        "PREFETCH_WRITE without local write: EPERM");
+  s2 = sge;
+  s2.length = n * g_page;
+  CHECK(ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &s2, 1) == EFAULT,
+        "range past the region: EFAULT");
+  s2 = sge;
+  s2.lkey ^= 0x5a5a00;
+  CHECK(ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &s2, 1) == EFAULT, "bad lkey: EFAULT");
+  struct ibv_sge ps = {.addr = (uintptr_t)plain, .length = 64, .lkey = pmr->lkey};
+  CHECK(ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &ps, 1) == EINVAL,
+        "not an ODP region: EINVAL");
+  CHECK(ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0x80, &sge, 1) == EINVAL,
+        "unknown flag: EINVAL");
+  CHECK(ibv_advise_mr(pd, (enum ibv_advise_mr_advice)7, 0, &sge, 1) == EOPNOTSUPP,
+        "unknown advice: EOPNOTSUPP");
+  /* Part of the range unmapped: the fault cannot be resolved. */
+  munmap(odp + 3 * g_page, g_page);
+  s2 = sge;
+  s2.addr = (uintptr_t)(odp + 2 * g_page);
+  CHECK(ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &s2, 1) == EFAULT,
+        "range with a hole: EFAULT");
+  CHECK(ibv_dereg_mr(omr) == 0 && ibv_dereg_mr(ro) == 0 && ibv_dereg_mr(pmr) == 0, "dereg");
+  munmap(odp, 3 * g_page);
+}
+
+static void test_device_memory(struct ibv_pd *pd) {
+  struct ibv_alloc_dm_attr big = {.length = (4u << 20) + 4};
+  errno = 0;
+  CHECK(ibv_alloc_dm(g_ctx, &big) == NULL && errno == ENOMEM, "DM past max_dm_size errno=%d", errno);
+  struct ibv_alloc_dm_attr masked = {.length = 64, .comp_mask = 1};
+  CHECK(ibv_alloc_dm(g_ctx, &masked) == NULL && errno == EINVAL, "DM comp_mask errno=%d", errno);
+  struct ibv_alloc_dm_attr a = {.length = 8192, .log_align_req = 6};
+  struct ibv_dm *dm = ibv_alloc_dm(g_ctx, &a);
+  REQUIRE(dm, "alloc_dm errno=%d", errno);
+  /* The whole budget is this process's: a second DM of all of it fails. */
+  struct ibv_alloc_dm_attr rest = {.length = 4u << 20};
+  CHECK(ibv_alloc_dm(g_ctx, &rest) == NULL && errno == ENOMEM, "over the budget errno=%d", errno);
+
+  uint8_t in[256], out[256];
+  for (int i = 0; i < 256; ++i) in[i] = (uint8_t)(i * 7 + 1);
+  CHECK(ibv_memcpy_to_dm(dm, 1024, in, 256) == 0, "memcpy_to_dm");
+  memset(out, 0, sizeof(out));
+  CHECK(ibv_memcpy_from_dm(out, dm, 1024, 256) == 0 && memcmp(in, out, 256) == 0,
+        "memcpy_from_dm returns what was written");
+  CHECK(ibv_memcpy_to_dm(dm, 3, in, 4) == EINVAL, "unaligned offset");
+  CHECK(ibv_memcpy_to_dm(dm, 4, in, 3) == EINVAL, "unaligned length");
+  CHECK(ibv_memcpy_from_dm(out, dm, 8192 + 4, 4) == EINVAL, "offset past the end");
+  CHECK(ibv_memcpy_from_dm(out, dm, 0, 8192 + 4) == EINVAL, "length past the end");
+
+  CHECK(ibv_reg_dm_mr(pd, dm, 0, 4096, kRemote) == NULL && errno == EINVAL,
+        "DM MR without ZERO_BASED errno=%d", errno);
+  CHECK(ibv_reg_dm_mr(pd, dm, 4096, 8192, kRemote | IBV_ACCESS_ZERO_BASED) == NULL &&
+            errno == EINVAL, "DM MR past the allocation errno=%d", errno);
+  struct ibv_mr *dmr = ibv_reg_dm_mr(pd, dm, 1024, 4096, kRemote | IBV_ACCESS_ZERO_BASED);
+  REQUIRE(dmr, "reg_dm_mr errno=%d", errno);
+  CHECK(dmr->addr == NULL && dmr->length == 4096, "DM MR addr %p", dmr->addr);
+  CHECK(ibv_free_dm(dm) == EBUSY, "free_dm while registered: EBUSY");
+
+  struct pair p;
+  REQUIRE(pair_open(&p, pd) == 0, "pair");
+  uint8_t *buf = calloc(1, 4096);
+  struct ibv_mr *mr = ibv_reg_mr(pd, buf, 4096, kRemote);
+  REQUIRE(buf && mr, "plain MR");
+  /* READ through the zero-based key: va 0 is dm offset 1024. */
+  CHECK(one_sided(&p, IBV_WR_RDMA_READ, buf, 256, mr->lkey, 0, dmr->rkey) == IBV_WC_SUCCESS &&
+            memcmp(buf, in, 256) == 0, "READ from device memory");
+  memset(buf, 0xc3, 512);
+  CHECK(one_sided(&p, IBV_WR_RDMA_WRITE, buf, 512, mr->lkey, 2048, dmr->rkey) == IBV_WC_SUCCESS,
+        "WRITE into device memory");
+  memset(out, 0, sizeof(out));
+  CHECK(ibv_memcpy_from_dm(out, dm, 1024 + 2048, 256) == 0 && out[0] == 0xc3 && out[255] == 0xc3,
+        "the WRITE is in device memory");
+  CHECK(one_sided(&p, IBV_WR_RDMA_WRITE, buf, 64, mr->lkey, 4096 - 32, dmr->rkey) ==
+            IBV_WC_REM_ACCESS_ERR, "WRITE past the DM MR: remote access error");
+  pair_close(&p);
+  REQUIRE(pair_open(&p, pd) == 0, "pair 2");
+  int rs = -1;
+  /* Local SGEs of a zero-based MR are offsets too. */
+  CHECK(send_recv(&p, (void *)(uintptr_t)0, dmr->lkey, buf, mr->lkey, 128, &rs) ==
+            IBV_WC_SUCCESS && rs == IBV_WC_SUCCESS && memcmp(buf, in, 128) == 0,
+        "SEND gathered from device memory");
+  pair_close(&p);
+  CHECK(ibv_dereg_mr(dmr) == 0 && ibv_dereg_mr(mr) == 0, "dereg");
+  CHECK(ibv_free_dm(dm) == 0, "free_dm");
+  dm = ibv_alloc_dm(g_ctx, &rest);
+  CHECK(dm != NULL, "the whole budget is free again errno=%d", errno);
+  if (dm) ibv_free_dm(dm);
+  free(buf);
+}
+
+static void test_domains(struct ibv_pd *pd) {
+  struct ibv_td_init_attr tda = {.comp_mask = 1};
+  CHECK(ibv_alloc_td(g_ctx, &tda) == NULL && errno == EINVAL, "alloc_td comp_mask errno=%d", errno);
+  tda.comp_mask = 0;
+  struct ibv_td *td = ibv_alloc_td(g_ctx, &tda);
+  REQUIRE(td, "alloc_td errno=%d", errno);
+
+  struct ibv_parent_domain_init_attr pa;
+  memset(&pa, 0, sizeof(pa));
+  pa.pd = pd;
+  pa.td = td;
+  pa.comp_mask = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS;
+  CHECK(ibv_alloc_parent_domain(g_ctx, &pa) == NULL && errno == EOPNOTSUPP,
+        "custom allocators: EOPNOTSUPP errno=%d", errno);
+  pa.comp_mask = 1u << 7;
+  CHECK(ibv_alloc_parent_domain(g_ctx, &pa) == NULL && errno == EINVAL, "unknown mask errno=%d",
+        errno);
+  pa.comp_mask = IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
+  pa.pd_context = &pa;
+  struct ibv_pd *parent = ibv_alloc_parent_domain(g_ctx, &pa);
+  REQUIRE(parent, "alloc_parent_domain errno=%d", errno);
+  pa.pd = parent;
+  CHECK(ibv_alloc_parent_domain(g_ctx, &pa) == NULL && errno == EINVAL,
+        "a parent domain of a parent domain errno=%d", errno);
+  CHECK(ibv_dealloc_pd(pd) == EBUSY, "dealloc_pd under a parent domain: EBUSY");
+  CHECK(ibv_dealloc_td(td) == EBUSY, "dealloc_td under a parent domain: EBUSY");
+
+  struct ibv_cq_init_attr_ex cqa;
+  memset(&cqa, 0, sizeof(cqa));
+  cqa.cqe = 16;
+  cqa.wc_flags = IBV_WC_STANDARD_FLAGS;
+  cqa.comp_mask = IBV_CQ_INIT_ATTR_MASK_PD;
+  cqa.parent_domain = pd;
+  CHECK(ibv_create_cq_ex(g_ctx, &cqa) == NULL && errno == EINVAL,
+        "CQ on a PD that is no parent domain errno=%d", errno);
+  cqa.parent_domain = parent;
+  struct ibv_cq_ex *cq = ibv_create_cq_ex(g_ctx, &cqa);
+  CHECK(cq != NULL, "CQ on a parent domain errno=%d", errno);
+
+  /* Traffic on QPs and an MR made on the parent domain. */
+  struct pair p;
+  REQUIRE(pair_open(&p, parent) == 0, "pair on parent domain errno=%d", errno);
+  CHECK(p.qa->pd == parent, "qp->pd is the parent domain");
+  uint8_t *buf = calloc(1, 4096);
+  struct ibv_mr *mr = ibv_reg_mr(parent, buf, 4096, kRemote);
+  REQUIRE(buf && mr, "MR on parent domain errno=%d", errno);
+  memset(buf, 0x19, 1024);
+  CHECK(one_sided(&p, IBV_WR_RDMA_WRITE, buf, 1024, mr->lkey, (uintptr_t)(buf + 2048), mr->rkey) ==
+            IBV_WC_SUCCESS && buf[2048] == 0x19 && buf[3071] == 0x19, "WRITE on a parent domain");
+  int rs = -1;
+  CHECK(send_recv(&p, buf, mr->lkey, buf + 1024, mr->lkey, 512, &rs) == IBV_WC_SUCCESS &&
+            rs == IBV_WC_SUCCESS, "SEND on a parent domain");
+  /* An MR of the protection domain serves QPs of its parent domain. */
+  struct ibv_mr *pmr = ibv_reg_mr(pd, buf, 4096, kRemote);
+  CHECK(pmr && one_sided(&p, IBV_WR_RDMA_READ, buf + 3072, 64, mr->lkey, (uintptr_t)buf,
+                         pmr->rkey) == IBV_WC_SUCCESS, "the PD's MR through the parent's QP");
+  CHECK(ibv_dealloc_pd(parent) == EBUSY, "dealloc of a parent domain in use: EBUSY");
+  pair_close(&p);
+  CHECK(ibv_dereg_mr(mr) == 0, "dereg");
+  if (pmr) ibv_dereg_mr(pmr);
+  CHECK(ibv_dealloc_pd(parent) == EBUSY, "dealloc with its CQ alive: EBUSY");
+  if (cq) ibv_destroy_cq(ibv_cq_ex_to_cq(cq));
+  CHECK(ibv_dealloc_pd(parent) == 0, "dealloc parent domain");
+  CHECK(ibv_dealloc_td(td) == 0, "dealloc_td");
+  free(buf);
+}
+
+int main(void) {
+  g_page = sysconf(_SC_PAGESIZE);
+  int num = 0;
+  struct ibv_device **list = ibv_get_device_list(&num);
+  REQUIRE(list && num >= 1, "no device");
+  g_ctx = ibv_open_device(list[0]);
+  REQUIRE(g_ctx, "open_device errno=%d", errno);
+  REQUIRE(ibv_query_gid(g_ctx, 1, 0, &g_gid) == 0, "query_gid");
+  struct ibv_pd *pd = ibv_alloc_pd(g_ctx);
+  REQUIRE(pd, "alloc_pd");
+
+  test_odp_caps();
+  test_odp_explicit(pd);
+  test_odp_implicit(pd);
+  test_advise(pd);
+  test_device_memory(pd);
+  test_domains(pd);
+
+  CHECK(ibv_dealloc_pd(pd) == 0, "dealloc_pd at the end");
+  ibv_close_device(g_ctx);
+  ibv_free_device_list(list);
+  printf("%d checks, %d failed\n", g_checks, g_failures);
+  return g_failures ? 1 : 0;
+}
