@@ -131,11 +131,15 @@ DeviceFacts CurrentFacts(std::optional<pid_t> pid) {
       if (transport::ParseBindAddress(text, host, &a, &ignored)) add(a);
     }
   } else {
-    for (const transport::LocalAddress& a : host) add(a);
+    // transport/udp_socket.h OpenEndpoints: IPv4, loopback, IPv6.
+    for (const transport::LocalAddress& a : host)
+      if (a.gid.IsV4Mapped()) add(a);
     if (pid)
       add(transport::LocalAddress{
           Gid::FromIpv4(htonl(transport::PerProcessLoopbackAddress(static_cast<uint32_t>(*pid), 0))),
           0, "lo"});
+    for (const transport::LocalAddress& a : host)
+      if (!a.gid.IsV4Mapped()) add(a);
   }
   f.attr.gid_tbl_len = static_cast<uint32_t>(f.gids.size());
   f.attr.node_guid = engine::NodeGuid(engine::CurrentHostIdentity(), f.name);

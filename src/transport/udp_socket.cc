@@ -203,50 +203,66 @@ bool OpenEndpoints(const UdpConfig& config,
   }
 
   size_t sockets = 0;
+  const std::vector<LocalAddress> host = HostAddresses();
   // Automatic: host addresses whose port is free (a taken one belongs to
-  // another softrnic process on this host, which then owns hostIP:port)...
-  for (const LocalAddress& addr : HostAddresses()) {
-    // Room for the loopback endpoint is kept; further host addresses are
-    // left out rather than failing (kMaxReadySockets).
-    if (sockets + 4 > static_cast<size_t>(kMaxReadySockets)) break;
-    EndpointSockets e;
-    std::string ignored;
-    if (OpenEndpoint(addr, config.port, config.segmentation, config.reply_sockets, &e, &ignored) !=
-        0)
-      continue;
-    if (!add(e, error)) return false;
-    sockets += e.reply.fd >= 0 ? 2 : 1;
-  }
+  // another softrnic process on this host, which then owns hostIP:port):
+  // the IPv4 ones first, then the loopback address, then the IPv6 ones
+  // (below).
+  auto open_host = [&](bool ipv4) {
+    for (const LocalAddress& addr : host) {
+      if (addr.gid.IsV4Mapped() != ipv4) continue;
+      // Room for the loopback endpoint is kept; further host addresses are
+      // left out rather than failing (kMaxReadySockets).
+      if (sockets + 4 > static_cast<size_t>(kMaxReadySockets)) break;
+      EndpointSockets e;
+      std::string ignored;
+      if (OpenEndpoint(addr, config.port, config.segmentation, config.reply_sockets, &e,
+                       &ignored) != 0)
+        continue;
+      if (!add(e, error)) return false;
+      sockets += e.reply.fd >= 0 ? 2 : 1;
+    }
+    return true;
+  };
+  if (!open_host(true)) return false;
   // ...then exactly one per-process loopback address: the pid's candidates
   // first (docs/addressing.md; tools/device_view.cc predicts attempt 0),
   // then addresses from the kernel CSPRNG. Another local user can bind every
   // pid-derived candidate of a future pid in advance (security review M5),
-  // never a random one: the device still comes up.
+  // never a random one: the device still comes up. It comes before the IPv6
+  // addresses so that GID 0 of every process on a host without IPv4 host
+  // addresses is its loopback one: two same-host processes using GID 0 then
+  // have GIDs of one family, which the wire needs (and shared memory is
+  // used between them).
   const uint32_t pid = static_cast<uint32_t>(getpid());
   std::string last_error;
   bool bound = false;
+  bool no_ipv4_loopback = false;
   for (uint32_t attempt = 0; attempt < kMaxLoopbackAttempts + kMaxRandomLoopbackAttempts && !bound;
        ++attempt) {
     const uint32_t candidate = attempt < kMaxLoopbackAttempts ? PerProcessLoopbackAddress(pid, attempt)
                                                               : RandomLoopbackAddress();
     EndpointSockets e;
-    const int err = OpenEndpoint(LocalAddress{Gid::FromIpv4(htonl(candidate)), 0, "lo"}, config.port, config.segmentation,
-                                 config.reply_sockets, &e, &last_error);
+    const int err = OpenEndpoint(LocalAddress{Gid::FromIpv4(htonl(candidate)), 0, "lo"}, config.port,
+                                 config.segmentation, config.reply_sockets, &e, &last_error);
     if (err == EADDRINUSE) continue;
-    if (err == EADDRNOTAVAIL && sockets > 0) {
+    if (err == EADDRNOTAVAIL) {
       // No IPv4 loopback in this network namespace (an IPv6-only host
       // without 127.0.0.1 on lo): nothing on this host could use a 127.x
-      // address either. The host addresses serve.
-      return true;
+      // address either. Host addresses serve, if there are any.
+      no_ipv4_loopback = true;
+      break;
     }
     if (err != 0) {
       *error = last_error;
       return false;
     }
     if (!add(e, error)) return false;
+    sockets += e.reply.fd >= 0 ? 2 : 1;
     bound = true;
   }
-  if (!bound) {
+  if (!open_host(false)) return false;
+  if (!bound && !(no_ipv4_loopback && sockets > 0)) {
     *error = "no free per-process loopback address at port " + std::to_string(config.port) +
              " after " + std::to_string(kMaxLoopbackAttempts + kMaxRandomLoopbackAttempts) +
              " tries (" + last_error +

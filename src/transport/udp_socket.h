@@ -62,8 +62,9 @@ inline constexpr int kMaxReadySockets = 64;
 // Opens the endpoints `config` asks for, in GID-table order, handing each to
 // `add` (which takes ownership of its descriptors; false stops with *error
 // set). Explicit bind addresses are all required; automatic binding takes
-// every host address whose port is free, then exactly one per-process
-// loopback address (docs/addressing.md). Returns false and *error on
+// every IPv4 host address whose port is free, then exactly one per-process
+// loopback address, then every IPv6 host address whose port is free
+// (docs/addressing.md). Returns false and *error on
 // failure.
 bool OpenEndpoints(const UdpConfig& config,
                    const std::function<bool(const EndpointSockets&, std::string*)>& add,
