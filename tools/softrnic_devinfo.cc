@@ -51,6 +51,7 @@
 #include "engine/host_addresses.h"
 #include "printable.h"
 #include "transport/factory.h"
+#include "transport/local_address.h"
 #include "transport/shm_path.h"
 #include "transport/shm_registry.h"
 #include "transport/shm_segment.h"
@@ -249,6 +250,28 @@ std::string InterfaceOf(uint32_t net) {
 
 // The source address the kernel routes UDP to `dst` from (a connected
 // socket's name; nothing is sent). 0 and *err if there is no route.
+// The IPv6 source the kernel routes `dst` from, or false with *err.
+bool RouteSource6(const Gid& dst, uint16_t port, Gid* src, int* err) {
+  const int s = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) {
+    *err = errno;
+    return false;
+  }
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_port = htons(port);
+  std::memcpy(&a.sin6_addr, dst.raw.data(), 16);
+  bool ok = connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  socklen_t len = sizeof a;
+  ok = ok && getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  if (ok)
+    std::memcpy(src->raw.data(), &a.sin6_addr, 16);
+  else
+    *err = errno;
+  close(s);
+  return ok;
+}
+
 uint32_t RouteSource(uint32_t dst, uint16_t port, int* err) {
   const int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (s < 0) {
@@ -378,7 +401,15 @@ std::vector<GidInfo> DescribeGids(const engine::Device& dev) {
     std::memcpy(gid.raw.data(), g.entry.gid.raw, 16);
     g.gid = gid.ToString();
     g.port = dev.udp_port();
-    if (gid.IsV4Mapped()) {
+    if (!gid.IsV4Mapped()) {
+      g.address = gid.ToString();
+      for (const transport::LocalAddress& a : transport::HostAddresses())
+        if (a.gid == gid) g.interface = a.ifname;
+      g.kind = transport::IsIpv6LinkLocal(gid)
+                   ? "a link-local IPv6 address of the host (this process owns it at this port: "
+                     "peers on that link reach it)"
+                   : "a host IPv6 address (this process owns it at this port: remote peers reach it)";
+    } else {
       const uint32_t ip = gid.Ipv4();
       g.address = Ipv4Text(ip);
       g.interface = InterfaceOf(ip);
@@ -417,7 +448,8 @@ std::vector<Setting> DescribeSettings(const config::Environment& env, const engi
   for (const auto& b : cfg.udp.bind_addresses) binds += (binds.empty() ? "" : ",") + b;
   s.push_back({"SOFTRNIC_BIND", raw("SOFTRNIC_BIND"),
                binds.empty() ? "automatic: every host IPv4 address whose port is free, then a "
-                               "per-process 127.a.b.c"
+                               "per-process 127.a.b.c, then every host IPv6 address whose port "
+                               "is free"
                              : "exactly " + binds});
   s.push_back({"SOFTRNIC_PORT", raw("SOFTRNIC_PORT"), "UDP port " + std::to_string(cfg.udp.port)});
   s.push_back({"SOFTRNIC_MTU", raw("SOFTRNIC_MTU"),
@@ -440,10 +472,47 @@ PeerReport ExplainPeer(engine::Device& dev, const engine::EngineConfig& cfg, con
   const std::string where = Printable(gid.ToString()) + " port " + std::to_string(r.port);
 
   if (!gid.IsV4Mapped()) {
-    r.path = "unreachable";
-    r.step = transport::ShmPathStepName(transport::ShmPathStep::kNotIpv4);
-    r.why.push_back("an IPv6 GID: softrnic's transports carry IPv4 (GIDs ::ffff:a.b.c.d) only");
-    r.fix = "use the peer's IPv4 GID (::ffff:a.b.c.d), which softrnic devices list";
+    // IPv6 (issue 15): UDP only, from the GID whose address the kernel
+    // routes the peer from (what rdma_cm picks, src/rdmacm/cma.cc).
+    const bool host6 = engine::IsHostAddress(gid);
+    if (choice.shared_memory) {
+      r.step = transport::ShmPathStepName(transport::ShmPathStep::kNotIpv4);
+      r.why.push_back(std::string("shared memory: ") +
+                      transport::ShmPathStepText(transport::ShmPathStep::kNotIpv4) +
+                      " (same-host peers meet through their 127.x GIDs; rdma_cm maps a same-host "
+                      "IPv6 address to them)");
+    }
+    r.why.push_back(where + (host6 ? " is an address of this host in this network namespace"
+                                   : " is not an address of this host in this network namespace"));
+    Gid src;
+    int err = 0;
+    if (!RouteSource6(gid, r.port, &src, &err)) {
+      r.path = "unreachable";
+      r.why.push_back("no route to " + gid.ToString() + " from this network namespace: " +
+                      std::strerror(err));
+      r.fix = "add a route or an address on the peer's network (`ip -6 route get " + gid.ToString() + "`)";
+      return r;
+    }
+    r.udp_source = src.ToString();
+    r.udp_interface = host6 ? "lo" : "";
+    for (const transport::LocalAddress& a : transport::HostAddresses())
+      if (a.gid == src && !host6) r.udp_interface = a.ifname;
+    const auto gids = dev.gids();
+    for (size_t i = 0; i < gids.size() && r.udp_gid_index < 0; ++i)
+      if (gids[i] == src) r.udp_gid_index = int(i);
+    if (r.udp_gid_index < 0) {
+      r.path = "unreachable";
+      r.why.push_back("the kernel routes " + gid.ToString() + " from " + r.udp_source +
+                      ", but no GID of this device has that address: another softrnic process owns [" +
+                      r.udp_source + "]:" + std::to_string(r.port) + " (rdma_cm fails with EADDRNOTAVAIL)");
+      r.fix = "stop the process owning [" + r.udp_source + "]:" + std::to_string(r.port) +
+              ", or give this one an address of its own with SOFTRNIC_BIND";
+      return r;
+    }
+    r.path = "udp";
+    r.why.push_back("UDP from GID[" + std::to_string(r.udp_gid_index) + "] " + r.udp_source +
+                    " (the source the kernel routes " + gid.ToString() + " from), leaving through " +
+                    (r.udp_interface.empty() ? "?" : r.udp_interface));
     return r;
   }
   const uint32_t ip = gid.Ipv4();
@@ -641,8 +710,10 @@ void PrintText(const Report& r) {
   row("pkey_tbl_len", std::to_string(p.pkey_tbl_len));
   std::printf("GID table (GID index = local UDP endpoint)\n");
   for (const GidInfo& g : r.gids) {
-    std::printf("  GID[%3u] %-22s RoCE v2, UDP %s:%u on %s\n", g.entry.gid_index, g.gid.c_str(),
-                g.address.c_str(), unsigned(g.port), g.interface.empty() ? "?" : g.interface.c_str());
+    const bool v6 = g.address.find(':') != std::string::npos;  // "[fd77::1]:4791"
+    std::printf("  GID[%3u] %-22s RoCE v2, UDP %s%s%s:%u on %s\n", g.entry.gid_index, g.gid.c_str(),
+                v6 ? "[" : "", g.address.c_str(), v6 ? "]" : "", unsigned(g.port),
+                g.interface.empty() ? "?" : g.interface.c_str());
     std::printf("           %s%s\n", g.kind.c_str(),
                 g.published ? "; published for same-host peers (shared memory)" : "");
   }

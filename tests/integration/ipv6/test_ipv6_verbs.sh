@@ -7,6 +7,7 @@
 #   header in the GRH area) and ibv_srq_pingpong between them;
 # - a tcpdump capture of the veth holds IPv6 RoCE packets (UDP 4791, no
 #   IPv4 at all) whose ICRCs pass icrc_judge.py's IPv6 checks;
+# - `softrnic devinfo --peer` names the UDP path from the global GID;
 # - `softrnic capture` of an ibv_rc_pingpong client renders its packets as
 #   Ethernet/IPv6/UDP frames (wire/roce_frame.h) that pass the same judge.
 set -u
@@ -35,6 +36,10 @@ for ns in $A $B; do
   ! grep -q "::ffff:" "$SOFTRNIC_TMP/devinfo-$ns.txt" ||
     { fail=$((fail + 1)); log "FAIL $ns: an IPv4 GID in an IPv6-only namespace"; }
 done
+# softrnic devinfo --peer explains the IPv6 path: UDP from the global GID.
+run_in_ns $A "$SOFTRNIC_BUILD_DIR/bin/softrnic" devinfo --peer $IPV6_B >"$SOFTRNIC_TMP/peer.txt" 2>&1
+grep -qE "path +UDP from GID\[0\] $IPV6_A through $NETNS_IFACE" "$SOFTRNIC_TMP/peer.txt" ||
+  { fail=$((fail + 1)); log "FAIL devinfo --peer $IPV6_B"; tail -8 "$SOFTRNIC_TMP/peer.txt" >&2; }
 ll_b=$(ip -n $B -6 addr show dev $NETNS_IFACE scope link | sed -nE 's/.*inet6 (fe80[^/]*).*/\1/p')
 
 capture_start $NETNS_IFACE "$SOFTRNIC_TMP/ipv6.pcap" $A udp port 4791 || die "capture"
