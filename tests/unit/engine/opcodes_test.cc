@@ -431,6 +431,61 @@ TEST_F(UdTest, SendDeliversGrhSrcQpAndData) {
   EXPECT_TRUE(AllBytes(b_.buf.data() + 40 + len, 4096 - 40 - len, kGuard));
 }
 
+// IPv6 (issue 15): a device on ::1 sends from one UD QP to another of its
+// own through the UDP socket (every device of a process has one port, so a
+// second device could not share ::1). The receive holds the 40-byte IPv6
+// header in the GRH area and wc.sl says IPv6 (1), as mlx5 reports it.
+TEST(UdIpv6, SendDeliversTheIpv6HeaderInTheGrhAreaAndSl1) {
+  const int fd = socket(AF_INET6, SOCK_DGRAM, 0);
+  sockaddr_in6 lo6{};
+  lo6.sin6_family = AF_INET6;
+  lo6.sin6_addr = in6addr_loopback;
+  const bool usable = fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&lo6), sizeof lo6) == 0;
+  if (fd >= 0) close(fd);
+  if (!usable) GTEST_SKIP() << "::1 cannot be bound here (IPv6 disabled?)";
+  EngineConfig config = TestConfig(0);
+  config.udp.bind_addresses = {"::1"};
+  config.udp.port = static_cast<uint16_t>(TestPort() + 20000);
+  auto dev = MakeDevice(config);
+  ASSERT_NE(dev, nullptr);
+  ASSERT_FALSE(dev->gids()[0].IsV4Mapped());
+  QpOptions o;
+  o.type = QpType::kUd;
+  Side a, b;
+  SetupSide(a, dev, o);
+  SetupSide(b, dev, o);
+  Connect(a, b, o);
+  Connect(b, a, o);
+  AddressVector av;
+  av.is_global = true;
+  av.dgid = dev->gids()[0];
+  Ah* ah = nullptr;
+  ASSERT_EQ(dev->CreateAh(a.pd, av, nullptr, &ah), 0);
+  const uint32_t len = 300;
+  FillPattern(a.buf, 0, len, 52);
+  Sge rs = SgeOf(b, 0, 40 + 1024);
+  ASSERT_EQ(dev->PostRecv(b.qp, RecvWr{5, {&rs, 1}}), 0);
+  Sge ss = SgeOf(a, 0, len);
+  SendWr wr = MakeWr(WrOpcode::kSend, 6, {&ss, 1});
+  wr.ah = ah;
+  wr.remote_qpn = dev->QpNum(b.qp);
+  wr.remote_qkey = 0x11111111;
+  ASSERT_EQ(dev->PostSend(a.qp, wr), 0);
+  auto rc = PollN(b, 1);
+  ASSERT_EQ(rc.size(), 1u);
+  EXPECT_EQ(rc[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(rc[0].byte_len, 40 + len);
+  EXPECT_TRUE(rc[0].wc_flags & kWcGrh);
+  EXPECT_EQ(rc[0].sl, static_cast<uint8_t>(RoceL3Type::kIpv6));
+  const uint8_t* ip = b.buf.data();
+  EXPECT_EQ(ip[0] >> 4, 6);
+  EXPECT_EQ(ip[6], 17);  // next header: UDP
+  EXPECT_EQ(std::memcmp(ip + 8, dev->gids()[0].raw.data(), 16), 0);
+  EXPECT_EQ(std::memcmp(ip + 24, dev->gids()[0].raw.data(), 16), 0);
+  EXPECT_EQ(FirstDiff(b.buf.data() + 40, a.buf.data(), len), -1);
+  EXPECT_EQ(dev->DestroyAh(ah), 0);
+}
+
 TEST_F(UdTest, SendWithImm) {
   FillPattern(a_.buf, 0, 100, 51);
   Sge rs = SgeOf(b_, 0, 1064);
