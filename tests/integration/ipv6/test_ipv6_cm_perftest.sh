@@ -3,6 +3,7 @@
 # - Debian's rping (rdmacm-utils) between two IPv6-only namespaces: the
 #   server bound to fd77:243::2 (sockaddr_in6), then a server bound to the
 #   wildcard, the client resolving fd77:243::2; every ping verified (-v);
+#   ucmatose and udaddy (UD, SIDR) the same way;
 # - Debian's ib_send_bw (perftest, -x the IPv6 GID's index) between them.
 #   perftest 4.5 exchanges its parameters over IPv4 TCP only (its --ipv6
 #   means GIDs), so for this phase the veth also gets 10.243.0.1/.2 for that
@@ -15,7 +16,7 @@ source "$SOFTRNIC_INTEGRATION_LIB/common.sh"
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/lib_ipv6.sh"
 softrnic_require_root
-softrnic_require_cmd rping ib_send_bw tcpdump
+softrnic_require_cmd rping ucmatose udaddy ib_send_bw tcpdump
 softrnic_require_lib
 softrnic_env
 
@@ -42,6 +43,22 @@ rping_case() {  # rping_case NAME PORT SERVER-ARGS...
 }
 rping_case "rping, server bound to $IPV6_B" 7174 -a $IPV6_B
 rping_case "rping, server bound to the wildcard" 7175
+# ucmatose (RC, several connections) and udaddy (UD through SIDR, address
+# handles from rdma_cm's IPv6 route) with their default ports.
+for tool in ucmatose udaddy; do
+  start_bg csrv 60 run_in_ns $B $tool -b $IPV6_B
+  sleep 1
+  if run_in_ns $A $tool -s $IPV6_B >"$SOFTRNIC_TMP/$tool.log" 2>&1 && wait_bg csrv 30 &&
+     grep -q "return status 0" "$SOFTRNIC_TMP/$tool.log" && bg_log csrv | grep -q "return status 0"; then
+    log "PASS $tool over IPv6"
+  else
+    fail=$((fail + 1))
+    log "FAIL $tool over IPv6"
+    tail -5 "$SOFTRNIC_TMP/$tool.log" >&2
+    bg_log csrv | tail -5 >&2
+    kill_bg csrv
+  fi
+done
 capture_stop
 "$SOFTRNIC_PYTHON" "$SOFTRNIC_SOURCE_DIR/tests/integration/icrc_judge.py" "$SOFTRNIC_TMP/rping.pcap" \
   --min-packets 40 --require-ipv6 || { fail=$((fail + 1)); log "FAIL icrc_judge on the rping capture"; }
