@@ -323,6 +323,9 @@ int Device::DeregMr(Mr* mr) {
     // Removing the keys under the lock revokes access at once: every packet
     // is checked against the table under the same lock, and a same-host
     // peer's direct access is revoked (and drained) by RevokeMr.
+    // Windows bound to it (or about to be, in a send queue) hold it
+    // (IBA 10.6.7.2.6; rxe's dereg says EINVAL, kernel verbs EBUSY).
+    if (mr->windows > 0 || engine_->BindPending(nullptr, mr)) return EBUSY;
     if (engine_->shm_direct_) engine_->shm_direct_->RevokeMr(mr);
     share = mr->share;
     engine_->mr_table_.Erase(mr);
@@ -619,6 +622,7 @@ int Device::DestroyQp(Qp* qp, uint32_t* async_events_reported) {
   engine_->StartLinger(qp);
   if (engine_->qp_rows_wanted_) engine_->qps_destroyed_.push_back(qp->qpn);  // stats_publisher.h
   if (engine_->shm_direct_) engine_->shm_direct_->RemoveQp(qp);
+  engine_->UnbindWindowsOf(qp);
   --qp->pd->users;
   --qp->send_cq->users;
   --qp->recv_cq->users;
@@ -629,8 +633,7 @@ int Device::DestroyQp(Qp* qp, uint32_t* async_events_reported) {
 
 int Device::PostSend(Qp* qp, const SendWr& wr) {
   const bool ud = qp->type == QpType::kUd;
-  // wr_opcode.h: where each opcode may be posted; LOCAL_INV and BIND_MW
-  // nowhere (no memory windows in softrnic).
+  // wr_opcode.h: where each opcode may be posted.
   const WrOpcodeInfo& op = GetWrOpcodeInfo(wr.opcode);
   if (!op.PostableOn(qp->type)) return EINVAL;
   if (wr.sges.size() > qp->caps.max_send_sge) return EINVAL;
@@ -644,6 +647,7 @@ int Device::PostSend(Qp* qp, const SendWr& wr) {
     if (length != 8 || (wr.remote_addr & 7)) return EINVAL;
   }
   if (ud && wr.ah == nullptr) return EINVAL;
+  if (op.local && (wr.opcode == WrOpcode::kBindMw) && wr.bind_mw == nullptr) return EINVAL;
 
   std::lock_guard<SpinMutex> lock(engine_->mu_);
   const QpState state = qp->attr.qp_state;
@@ -662,6 +666,10 @@ int Device::PostSend(Qp* qp, const SendWr& wr) {
   w.rkey = wr.rkey;
   w.compare_add = wr.compare_add;
   w.swap = wr.swap;
+  w.bind_mw = wr.bind_mw;
+  w.bind_mr = wr.bind_mr;
+  w.bind_length = wr.bind_length;
+  w.bind_access = wr.bind_access;
   if (ud) {
     w.ud_av = wr.ah->av;
     w.remote_qpn = wr.remote_qpn & wire::kQpnMask;

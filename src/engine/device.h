@@ -22,6 +22,7 @@
 
 #include "engine/async_queue.h"
 #include "engine/device_identity.h"
+#include "engine/memory_window.h"
 #include "engine/stats.h"
 #include "engine/types.h"
 #include "transport/shm_path.h"
@@ -60,6 +61,8 @@ struct DeviceAttr {
   uint32_t max_cq = 4096;
   uint32_t max_cqe = 1 << 20;
   uint32_t max_mr = 1 << 16;
+  // Memory windows: their indices share the R_Key space with regions.
+  uint32_t max_mw = 1 << 16;
   uint32_t max_pd = 4096;
   uint32_t max_qp_rd_atom = 16;
   uint32_t max_qp_init_rd_atom = 16;
@@ -130,6 +133,11 @@ class Device {
   // new attributes) the region is exactly as it was.
   int ReregMr(Mr* mr, uint32_t what, Pd* pd, void* addr, size_t length, uint32_t access);
   int DeregMr(Mr* mr);
+  // ibv_alloc_mw / ibv_dealloc_mw (memory_window.h). Dealloc invalidates a
+  // bound window; EBUSY while a BIND_MW naming it waits in a send queue.
+  int AllocMw(Pd* pd, MwType type, void* handle, Mw** out);
+  int DeallocMw(Mw* mw);
+  uint32_t MwRkey(const Mw* mw) const;
   uint32_t MrLkey(const Mr* mr) const;
   uint32_t MrRkey(const Mr* mr) const;
 

@@ -62,6 +62,7 @@ class Engine {
   // Objects (owned).
   std::vector<std::unique_ptr<Pd>> pds_;
   std::vector<std::unique_ptr<Mr>> mrs_;
+  std::vector<std::unique_ptr<Mw>> mws_;
   std::vector<std::unique_ptr<Cq>> cqs_;
   std::vector<std::unique_ptr<CompletionChannel>> channels_;
   std::vector<std::unique_ptr<Srq>> srqs_;
@@ -423,6 +424,14 @@ class Engine {
   // holds them and its lkey checks out; else null (gather them instead).
   const uint8_t* ResolvePayload(Qp* qp, uint64_t index, uint32_t offset, uint32_t len);
   bool GatherWqe(Qp* qp, uint64_t index, uint32_t offset, uint32_t len, uint8_t* out);
+  // Runs a BIND_MW or LOCAL_INV WQE (memory_window.h) and completes it; a
+  // failure completes it with MW_BIND_ERR and moves the QP to error.
+  void ExecuteLocalWqe(Qp* qp, SendWqe& w);
+  // Whether a BIND_MW not yet executed names `mw` or `mr` (either may be
+  // null): they must outlive it (memory_window_ops.cc).
+  bool BindPending(const Mw* mw, const Mr* mr) const;
+  // A destroyed QP takes its type 2 windows' bindings with it.
+  void UnbindWindowsOf(const Qp* qp);
   // Scatters into an SGE list at offset (local write required).
   bool ScatterSges(const Pd* pd, const Sge* sges, uint32_t num_sge, uint32_t offset,
                    const uint8_t* data, uint32_t len);

@@ -60,10 +60,44 @@ KeyCheck MrTable::Place(const Mr& mr, uint64_t va, uint64_t len, bool need_write
   return KeyCheck::kOk;
 }
 
+void MrTable::InsertWindow(Mw* mw) { windows_[mw->index()] = mw; }
+
+void MrTable::EraseWindow(Mw* mw) { windows_.erase(mw->index()); }
+
+uint32_t MrTable::NewWindowKey() const {
+  for (;;) {
+    const uint32_t key = SecureRandom32();
+    const uint32_t index = key >> 8;
+    if (key == 0 || windows_.contains(index)) continue;
+    bool region_index = false;
+    for (const auto& [k, mr] : by_lkey_)
+      region_index = region_index || (k >> 8) == index || (mr->rkey >> 8) == index;
+    if (!region_index) return key;
+  }
+}
+
+Mw* MrTable::FindWindow(uint32_t rkey) const {
+  auto it = windows_.find(rkey >> 8);
+  return it == windows_.end() || it->second->rkey != rkey ? nullptr : it->second;
+}
+
 KeyCheck MrTable::ResolveRemote(uint32_t rkey, const Pd* pd, uint64_t va, uint64_t len,
-                                uint32_t right, uint8_t** out) const {
+                                uint32_t right, uint8_t** out, const Qp* qp) const {
   Mr* mr = FindByRkey(rkey);
-  if (mr == nullptr || !mr->remote_valid) return KeyCheck::kBadKey;
+  if (mr == nullptr) {
+    // A memory window (IBA 10.6.7.2): bound, of this PD (type 2: bound
+    // through this QP), granting the right, the range inside the window;
+    // then the region beneath it as for its own key.
+    const Mw* mw = FindWindow(rkey);
+    if (mw == nullptr || !mw->bound()) return KeyCheck::kBadKey;
+    if (mw->pd != pd || (mw->type == MwType::kType2 && mw->qp != qp)) return KeyCheck::kWrongPd;
+    if ((mw->access & right) != right) return KeyCheck::kNoRight;
+    if (va < mw->va) return KeyCheck::kOutOfBounds;
+    const uint64_t offset = va - mw->va;
+    if (offset > mw->length || len > mw->length - offset) return KeyCheck::kOutOfBounds;
+    return Place(*mw->mr, mw->mr_iova + offset, len, right != kRemoteRead, out);
+  }
+  if (!mr->remote_valid) return KeyCheck::kBadKey;
   if (mr->pd != pd) return KeyCheck::kWrongPd;
   if ((mr->access & right) != right) return KeyCheck::kNoRight;
   return Place(*mr, va, len, right != kRemoteRead, out);

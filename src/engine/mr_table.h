@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <unordered_map>
 
+#include "engine/memory_window.h"
 #include "engine/shm_memory.h"
 #include "engine/types.h"
 
@@ -36,6 +37,8 @@ class Mr {
   // the export slot in the device's control segment (-1: not exported).
   SharedRange share;
   int shm_slot = -1;
+  // Memory windows bound to it: it cannot be deregistered while any is.
+  int windows = 0;
 };
 
 // kNotMapped: an on-demand-paging region whose pages could not be faulted
@@ -55,11 +58,22 @@ class MrTable {
   Mr* FindByRkey(uint32_t rkey) const;
   Mr* FindByLkey(uint32_t lkey) const;
 
-  // Resolves [va, va+len) under `rkey` for a remote peer of `pd` needing
-  // `right` (kRemoteWrite/kRemoteRead/kRemoteAtomic). A zero-length access
-  // needs no key (IBA 9.7.5.1.4: "DMA length of zero ... R_Key not checked").
+  // Memory windows share the R_Key space: a window's 24-bit index is never
+  // a region's (memory_window.h).
+  void InsertWindow(Mw* mw);
+  void EraseWindow(Mw* mw);
+  // A fresh R_Key for a new window: an index no region or window uses.
+  uint32_t NewWindowKey() const;
+  // The window whose current R_Key is exactly `rkey` (bound or not).
+  Mw* FindWindow(uint32_t rkey) const;
+
+  // Resolves [va, va+len) under `rkey` for a remote peer of `pd`, arriving
+  // on `qp`, needing `right` (kRemoteWrite/kRemoteRead/kRemoteAtomic). The
+  // key may be a region's or a bound window's (a type 2 window only through
+  // the QP it was bound through). A zero-length access needs no key (IBA
+  // 9.7.5.1.4: "DMA length of zero ... R_Key not checked").
   KeyCheck ResolveRemote(uint32_t rkey, const Pd* pd, uint64_t va, uint64_t len, uint32_t right,
-                         uint8_t** out) const;
+                         uint8_t** out, const Qp* qp = nullptr) const;
   // Resolves a local SGE; need_write for receive buffers and READ/atomic
   // results (IBA 10.6.3.1: the consumer must grant Local Write).
   KeyCheck ResolveLocal(uint32_t lkey, const Pd* pd, uint64_t addr, uint64_t len, bool need_write,
@@ -76,7 +90,10 @@ class MrTable {
   static KeyCheck Place(const Mr& mr, uint64_t va, uint64_t len, bool need_write, uint8_t** out);
   std::unordered_map<uint32_t, Mr*> by_lkey_;
   std::unordered_map<uint32_t, Mr*> by_rkey_;
-  bool InUse(uint32_t key) const { return by_lkey_.contains(key) || by_rkey_.contains(key); }
+  std::unordered_map<uint32_t, Mw*> windows_;  // by index (rkey >> 8)
+  bool InUse(uint32_t key) const {
+    return by_lkey_.contains(key) || by_rkey_.contains(key) || windows_.contains(key >> 8);
+  }
   uint32_t DrawKey(uint8_t generation) const;
   // The key part of the next registration's keys; wraps after 256.
   uint8_t next_generation_ = 0;

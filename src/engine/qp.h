@@ -40,6 +40,11 @@ struct SendWqe {
   AddressVector ud_av;  // UD: the AH's address, copied at post time
   uint32_t remote_qpn = 0;
   uint32_t remote_qkey = 0;
+  // BIND_MW (SendWr's bind_* fields).
+  Mw* bind_mw = nullptr;
+  Mr* bind_mr = nullptr;
+  uint64_t bind_length = 0;
+  uint32_t bind_access = 0;
   uint32_t num_sge = 0;
   uint32_t length = 0;  // total bytes of the message
   bool is_inline = false;

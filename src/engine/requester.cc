@@ -61,6 +61,13 @@ void Engine::RunRequester(Qp* qp) {
   while (qp->sq_next != qp->sq_tail && qp->attr.qp_state == QpState::kRts) {
     const uint64_t index = qp->sq_next;
     SendWqe& w = qp->Wqe(index);
+    // BIND_MW, LOCAL_INV: run here once everything before them completed
+    // (so they take effect in send-queue order and never meet a rewind).
+    if (GetWrOpcodeInfo(w.opcode).local) {
+      if (qp->sq_next != qp->sq_head) break;
+      ExecuteLocalWqe(qp, w);
+      continue;
+    }
     // Same-host peer: WRITE/READ/atomics straight into its memory.
     if (shm_direct_ && TryDirect(qp, w, index)) {
       sent = true;
@@ -73,6 +80,33 @@ void Engine::RunRequester(Qp* qp) {
   // A deferred ACK leaves after the requests (ack_delay.cc): a peer that
   // sees the ACK, completes and stops polling has the request already.
   if (sent && qp->ack_delay.ack_deferred) PiggybackAck(qp);
+}
+
+void Engine::ExecuteLocalWqe(Qp* qp, SendWqe& w) {
+  WcStatus status = WcStatus::kSuccess;
+  if (w.opcode == WrOpcode::kBindMw) {
+    const MwBindRequest bind{.mw = w.bind_mw, .mr = w.bind_mr, .addr = w.remote_addr,
+                             .length = w.bind_length, .access = w.bind_access,
+                             .new_rkey = w.rkey};
+    status = CheckBind(bind, qp, qp->pd);
+    if (status == WcStatus::kSuccess) ApplyBind(bind, qp);
+  } else {
+    // LOCAL_INV (IBA 10.6.7.2.5): a bound type 2 window of this QP's PD.
+    // Fast-registered MRs, its other target, do not exist in softrnic.
+    Mw* mw = mr_table_.FindWindow(w.imm_data);
+    if (mw != nullptr && mw->type == MwType::kType2 && mw->pd == qp->pd && mw->bound())
+      Unbind(mw);
+    else
+      status = WcStatus::kMwBindErr;
+  }
+  ++qp->sq_next;
+  w.done = true;
+  w.status = status;
+  if (status != WcStatus::kSuccess) {
+    RequesterError(qp, status);
+    return;
+  }
+  RetireCompletedWqes(qp);
 }
 
 bool Engine::GatherWqe(Qp* qp, uint64_t index, uint32_t offset, uint32_t len, uint8_t* out) {

@@ -224,7 +224,7 @@ void Engine::SendReadResponses(Qp* qp, uint32_t first_psn, uint64_t va, uint32_t
   const uint32_t n = PacketsFor(length, mtu);
   uint8_t* src = nullptr;
   if (length > 0 &&
-      mr_table_.ResolveRemote(rkey, qp->pd, va, length, kRemoteRead, &src) != KeyCheck::kOk)
+      mr_table_.ResolveRemote(rkey, qp->pd, va, length, kRemoteRead, &src, qp) != KeyCheck::kOk)
     return;  // checked by the caller; the region cannot vanish under the lock
   for (uint32_t i = 0; i < n; ++i) {
     const uint32_t offset = i * mtu;
@@ -405,7 +405,7 @@ void Engine::HandleDuplicate(Qp* qp, const wire::Packet& pkt) {
       uint8_t* ignored;
       if (reth.dma_length() > 0 &&
           mr_table_.ResolveRemote(reth.rkey(), qp->pd, reth.va(), reth.dma_length(),
-                                  kRemoteRead, &ignored) != KeyCheck::kOk)
+                                  kRemoteRead, &ignored, qp) != KeyCheck::kOk)
         return;
       SendReadResponses(qp, psn, reth.va(), reth.rkey(), reth.dma_length(), 0);
       return;
@@ -496,7 +496,7 @@ bool Engine::CheckRemoteAccess(Qp* qp, const wire::Packet& pkt, uint8_t** target
       return false;
     }
     if (!(qp->attr.qp_access_flags & kRemoteAtomic) ||
-        mr_table_.ResolveRemote(a.rkey(), qp->pd, a.va(), 8, kRemoteAtomic, target) !=
+        mr_table_.ResolveRemote(a.rkey(), qp->pd, a.va(), 8, kRemoteAtomic, target, qp) !=
             KeyCheck::kOk)
       return access_error();
     if (reinterpret_cast<uintptr_t>(*target) & 7) {
@@ -522,7 +522,7 @@ bool Engine::CheckRemoteAccess(Qp* qp, const wire::Packet& pkt, uint8_t** target
   if (!(qp->attr.qp_access_flags & right) ||
       (reth.dma_length() > 0 &&
        mr_table_.ResolveRemote(reth.rkey(), qp->pd, reth.va(), reth.dma_length(), right,
-                               &ignored) != KeyCheck::kOk))
+                               &ignored, qp) != KeyCheck::kOk))
     return access_error();
   return true;
 }
@@ -575,16 +575,21 @@ bool Engine::ExecuteSend(Qp* qp, const wire::Packet& pkt) {
     imm = pkt.imm().raw();
   }
   if (info.ieth_offset) {
-    // SEND with Invalidate (issue 14, M4). Only a type-2 memory window
-    // or a fast-registered MR (IBA 10.6.7; rxe_invalidate_mr
-    // accepts only IB_MR_TYPE_MEM_REG) can be invalidated remotely;
-    // softrnic has neither, so no rkey names an invalidatable object,
-    // and an ordinary MR (ibv_reg_mr) must never be revoked by a peer.
-    // As for an unknown R_Key (rxe: Class J error): Invalid Request
-    // NAK, the receive completes with REM_INV_REQ_ERR, the QP fails.
-    // When MWs or fast-reg MRs exist, this is where they are checked.
-    ResponderError(qp, wire::NakCode::kInvalidRequest, psn, WcStatus::kRemInvReqErr);
-    return false;
+    // SEND with Invalidate (IBA 10.6.7.2.5, issue 14 M4): only a bound
+    // type 2 window, bound through this QP, can be invalidated by a peer.
+    // An ordinary MR (ibv_reg_mr) must never be revoked remotely (rxe
+    // accepts only fast-registered MRs, which softrnic has not). Anything
+    // else is treated as an unknown R_Key (rxe: Class J error): Invalid
+    // Request NAK, the receive completes with REM_INV_REQ_ERR, the QP fails.
+    const uint32_t inv_rkey = pkt.ieth().rkey();
+    Mw* mw = mr_table_.FindWindow(inv_rkey);
+    if (mw == nullptr || mw->type != MwType::kType2 || !mw->bound() || mw->qp != qp) {
+      ResponderError(qp, wire::NakCode::kInvalidRequest, psn, WcStatus::kRemInvReqErr);
+      return false;
+    }
+    Unbind(mw);
+    flags |= kWcWithInv;
+    imm = inv_rkey;  // host order, as ibv_wc.invalidated_rkey
   }
   ++qp->resp.msn;
   CompleteRecv(qp, WcStatus::kSuccess, WcOpcode::kRecv, qp->resp.recv_offset, imm, flags, 0,
@@ -606,7 +611,7 @@ bool Engine::ExecuteWrite(Qp* qp, const wire::Packet& pkt) {
     uint8_t* dst = nullptr;
     // Resolved per packet: a region deregistered mid-message stops here.
     if (mr_table_.ResolveRemote(qp->resp.write_rkey, qp->pd, qp->resp.write_va, len,
-                                kRemoteWrite, &dst) != KeyCheck::kOk) {
+                                kRemoteWrite, &dst, qp) != KeyCheck::kOk) {
       ResponderError(qp, wire::NakCode::kRemoteAccessError, psn, WcStatus::kRemAccessErr);
       return false;
     }

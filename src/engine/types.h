@@ -159,6 +159,8 @@ struct AddressVector {
 };
 
 class Ah;
+class Mr;
+class Mw;
 
 // A send work request. `sges` and, for IBV_SEND_INLINE, the bytes they point
 // at are read during PostSend only; the caller's memory may change after.
@@ -178,6 +180,13 @@ struct SendWr {
   const Ah* ah = nullptr;
   uint32_t remote_qpn = 0;
   uint32_t remote_qkey = 0;
+  // BIND_MW (memory_window.h): the window, the region, the window's length
+  // and IBV_ACCESS_* flags; its address is remote_addr, its new key rkey.
+  // LOCAL_INV names its key in imm_data.
+  Mw* bind_mw = nullptr;
+  Mr* bind_mr = nullptr;
+  uint64_t bind_length = 0;
+  uint32_t bind_access = 0;
 };
 
 struct RecvWr {

@@ -61,10 +61,13 @@ constexpr std::array<WrOpcodeInfo, 16> BuildTable() {
       .name = "ATOMIC_FETCH_AND_ADD", .qp_types = kOnRc, .atomic = true,
       .remote_right = kRemoteAtomic, .wc_opcode = WcOpcode::kFetchAdd,
       .rc = OnePacket(kRcFetchAdd)};
-  // Known to verbs, offered nowhere: softrnic has no memory windows or
-  // fast-registered MRs to invalidate or bind.
-  row(WrOpcode::kLocalInv) = {.name = "LOCAL_INV", .wc_opcode = WcOpcode::kLocalInv};
-  row(WrOpcode::kBindMw) = {.name = "BIND_MW", .wc_opcode = WcOpcode::kBindMw};
+  // Local operations on memory windows (memory_window.h): executed by the
+  // requester in send-queue order, no packet (IBA 10.6.7.2.3, 10.6.7.2.5).
+  // Posted on RC and UC, the transports whose QPs can carry windows.
+  row(WrOpcode::kLocalInv) = {.name = "LOCAL_INV", .qp_types = kOnRc | kOnUc, .local = true,
+                              .wc_opcode = WcOpcode::kLocalInv};
+  row(WrOpcode::kBindMw) = {.name = "BIND_MW", .qp_types = kOnRc | kOnUc, .local = true,
+                            .wc_opcode = WcOpcode::kBindMw};
   return t;
 }
 

@@ -46,9 +46,11 @@ enum WrQpTypes : uint8_t { kOnRc = 1, kOnUc = 2, kOnUd = 4 };
 struct WrOpcodeInfo {
   std::string_view name;  // as ibv_wr_opcode_str(3); empty: no such opcode
   // Where it may be posted (IBA 9.2 table 38: UC has no READ, atomics or
-  // SEND with Invalidate; UD only SEND). 0: softrnic does not offer it
-  // (LOCAL_INV, BIND_MW: no memory windows); PostSend says EINVAL.
+  // SEND with Invalidate; UD only SEND). 0: softrnic does not offer it;
+  // PostSend says EINVAL.
   uint8_t qp_types = 0;
+  // Executed by the requester itself, no packet (BIND_MW, LOCAL_INV).
+  bool local = false;
   bool read = false;    // RDMA READ: the response carries the data
   bool atomic = false;  // one naturally aligned 8-byte word (IBA 9.4.5)
   // The target consumes a receive WQE and completes it (SEND*, WRITE with

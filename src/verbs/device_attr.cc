@@ -23,6 +23,7 @@ void FillDeviceAttr(const engine::DeviceAttr& a, ibv_device_attr* out) {
   out->max_cq = static_cast<int>(a.max_cq);
   out->max_cqe = static_cast<int>(a.max_cqe);
   out->max_mr = static_cast<int>(a.max_mr);
+  out->max_mw = static_cast<int>(a.max_mw);
   out->max_pd = static_cast<int>(a.max_pd);
   out->max_qp_rd_atom = static_cast<int>(a.max_qp_rd_atom);
   out->max_res_rd_atom = static_cast<int>(a.max_res_rd_atom);

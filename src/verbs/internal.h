@@ -102,6 +102,11 @@ struct Dm {
   std::atomic<int> mrs{0};  // registrations of it not yet deregistered
 };
 
+struct Mw {
+  ibv_mw mw;  // first
+  eng::Mw* e = nullptr;
+};
+
 struct CompChannel {
   ibv_comp_channel ch;  // first
   eng::CompletionChannel* e = nullptr;
@@ -229,6 +234,12 @@ void InstallCqOps(verbs_context* vctx);      // cq.cc
 void InstallQpOps(verbs_context* vctx);      // qp.cc
 void InstallMrOps(verbs_context* vctx);      // pd_mr.cc
 void InstallDmOps(verbs_context* vctx);      // device_memory.cc
+void InstallMwOps(ibv_context_ops* ops);     // mw.cc
+// An IBV_WR_BIND_MW's window, key and bind_info as the engine's SendWr
+// fields (mw.cc): 0, EINVAL (bad flags, no region for a type 2 bind or a
+// range without one) or EPERM (a region of another PD).
+int TranslateBindMw(const ibv_mw* mw, uint32_t new_rkey, const ibv_mw_bind_info& info,
+                    eng::SendWr* out);
 void InstallDomainOps(verbs_context* vctx);  // parent_domain.cc
 // ibv_dealloc_pd of a parent domain (parent_domain.cc).
 int DeallocParentDomain(Pd* parent);

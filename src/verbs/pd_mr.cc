@@ -41,12 +41,11 @@ constexpr unsigned kKnownAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRI
                                   IBV_ACCESS_ON_DEMAND;
 
 // The access bits the engine gets, or an errno: hints dropped, unknown bits
-// EINVAL, what softrnic does not offer (memory windows) EOPNOTSUPP.
-// IBV_ACCESS_ON_DEMAND is offered: engine/odp.h.
+// EINVAL. IBV_ACCESS_ON_DEMAND (engine/odp.h) and IBV_ACCESS_MW_BIND
+// (engine/memory_window.h) are offered.
 int EngineAccess(unsigned* access) {
   *access &= ~(unsigned(IBV_ACCESS_OPTIONAL_RANGE) | IBV_ACCESS_HUGETLB);
   if (*access & ~kKnownAccess) return EINVAL;
-  if (*access & IBV_ACCESS_MW_BIND) return EOPNOTSUPP;
   return 0;
 }
 

@@ -54,6 +54,11 @@ inline int TranslateSendWr(const ibv_send_wr* w, eng::Sge* sges, eng::SendWr* ou
     out->remote_addr = w->wr.rdma.remote_addr;
     out->rkey = w->wr.rdma.rkey;
   }
+  if (opcode == IBV_WR_BIND_MW) {
+    // Type 2 windows only: a type 1 window is bound with ibv_bind_mw.
+    if (!w->bind_mw.mw || w->bind_mw.mw->type != IBV_MW_TYPE_2) return EINVAL;
+    return TranslateBindMw(w->bind_mw.mw, w->bind_mw.rkey, w->bind_mw.bind_info, out);
+  }
   out->opcode = static_cast<eng::WrOpcode>(opcode);
   return 0;
 }
@@ -129,6 +134,7 @@ void InstallPostOps(ibv_context_ops* ops) {
   ops->post_send = PostSend;
   ops->post_recv = PostRecv;
   ops->post_srq_recv = PostSrqRecv;
+  InstallMwOps(ops);
 }
 
 }  // namespace softrnic::verbs

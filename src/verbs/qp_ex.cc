@@ -109,11 +109,19 @@ void WrCmpSwp(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t compare, uint
 void WrFetchAdd(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t add) {
   if (PendingWr* p = BeginRemote(q, eng::WrOpcode::kAtomicFetchAdd, rkey, addr)) p->wr.compare_add = add;
 }
+// A type 2 window's bind (a type 1 window is bound with ibv_bind_mw).
+void WrBindMw(ibv_qp_ex* q, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* info) {
+  if (!mw || !info || mw->type != IBV_MW_TYPE_2) {
+    ToQp(q)->wr_error = EINVAL;
+    return;
+  }
+  if (PendingWr* p = Begin(q, eng::WrOpcode::kBindMw)) {
+    if (int rc = TranslateBindMw(mw, rkey, *info, &p->wr)) ToQp(q)->wr_error = rc;
+  }
+}
+
 // Operations a QP created without them (or softrnic at all) cannot do: the
 // batch fails at wr_complete with EOPNOTSUPP.
-void WrBindMw(ibv_qp_ex* q, ibv_mw*, uint32_t, const ibv_mw_bind_info*) {
-  ToQp(q)->wr_error = EOPNOTSUPP;
-}
 void WrSendTso(ibv_qp_ex* q, void*, uint16_t, uint16_t) { ToQp(q)->wr_error = EOPNOTSUPP; }
 void WrSetXrcSrqn(ibv_qp_ex* q, uint32_t) { ToQp(q)->wr_error = EOPNOTSUPP; }
 void WrAtomicWrite(ibv_qp_ex* q, uint32_t, uint64_t, const void*) {

@@ -1,4 +1,5 @@
-/* On-demand paging, device memory, thread and parent domains (issue 15)
+/* On-demand paging, device memory, memory windows, thread and parent
+ * domains (issue 15)
  * through the C API, as an application built against the system
  * <infiniband/verbs.h> calls them, over softrnic's libibverbs.so.1.
  *
@@ -7,8 +8,8 @@
  * with =shm through the shared-memory path (the direct path where it
  * applies: device memory is ordinary registered memory; ODP regions are
  * reached through packets). Each error case is the one the man pages
- * (ibv_reg_mr(3), ibv_advise_mr(3), ibv_alloc_dm(3), ibv_alloc_td(3),
- * ibv_alloc_parent_domain(3)) name.
+ * (ibv_reg_mr(3), ibv_advise_mr(3), ibv_alloc_dm(3), ibv_alloc_mw(3),
+ * ibv_bind_mw(3), ibv_alloc_td(3), ibv_alloc_parent_domain(3)) name.
  *
  * Exit status: 0 when every check passes, 1 otherwise ("FAIL" lines say
  * which).
@@ -104,6 +105,7 @@ static int send_recv(struct pair *p, void *src, uint32_t src_lkey, void *dst, ui
   if (poll_n(p->cqa, 1, &wc) != 1) return -1;
   *recv_status = -1;
   struct ibv_wc rwc;
+  memset(&rwc, 0, sizeof(rwc));
   if (wc.status == IBV_WC_SUCCESS && poll_n(p->cqb, 1, &rwc) == 1) *recv_status = rwc.status;
   return wc.status;
 }
@@ -351,6 +353,204 @@ static void test_device_memory(struct ibv_pd *pd) {
   free(buf);
 }
 
+/* Polls one completion of `cq`; its status, or -1. */
+static int next_status(struct ibv_cq *cq, enum ibv_wc_opcode *op, struct ibv_wc *out) {
+  struct ibv_wc wc;
+  if (poll_n(cq, 1, &wc) != 1) return -1;
+  if (op) *op = wc.opcode;
+  if (out) *out = wc;
+  return wc.status;
+}
+
+/* A type 2 bind posted on qp (IBV_WR_BIND_MW); the completion's status. */
+static int bind_type2(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_mw *mw, uint32_t rkey,
+                      struct ibv_mr *mr, void *addr, size_t len, unsigned access) {
+  struct ibv_send_wr wr, *bad = NULL;
+  memset(&wr, 0, sizeof(wr));
+  wr.opcode = IBV_WR_BIND_MW;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.bind_mw.mw = mw;
+  wr.bind_mw.rkey = rkey;
+  wr.bind_mw.bind_info.mr = mr;
+  wr.bind_mw.bind_info.addr = (uintptr_t)addr;
+  wr.bind_mw.bind_info.length = len;
+  wr.bind_mw.bind_info.mw_access_flags = access;
+  if (ibv_post_send(qp, &wr, &bad)) return -2;
+  enum ibv_wc_opcode op = IBV_WC_SEND;
+  const int st = next_status(cq, &op, NULL);
+  if (st == IBV_WC_SUCCESS && op != IBV_WC_BIND_MW) return -3;
+  return st;
+}
+
+/* A type 1 bind with ibv_bind_mw on qp; the completion's status. */
+static int bind_type1(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_mw *mw, struct ibv_mr *mr,
+                      void *addr, size_t len, unsigned access) {
+  struct ibv_mw_bind b;
+  memset(&b, 0, sizeof(b));
+  b.wr_id = 77;
+  b.send_flags = IBV_SEND_SIGNALED;
+  b.bind_info.mr = mr;
+  b.bind_info.addr = (uintptr_t)addr;
+  b.bind_info.length = len;
+  b.bind_info.mw_access_flags = access;
+  const int rc = ibv_bind_mw(qp, mw, &b);
+  if (rc) return -100 - rc;
+  return next_status(cq, NULL, NULL);
+}
+
+/* Memory windows: the window lives on qb's side and is bound through qb;
+ * qa reaches it. */
+static void test_memory_windows(struct ibv_pd *pd) {
+  const int rw = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  errno = 0;
+  CHECK(ibv_alloc_mw(pd, (enum ibv_mw_type)3) == NULL && errno == EINVAL, "type 3 errno=%d", errno);
+  uint8_t *buf = calloc(1, 8192), *src = calloc(1, 4096);
+  REQUIRE(buf && src, "calloc");
+  /* The region grants no remote right itself: only the windows do. */
+  struct ibv_mr *mr = ibv_reg_mr(pd, buf, 8192, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+  struct ibv_mr *nobind = ibv_reg_mr(pd, buf, 8192, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  struct ibv_mr *smr = ibv_reg_mr(pd, src, 4096, IBV_ACCESS_LOCAL_WRITE);
+  REQUIRE(mr && nobind && smr, "MRs errno=%d", errno);
+  struct pair p;
+
+  /* ---- type 1 ---- */
+  struct ibv_mw *mw1 = ibv_alloc_mw(pd, IBV_MW_TYPE_1);
+  REQUIRE(mw1 && mw1->type == IBV_MW_TYPE_1, "alloc_mw type 1 errno=%d", errno);
+  REQUIRE(pair_open(&p, pd) == 0, "pair");
+  const uint32_t unbound = mw1->rkey;
+  CHECK(bind_type1(p.qb, p.cqb, mw1, mr, buf + 1024, 2048, rw) == IBV_WC_SUCCESS,
+        "type 1 bind");
+  CHECK(mw1->rkey != unbound && (mw1->rkey >> 8) == (unbound >> 8),
+        "bind gives a new key byte: %#x -> %#x", unbound, mw1->rkey);
+  memset(src, 0x6b, 4096);
+  CHECK(one_sided(&p, IBV_WR_RDMA_WRITE, src, 512, smr->lkey, (uintptr_t)(buf + 1024), mw1->rkey) ==
+            IBV_WC_SUCCESS && buf[1024] == 0x6b && buf[1535] == 0x6b && buf[1023] == 0,
+        "WRITE through a type 1 window");
+  CHECK(one_sided(&p, IBV_WR_RDMA_READ, src + 2048, 256, smr->lkey, (uintptr_t)(buf + 1024),
+                  mw1->rkey) == IBV_WC_SUCCESS && src[2048] == 0x6b, "READ through it");
+  CHECK(ibv_dereg_mr(mr) == EBUSY, "dereg of a region with a bound window: EBUSY");
+  CHECK(one_sided(&p, IBV_WR_RDMA_WRITE, src, 64, smr->lkey, (uintptr_t)(buf + 3072 - 32),
+                  mw1->rkey) == IBV_WC_REM_ACCESS_ERR, "WRITE past the window: remote access error");
+  pair_close(&p);
+  REQUIRE(pair_open(&p, pd) == 0, "pair");
+  CHECK(one_sided(&p, IBV_WR_RDMA_WRITE, src, 64, smr->lkey, (uintptr_t)(buf + 1024), unbound) ==
+            IBV_WC_REM_ACCESS_ERR, "the key before the bind: remote access error");
+  pair_close(&p);
+  REQUIRE(pair_open(&p, pd) == 0, "pair");
+  /* Zero length unbinds (ibv_bind_mw(3)); then the window's key is dead. */
+  CHECK(bind_type1(p.qb, p.cqb, mw1, mr, buf, 0, 0) == IBV_WC_SUCCESS, "type 1 unbind");
+  CHECK(one_sided(&p, IBV_WR_RDMA_WRITE, src, 64, smr->lkey, (uintptr_t)(buf + 1024), mw1->rkey) ==
+            IBV_WC_REM_ACCESS_ERR, "WRITE through an unbound window: remote access error");
+  pair_close(&p);
+  REQUIRE(pair_open(&p, pd) == 0, "pair");
+  CHECK(bind_type1(p.qb, p.cqb, mw1, nobind, buf, 64, rw) == IBV_WC_MW_BIND_ERR,
+        "bind to a region without MW_BIND: IBV_WC_MW_BIND_ERR");
+  pair_close(&p);
+  REQUIRE(pair_open(&p, pd) == 0, "pair");
+  CHECK(bind_type1(p.qb, p.cqb, mw1, mr, buf, 64, rw | IBV_ACCESS_ZERO_BASED) ==
+            IBV_WC_MW_BIND_ERR, "zero-based type 1 window: IBV_WC_MW_BIND_ERR");
+  pair_close(&p);
+
+  /* ---- type 2 ---- */
+  struct ibv_mw *mw2 = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+  REQUIRE(mw2, "alloc_mw type 2 errno=%d", errno);
+  REQUIRE(pair_open(&p, pd) == 0, "pair");
+  struct ibv_send_wr wr1, *bad = NULL;
+  memset(&wr1, 0, sizeof(wr1));
+  wr1.opcode = IBV_WR_BIND_MW;
+  wr1.bind_mw.mw = mw1;
+  wr1.bind_mw.rkey = ibv_inc_rkey(mw1->rkey);
+  wr1.bind_mw.bind_info.mr = mr;
+  wr1.bind_mw.bind_info.length = 64;
+  CHECK(ibv_post_send(p.qb, &wr1, &bad) == EINVAL, "IBV_WR_BIND_MW of a type 1 window: EINVAL");
+  uint32_t k = ibv_inc_rkey(mw2->rkey);
+  CHECK(bind_type2(p.qb, p.cqb, mw2, k, mr, buf + 4096, 4096, rw | IBV_ACCESS_ZERO_BASED) ==
+            IBV_WC_SUCCESS, "type 2 bind, zero-based");
+  CHECK(one_sided(&p, IBV_WR_RDMA_WRITE, src, 100, smr->lkey, 16, k) == IBV_WC_SUCCESS &&
+            buf[4096 + 16] == 0x6b && buf[4096 + 115] == 0x6b, "WRITE at window offset 16");
+  pair_close(&p); /* the QP it was bound through goes: so does the binding */
+  REQUIRE(pair_open(&p, pd) == 0, "pair");
+  CHECK(one_sided(&p, IBV_WR_RDMA_WRITE, src, 16, smr->lkey, 0, k) == IBV_WC_REM_ACCESS_ERR,
+        "a type 2 window dies with its QP");
+  pair_close(&p);
+  REQUIRE(pair_open(&p, pd) == 0, "pair");
+  k = ibv_inc_rkey(k);
+  CHECK(bind_type2(p.qb, p.cqb, mw2, k, mr, buf + 4096, 4096, rw | IBV_ACCESS_ZERO_BASED) ==
+            IBV_WC_SUCCESS, "type 2 bind again");
+  struct pair other;
+  REQUIRE(pair_open(&other, pd) == 0, "other pair");
+  CHECK(one_sided(&other, IBV_WR_RDMA_WRITE, src, 16, smr->lkey, 0, k) == IBV_WC_REM_ACCESS_ERR,
+        "type 2 window through another QP of its PD: remote access error");
+  pair_close(&other);
+  /* LOCAL_INV through the owner's send queue. */
+  struct ibv_send_wr inv;
+  memset(&inv, 0, sizeof(inv));
+  inv.opcode = IBV_WR_LOCAL_INV;
+  inv.send_flags = IBV_SEND_SIGNALED;
+  inv.invalidate_rkey = k;
+  enum ibv_wc_opcode op = IBV_WC_SEND;
+  CHECK(ibv_post_send(p.qb, &inv, &bad) == 0 && next_status(p.cqb, &op, NULL) == IBV_WC_SUCCESS &&
+            op == IBV_WC_LOCAL_INV, "LOCAL_INV");
+  CHECK(one_sided(&p, IBV_WR_RDMA_WRITE, src, 16, smr->lkey, 0, k) == IBV_WC_REM_ACCESS_ERR,
+        "access through an invalidated window: remote access error");
+  pair_close(&p);
+  /* A peer's SEND with Invalidate. */
+  REQUIRE(pair_open(&p, pd) == 0, "pair");
+  k = ibv_inc_rkey(k);
+  CHECK(bind_type2(p.qb, p.cqb, mw2, k, mr, buf, 1024, rw) == IBV_WC_SUCCESS,
+        "type 2 bind, not zero-based");
+  CHECK(bind_type2(p.qb, p.cqb, mw2, ibv_inc_rkey(k), mr, buf, 1024, rw) == IBV_WC_MW_BIND_ERR,
+        "binding a bound type 2 window: IBV_WC_MW_BIND_ERR");
+  pair_close(&p);
+  /* The failed bind's QP is gone, and with it the binding: free again. */
+  REQUIRE(pair_open(&p, pd) == 0, "pair");
+  k = ibv_inc_rkey(k);
+  CHECK(bind_type2(p.qb, p.cqb, mw2, k, mr, buf, 1024, rw) == IBV_WC_SUCCESS, "bind for SEND_WITH_INV");
+  struct ibv_sge rs = {.addr = (uintptr_t)(buf + 6000), .length = 64, .lkey = mr->lkey};
+  struct ibv_recv_wr rwr = {.wr_id = 5, .sg_list = &rs, .num_sge = 1}, *rbad = NULL;
+  struct ibv_sge ss = {.addr = (uintptr_t)src, .length = 32, .lkey = smr->lkey};
+  struct ibv_send_wr swr;
+  memset(&swr, 0, sizeof(swr));
+  swr.opcode = IBV_WR_SEND_WITH_INV;
+  swr.sg_list = &ss;
+  swr.num_sge = 1;
+  swr.send_flags = IBV_SEND_SIGNALED;
+  swr.invalidate_rkey = k;
+  struct ibv_wc rwc;
+  memset(&rwc, 0, sizeof(rwc));
+  CHECK(ibv_post_recv(p.qb, &rwr, &rbad) == 0 && ibv_post_send(p.qa, &swr, &bad) == 0 &&
+            next_status(p.cqa, NULL, NULL) == IBV_WC_SUCCESS &&
+            next_status(p.cqb, NULL, &rwc) == IBV_WC_SUCCESS &&
+            (rwc.wc_flags & IBV_WC_WITH_INV) && rwc.invalidated_rkey == k,
+        "SEND_WITH_INV invalidates the window (flags %#x rkey %#x)", rwc.wc_flags,
+        rwc.invalidated_rkey);
+  CHECK(one_sided(&p, IBV_WR_RDMA_WRITE, src, 16, smr->lkey, (uintptr_t)buf, k) ==
+            IBV_WC_REM_ACCESS_ERR, "access after SEND_WITH_INV: remote access error");
+  pair_close(&p);
+  /* SEND_WITH_INV naming an ordinary region's rkey is refused (a peer must
+   * never revoke an MR). */
+  REQUIRE(pair_open(&p, pd) == 0, "pair");
+  rwr.wr_id = 6;
+  swr.invalidate_rkey = nobind->rkey;
+  CHECK(ibv_post_recv(p.qb, &rwr, &rbad) == 0 && ibv_post_send(p.qa, &swr, &bad) == 0 &&
+            next_status(p.cqa, NULL, NULL) == IBV_WC_REM_INV_REQ_ERR,
+        "SEND_WITH_INV of a region's rkey: remote invalid request");
+  pair_close(&p);
+  /* Dealloc of a bound window invalidates it. */
+  REQUIRE(pair_open(&p, pd) == 0, "pair");
+  k = ibv_inc_rkey(k);
+  CHECK(bind_type2(p.qb, p.cqb, mw2, k, mr, buf, 1024, rw) == IBV_WC_SUCCESS, "bind before dealloc");
+  CHECK(ibv_dealloc_mw(mw2) == 0, "dealloc bound type 2 window");
+  CHECK(one_sided(&p, IBV_WR_RDMA_WRITE, src, 16, smr->lkey, (uintptr_t)buf, k) ==
+            IBV_WC_REM_ACCESS_ERR, "access after dealloc: remote access error");
+  pair_close(&p);
+  CHECK(ibv_dealloc_mw(mw1) == 0, "dealloc type 1");
+  CHECK(ibv_dereg_mr(mr) == 0 && ibv_dereg_mr(nobind) == 0 && ibv_dereg_mr(smr) == 0,
+        "dereg once no window is bound");
+  free(buf);
+  free(src);
+}
+
 static void test_domains(struct ibv_pd *pd) {
   struct ibv_td_init_attr tda = {.comp_mask = 1};
   CHECK(ibv_alloc_td(g_ctx, &tda) == NULL && errno == EINVAL, "alloc_td comp_mask errno=%d", errno);
@@ -434,6 +634,7 @@ int main(void) {
   test_odp_implicit(pd);
   test_advise(pd);
   test_device_memory(pd);
+  test_memory_windows(pd);
   test_domains(pd);
 
   CHECK(ibv_dealloc_pd(pd) == 0, "dealloc_pd at the end");

@@ -1,11 +1,14 @@
 #!/usr/bin/python3
-"""On-demand paging, device memory and parent domains (issue 15) as
+"""On-demand paging, device memory, memory windows and parent domains
+(issue 15) as
 python3-pyverbs (the calls rdma-core's own test suite makes) uses them over
 softrnic's libibverbs.so.1, between two processes.
 
 The responder registers an explicit ODP region of pages nobody touched, an
 implicit ODP region (the whole address space), a device-memory region
-(zero-based) and makes its QP and extended CQ on a parent domain. The
+(zero-based), binds a type 1 window (ibv_bind_mw) and a zero-based type 2
+window (IBV_WR_BIND_MW) over a region that grants no remote right itself,
+and makes its QP and extended CQ on a parent domain. The
 requester (plain memory, an ODP buffer it prefetches with ibv_advise_mr)
 writes, reads and adds into each of them, then writes through the implicit
 key into memory the responder mapped after registering it, and last into
@@ -31,9 +34,9 @@ import time
 import pyverbs.enums as e
 import pyverbs.mem_alloc as mem
 from pyverbs.addr import AHAttr, GID, GlobalRoute
-from pyverbs.cq import CQ, CQEX, CqInitAttrEx
+from pyverbs.cq import CQ, CQEX, CqInitAttrEx, PollCqAttr
 from pyverbs.device import AllocDmAttr, Context, DM
-from pyverbs.mr import DMMR, MR
+from pyverbs.mr import DMMR, MR, MW, MWBind, MWBindInfo
 from pyverbs.pd import PD, ParentDomain, ParentDomainContext, ParentDomainInitAttr
 from pyverbs.pyverbs_error import PyverbsRDMAError
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
@@ -87,6 +90,18 @@ def poll_one(cq, timeout=5.0):
         n, wcs = cq.poll()
         if n:
             return wcs[0].status
+    return None
+
+
+def poll_ex(cq, timeout=5.0):
+    """(status, opcode) of the next completion of an extended CQ, or None."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cq.start_poll(PollCqAttr()) == 0:
+            try:
+                return cq.status, cq.read_opcode()
+            finally:
+                cq.end_poll()
     return None
 
 
@@ -165,7 +180,19 @@ def responder(listen):
                          "dm": dmmr.rkey})
         peer = recv_json(f)
         connect(ctx, qp, peer)
-        send_json(conn, {"ready": True})
+        # Memory windows over a region that grants no remote right itself.
+        wbuf = MR(parent, 8192, e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_MW_BIND)
+        rw = e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
+        mw1 = MW(parent, e.IBV_MW_TYPE_1)
+        qp.bind_mw(mw1, MWBind(MWBindInfo(wbuf, wbuf.buf, 4096, rw), e.IBV_SEND_SIGNALED))
+        check("type 1 bind completes", poll_ex(cq) == (e.IBV_WC_SUCCESS, e.IBV_WC_BIND_MW))
+        mw2 = MW(parent, e.IBV_MW_TYPE_2)
+        bind = SendWR(opcode=e.IBV_WR_BIND_MW)
+        bind.set_bind_wr(mw2, MWBindInfo(wbuf, wbuf.buf + 4096, 4096,
+                                         rw | e.IBV_ACCESS_ZERO_BASED))
+        qp.post_send(bind)
+        check("type 2 bind completes", poll_ex(cq) == (e.IBV_WC_SUCCESS, e.IBV_WC_BIND_MW))
+        send_json(conn, {"ready": True, "mw1": [wbuf.buf, mw1.rkey], "mw2": bind.rkey})
         recv_json(f)  # the requester is done
         check("WRITE into untouched ODP page landed", peek(odp_addr + 3 * PAGE, PAGE) ==
               b"\x5a" * PAGE)
@@ -176,8 +203,11 @@ def responder(listen):
         check("WRITE through implicit key into later mapping",
               peek(later + 100, 512) == b"\x42" * 512)
         check("WRITE into device memory", dm.copy_from_dm(2048 + 1024, 256) == b"\xc3" * 256)
+        check("WRITE through the type 1 window", wbuf.read(64, 100) == b"\x21" * 64)
+        check("WRITE through the type 2 window at offset 8",
+              wbuf.read(64, 4096 + 8) == b"\x22" * 64)
         send_json(conn, {"failed": failed})
-        for obj in (dmmr, dm, odp, implicit, qp, cq):
+        for obj in (mw1, mw2, wbuf, dmmr, dm, odp, implicit, qp, cq):
             obj.close()
         parent.close()
         pd.close()
@@ -208,7 +238,7 @@ def requester(target):
         gid = ctx.query_gid(port_num=1, index=gid_index(ctx))
         send_json(sock, {"qpn": qp.qp_num, "gid": str(gid)})
         connect(ctx, qp, peer)
-        recv_json(f)
+        windows = recv_json(f)
 
         def post(opcode, mr, offset, length, raddr, rkey, add=None):
             wr = SendWR(opcode=opcode, num_sge=1, sg=[SGE(mr.buf + offset, length, mr.lkey)])
@@ -239,6 +269,16 @@ def requester(target):
         buf.write(b"\xc3" * 256, 256, 0)
         check("WRITE into device memory",
               post(e.IBV_WR_RDMA_WRITE, buf, 0, 256, 1024, peer["dm"]) == e.IBV_WC_SUCCESS)
+        waddr, w1key = windows["mw1"]
+        buf.write(b"\x21" * 64, 64, 0)
+        check("WRITE through a type 1 window",
+              post(e.IBV_WR_RDMA_WRITE, buf, 0, 64, waddr + 100, w1key) == e.IBV_WC_SUCCESS)
+        buf.write(b"\x22" * 64, 64, 0)
+        check("WRITE through a zero-based type 2 window",
+              post(e.IBV_WR_RDMA_WRITE, buf, 0, 64, 8, windows["mw2"]) == e.IBV_WC_SUCCESS)
+        check("READ through the type 1 window",
+              post(e.IBV_WR_RDMA_READ, buf, PAGE, 64, waddr + 100, w1key) == e.IBV_WC_SUCCESS
+              and buf.read(64, PAGE) == b"\x21" * 64)
         later, hole, irkey = peer["implicit"]
         buf.write(b"\x42" * 512, 512, 0)
         check("WRITE through the implicit key",

@@ -1,5 +1,6 @@
 #!/bin/bash
-# On-demand paging, device memory and parent domains (issue 15) between two
+# On-demand paging, device memory, memory windows and parent domains (issue
+# 15) between two
 # processes, on one host (SOFTRNIC_TRANSPORT=shm and =udp) and between two
 # network namespaces joined by a veth pair:
 #   - pyverbs_memory.py: python3-pyverbs, the calls rdma-core's test suite

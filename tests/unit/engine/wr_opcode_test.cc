@@ -22,12 +22,18 @@ wire::Service ServiceFor(QpType t) {
 }
 
 // Every packet opcode a postable WR opcode can produce exists on the QP's
-// transport, is a request, and sits where MessageOpcodes says.
+// transport, is a request, and sits where MessageOpcodes says. Local
+// operations (BIND_MW, LOCAL_INV) produce no packet at all.
 TEST(WrOpcodeTable, PacketOpcodesMatchThePacketTable) {
   for (uint32_t v = 0; v < 256; ++v) {
     const WrOpcodeInfo& op = GetWrOpcodeInfo(v);
     for (QpType t : kTypes) {
       if (!op.PostableOn(t)) continue;
+      if (op.local) {
+        EXPECT_EQ(op.On(t).only, kNoPacketOpcode) << op.name;
+        EXPECT_EQ(op.remote_right, 0u) << op.name;
+        continue;
+      }
       SCOPED_TRACE(std::string(op.name) + " on type " + std::to_string(static_cast<int>(t)));
       const MessageOpcodes& m = op.On(t);
       ASSERT_NE(m.only, kNoPacketOpcode);
@@ -73,9 +79,14 @@ TEST(WrOpcodeTable, WhereEachOpcodeMayBePosted) {
   EXPECT_TRUE(GetWrOpcodeInfo(WrOpcode::kRdmaWrite).PostableOn(QpType::kUc));
   EXPECT_FALSE(GetWrOpcodeInfo(WrOpcode::kRdmaRead).PostableOn(QpType::kUc));
   EXPECT_FALSE(GetWrOpcodeInfo(WrOpcode::kSendWithInv).PostableOn(QpType::kUc));
-  EXPECT_FALSE(GetWrOpcodeInfo(WrOpcode::kLocalInv).PostableOn(QpType::kRc));
-  EXPECT_FALSE(GetWrOpcodeInfo(WrOpcode::kBindMw).PostableOn(QpType::kRc));
-  EXPECT_TRUE(GetWrOpcodeInfo(WrOpcode::kBindMw).known());
+  // Memory-window operations: RC and UC, run locally.
+  for (WrOpcode o : {WrOpcode::kLocalInv, WrOpcode::kBindMw}) {
+    EXPECT_TRUE(GetWrOpcodeInfo(o).PostableOn(QpType::kRc));
+    EXPECT_TRUE(GetWrOpcodeInfo(o).PostableOn(QpType::kUc));
+    EXPECT_FALSE(GetWrOpcodeInfo(o).PostableOn(QpType::kUd));
+    EXPECT_TRUE(GetWrOpcodeInfo(o).local);
+  }
+  EXPECT_FALSE(GetWrOpcodeInfo(WrOpcode::kSend).local);
 }
 
 // Builds a packet of every valid opcode with distinct field values and

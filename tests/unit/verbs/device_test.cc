@@ -90,7 +90,10 @@ TEST_F(DeviceTest, DeviceAndPortAttributesComeFromTheEngine) {
   EXPECT_EQ(d.phys_port_cnt, 1);
   EXPECT_EQ(d.atomic_cap, IBV_ATOMIC_HCA);
   EXPECT_TRUE(d.device_cap_flags & IBV_DEVICE_RC_RNR_NAK_GEN);
-  EXPECT_FALSE(d.device_cap_flags & IBV_DEVICE_MEM_WINDOW);  // no memory windows
+  // Memory windows of both types, type 2 bound to their QP (2B).
+  EXPECT_TRUE(d.device_cap_flags & IBV_DEVICE_MEM_WINDOW);
+  EXPECT_TRUE(d.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B);
+  EXPECT_EQ(d.max_mw, static_cast<int>(a.max_mw));
   EXPECT_STREQ(d.fw_ver, a.fw_ver.c_str());
   // sys_image_guid defaults to the node GUID.
   EXPECT_EQ(d.sys_image_guid, a.node_guid);

@@ -28,6 +28,7 @@ void Fake::Reset() {
   scripts_.clear();
   pds_.clear();
   mrs_.clear();
+  mws_.clear();
   cqs_.clear();
   channels_.clear();
   srqs_.clear();
@@ -111,7 +112,7 @@ eng::CompletionChannel* Fake::ChannelOfFd(int fd) const {
 
 size_t Fake::LiveObjects() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return pds_.size() + mrs_.size() + cqs_.size() + channels_.size() + srqs_.size() +
+  return pds_.size() + mrs_.size() + mws_.size() + cqs_.size() + channels_.size() + srqs_.size() +
          ahs_.size() + qps_.size();
 }
 
@@ -224,6 +225,29 @@ int Device::ReregMr(Mr* mr, uint32_t what, Pd* pd, void* addr, size_t length, ui
   if (what & kReregAccess) mr->access = access;
   return 0;
 }
+
+int Device::AllocMw(Pd* pd, MwType type, void* handle, Mw** out) {
+  Fake& f = F();
+  if (int rc = f.Enter("AllocMw")) return rc;
+  auto mw = std::make_unique<Mw>();
+  mw->pd = pd;
+  mw->type = type;
+  mw->handle = handle;
+  std::lock_guard<std::mutex> lock(f.mu_);
+  mw->rkey = f.next_key_++ << 8;
+  *out = mw.get();
+  f.mws_.push_back(std::move(mw));
+  return 0;
+}
+
+int Device::DeallocMw(Mw* mw) {
+  Fake& f = F();
+  if (int rc = f.Enter("DeallocMw")) return rc;
+  f.Erase(&f.mws_, mw);
+  return 0;
+}
+
+uint32_t Device::MwRkey(const Mw* mw) const { return mw->rkey; }
 
 int Device::AdviseMr(const Pd*, MrAdvice advice, const Sge* sges, uint32_t num_sge) {
   Fake& f = F();

@@ -207,6 +207,7 @@ class Fake {
   std::vector<Script> scripts_;
   std::vector<std::unique_ptr<eng::Pd>> pds_;
   std::vector<std::unique_ptr<eng::Mr>> mrs_;
+  std::vector<std::unique_ptr<eng::Mw>> mws_;
   std::vector<std::unique_ptr<eng::Cq>> cqs_;
   std::vector<std::unique_ptr<eng::CompletionChannel>> channels_;
   std::vector<std::unique_ptr<eng::Srq>> srqs_;

@@ -71,10 +71,12 @@ TEST_F(ResourcesTest, RegMrAccessFlags) {
   errno = 0;
   EXPECT_EQ(ibv_reg_mr_iova2(pd_, buf, 64, 0, IBV_ACCESS_LOCAL_WRITE | (1u << 8)), nullptr);
   EXPECT_EQ(errno, EINVAL);
-  // Memory windows: not offered.
-  EXPECT_EQ(ibv_reg_mr(pd_, buf, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND), nullptr);
-  EXPECT_EQ(errno, EOPNOTSUPP);
   EXPECT_EQ(fake().CallCount("RegMr"), 0);
+  // IBV_ACCESS_MW_BIND reaches the engine (memory windows are offered).
+  ibv_mr* bindable = ibv_reg_mr(pd_, buf, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+  ASSERT_NE(bindable, nullptr);
+  EXPECT_EQ(fake().MrOf(bindable)->access, uint32_t(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND));
+  EXPECT_EQ(ibv_dereg_mr(bindable), 0);
   // On-demand paging reaches the engine as its access bit (engine/odp.h);
   // implicit ODP as address 0, length SIZE_MAX, iova 0.
   ibv_mr* odp = ibv_reg_mr(pd_, buf, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
@@ -87,7 +89,7 @@ TEST_F(ResourcesTest, RegMrAccessFlags) {
   EXPECT_EQ(fake().MrOf(implicit)->iova, 0u);
   EXPECT_EQ(ibv_dereg_mr(implicit), 0);
   EXPECT_EQ(ibv_dereg_mr(odp), 0);
-  EXPECT_EQ(fake().CallCount("RegMr"), 2);
+  EXPECT_EQ(fake().CallCount("RegMr"), 3);
 
   // Optional hints (RELAXED_ORDERING, which perftest always passes, and
   // HUGETLB) are dropped, not refused, and do not reach the engine.
@@ -103,14 +105,14 @@ TEST_F(ResourcesTest, RegMrAccessFlags) {
   fake().FailCall("RegMr", EINVAL);
   EXPECT_EQ(ibv_reg_mr(pd_, buf, 64, IBV_ACCESS_REMOTE_WRITE), nullptr);
   EXPECT_EQ(errno, EINVAL);
-  EXPECT_EQ(fake().CallCount("RegMr"), 4);
+  EXPECT_EQ(fake().CallCount("RegMr"), 5);
 
   EXPECT_EQ(ibv_reg_mr(nullptr, buf, 64, IBV_ACCESS_LOCAL_WRITE), nullptr);
   EXPECT_EQ(errno, EINVAL);
   errno = 0;
   EXPECT_EQ(ibv_reg_dmabuf_mr(pd_, 0, 64, 0, 3, IBV_ACCESS_LOCAL_WRITE), nullptr);
   EXPECT_EQ(errno, EOPNOTSUPP);
-  EXPECT_EQ(fake().CallCount("RegMr"), 4);
+  EXPECT_EQ(fake().CallCount("RegMr"), 5);
 }
 
 // ibv_reg_mr(3): "optional" access flags (IBV_ACCESS_OPTIONAL_RANGE) may be
@@ -435,7 +437,7 @@ TEST_F(ResourcesTest, CreateQpRefusals) {
   EXPECT_EQ(ibv_create_qp_ex(ctx_, &ex), nullptr);
   EXPECT_EQ(errno, EOPNOTSUPP);
   ex.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-  ex.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_BIND_MW;
+  ex.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_TSO;
   EXPECT_EQ(ibv_create_qp_ex(ctx_, &ex), nullptr);
   EXPECT_EQ(errno, EOPNOTSUPP);
   ex.comp_mask = IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;  // no PD
