@@ -87,8 +87,14 @@ gid_tbl_len=$(sed -n 's/.*gid_tbl_len:[[:space:]]*\([0-9]*\).*/\1/p' <<<"$verbos
 check "ibv_devinfo -v: gid_tbl_len >= 1 (got '${gid_tbl_len}')" test "${gid_tbl_len:-0}" -ge 1
 ngids=$(grep -Ec 'GID\[ *[0-9]+\]:' <<<"$verbose")
 check "ibv_devinfo -v: lists gid_tbl_len GIDs ($ngids)" test "$ngids" -eq "${gid_tbl_len:-0}"
-nv2=$(grep -Ec 'GID\[ *[0-9]+\]:[[:space:]]*::ffff:[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+, RoCE v2$' <<<"$verbose")
-check "ibv_devinfo -v: every GID IPv4-mapped and RoCE v2 ($nv2)" test "$nv2" -eq "$ngids"
+# IPv4 GIDs are IPv4-mapped; the host's IPv6 addresses have GIDs of their own
+# (docs/addressing.md): one RoCE v2 GID per address, of either form.
+nv4=$(grep -Ec 'GID\[ *[0-9]+\]:[[:space:]]*::ffff:[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+, RoCE v2$' <<<"$verbose")
+nv6=$(grep -Ec 'GID\[ *[0-9]+\]:[[:space:]]*[0-9a-f:]+, RoCE v2$' <<<"$verbose")
+nv6_host=$(ip -6 -o addr show 2>/dev/null | grep -vc ' lo ')
+check "ibv_devinfo -v: IPv4-mapped GIDs ($nv4) + IPv6 GIDs ($nv6) are every GID, all RoCE v2" \
+  test $((nv4 + nv6)) -eq "$ngids"
+check "ibv_devinfo -v: an IPv6 GID per non-loopback IPv6 address ($nv6 vs $nv6_host)" test "$nv6" -eq "$nv6_host"
 check "ibv_devinfo -v: a per-process loopback GID ::ffff:127.x" \
   grep -Eq 'GID\[ *[0-9]+\]:[[:space:]]*::ffff:127\.' <<<"$verbose"
 check "ibv_devinfo -v: max_qp_rd_atom > 0" grep -Eq 'max_qp_rd_atom:[[:space:]]*[1-9]' <<<"$verbose"
