@@ -440,7 +440,7 @@ void ResponderSeeds() {
 }
 
 // --- udp_receive: datagram records (udp_receive_fuzzer.cc).
-constexpr uint8_t kUdpTrunc = 1, kUdpNotIpv4 = 2, kUdpRawControl = 4, kUdpFixIcrc = 8;
+constexpr uint8_t kUdpTrunc = 1, kUdpNotIpv4 = 2, kUdpRawControl = 4, kUdpFixIcrc = 8, kUdpIpv6 = 16;
 
 struct Datagrams {
   Bytes bytes;
@@ -511,6 +511,14 @@ void UdpReceiveSeeds() {
                                      .Add(0, 0, 32, 0, 0, 0, Bytes(one.size(), 0x33))
                                      .bytes);
   }
+  // IPv6 sources (issue 15): a valid packet, a coalesced run, and a packet
+  // from an IPv6 source with a junk ICRC (no ID retry for IPv6).
+  Write(d, "ipv6_single_valid", Datagrams().Add(kUdpFixIcrc | kUdpIpv6, 0, 32, 0, 0, 0, one).bytes);
+  Write(d, "ipv6_gro_coalesced",
+        Datagrams()
+            .Add(kUdpFixIcrc | kUdpIpv6, 0, 32, 0, static_cast<uint16_t>(seg), 0, Run(4, 1024, 100))
+            .Add(kUdpIpv6, 0, 32, 0, 0, 0, Bytes(one.size(), 0x44))
+            .bytes);
   Write(d, "aged_source", Datagrams()
                               .Add(kUdpFixIcrc, 2, 32, 0, 0, 0, one)
                               .Add(kUdpFixIcrc, 2, 32, 30, 0, 3, one)

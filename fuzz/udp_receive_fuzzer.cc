@@ -9,7 +9,9 @@
 // (else a UDP_GRO cmsg with the gro size and an IP_TOS cmsg are built),
 // bit3 rewrite each segment's ICRC as a GSO sender would, for IPv4 ID
 // (id base + segment index) mod 64, so mutations get past the ICRC and reach
-// the ID retry. source picks one of four senders; capacity (1..32) is how
+// the ID retry; bit4 the source is IPv6 (fd77:243::<the sender's IPv4
+// bytes>, to fd77:243::1: an IPv6 socket's datagram, no IDs, no retry).
+// source picks one of four senders; capacity (1..32) is how
 // many packets one Split call may return, so datagrams are resumed across
 // calls as RecvBurst does. Each datagram lives in a buffer of exactly its
 // size, so AddressSanitizer reports any read past it.
@@ -22,7 +24,9 @@
 //    datagram is accounted once: returned, runt, ICRC error or doorbell;
 //  - review M7: no ID retry for a segment longer than kMaxGsoSegmentBytes,
 //    none from a source that never sent a valid packet (before one of its
-//    segments verifies), and at most kMaxGsoIds CRCs per segment.
+//    segments verifies), and at most kMaxGsoIds CRCs per segment; none at
+//    all for an IPv6 source, whose returned packets verify for the IPv6
+//    headers.
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <sys/socket.h>
@@ -64,6 +68,27 @@ constexpr uint16_t kDstPort = 4791;
 // Senders: ip (network order), port. Seeds use source 0.
 constexpr uint32_t kSrcIps[4] = {0x0200000A, 0x0300000A, 0x0200000A, 0x0101A8C0};
 constexpr uint16_t kSrcPorts[4] = {4791, 4791, 50000, 4791};
+
+// The IPv6 sender of IPv4 sender `src_ip` (network order), and our address.
+Gid Ipv6Of(uint32_t src_ip) {
+  Gid g;
+  g.raw[0] = 0xfd;
+  g.raw[1] = 0x77;
+  g.raw[3] = 0x02;
+  g.raw[4] = 0x43;
+  std::memcpy(&g.raw[12], &src_ip, 4);
+  return g;
+}
+
+wire::IpUdpFields FieldsFor6(const Gid& src, uint16_t src_port, const Gid& dst) {
+  wire::IpUdpFields ip;
+  ip.ipv6 = true;
+  std::memcpy(ip.src_ip, src.raw.data(), 16);
+  std::memcpy(ip.dst_ip, dst.raw.data(), 16);
+  ip.src_port = src_port;
+  ip.dst_port = kDstPort;
+  return ip;
+}
 
 wire::IpUdpFields FieldsFor(uint32_t src_ip, uint16_t src_port) {
   wire::IpUdpFields ip;
@@ -148,7 +173,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     d.data = buf.get();
     d.length = dlen;
     d.truncated = flags & 1;
-    d.source_is_ipv4 = !(flags & 2);
+    const bool v6 = (flags & 0x10) != 0;
+    d.source_is_ipv4 = !(flags & 2) && !v6;
+    d.source_is_ipv6 = !(flags & 2) && v6;
+    d.src_ip6 = Ipv6Of(kSrcIps[source]);
+    d.dst_ip6 = Ipv6Of(kDstIp);
     d.src_ip = kSrcIps[source];
     d.src_port = kSrcPorts[source];
     d.dst_ip = kDstIp;
@@ -161,7 +190,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
     const uint32_t seg_size = d.gro_segment_size ? d.gro_segment_size : std::max<uint32_t>(dlen, 1);
     const uint32_t segments = (dlen + seg_size - 1) / seg_size;
-    const wire::IpUdpFields ip = FieldsFor(d.src_ip, d.src_port);
+    const wire::IpUdpFields ip =
+        v6 ? FieldsFor6(d.src_ip6, d.src_port, d.dst_ip6) : FieldsFor(d.src_ip, d.src_port);
     if (flags & 8) {
       for (uint32_t k = 0; k < segments; ++k) {
         const uint32_t off = k * seg_size;
@@ -193,7 +223,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         CHECK(p.data >= buf.get() && p.length >= kMinPacket &&
               p.data + p.length <= buf.get() + dlen);
         CHECK(p.local_index == 3);
-        CHECK(p.src.gid.Ipv4() == d.src_ip && p.src.port == d.src_port);
+        CHECK((v6 ? p.src.gid == d.src_ip6 : p.src.gid.Ipv4() == d.src_ip) &&
+              p.src.port == d.src_port);
+        if (v6) CHECK(wire::CheckIcrc(ip, p.data, p.length));
         CHECK(p.traffic_class == d.traffic_class);
         CHECK(VerifiesForSomeGsoId(ip, p.data, p.length));
         any_returned = true;
@@ -207,7 +239,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                (counters.rx_icrc_errors - before.rx_icrc_errors) +
                                (counters.rx_doorbells - before.rx_doorbells);
     const bool whole_datagram_dropped = counters.rx_doorbells != before.rx_doorbells ||
-                                        (dlen < kMinPacket || d.truncated || !d.source_is_ipv4);
+                                        (dlen < kMinPacket || d.truncated ||
+                                         d.source_is_ipv4 == d.source_is_ipv6);
     CHECK(accounted == (whole_datagram_dropped ? 1 : segments));
     const uint64_t retry_crcs = counters.rx_icrc_id_retry_crcs - before.rx_icrc_id_retry_crcs;
     if (std::getenv("UDP_RECEIVE_FUZZER_VERBOSE") != nullptr)
@@ -220,6 +253,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // index is past the IDs a run can carry (its first check used no run ID).
     CHECK(retry_crcs <= uint64_t{eligible_segments} * kMaxGsoIds);
     if (!source_ever_valid[source] && !any_returned) CHECK(retry_crcs == 0);
+    if (v6) CHECK(retry_crcs == 0);  // IPv6 has no identification to retry
     CHECK(counters.rx_icrc_id_retries - before.rx_icrc_id_retries <= eligible_segments);
     if (any_returned) source_ever_valid[source] = true;
   }

@@ -19,7 +19,7 @@ constexpr std::array kVariables = {
              "UDP. docs/shm.md",
              "transport"},
     Variable{"SOFTRNIC_BIND", Kind::kText, "automatic (docs/addressing.md)",
-             "comma-separated IPv4 addresses, e.g. `10.0.0.1,127.0.0.2`",
+             "comma-separated IPv4 or IPv6 addresses (a link-local one with `%interface`), e.g. `10.0.0.1,fd77::1,fe80::1%eth0`",
              "The addresses to bind instead of the automatic scheme; GID index = position in the "
              "list. A bind failure makes device creation fail with the address and reason on "
              "stderr",

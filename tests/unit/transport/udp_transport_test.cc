@@ -786,7 +786,9 @@ TEST(UdpTransportAddressing, AutomaticBindsHostAddressesThenPidLoopback) {
   for (size_t i = 0; i < l1.size(); ++i) {
     if (i == loop_index) continue;
     EXPECT_EQ(l1[i].gid.IsV4Mapped(), i < loop_index) << l1[i].gid.ToString();
-    if (l1[i].gid.IsV4Mapped()) EXPECT_NE(ntohl(l1[i].gid.Ipv4()) >> 24, 127u);
+    if (l1[i].gid.IsV4Mapped()) {
+      EXPECT_NE(ntohl(l1[i].gid.Ipv4()) >> 24, 127u);
+    }
     EXPECT_NE(std::find(host.begin(), host.end(), l1[i].gid), host.end());
   }
   EXPECT_EQ(l1.size(), host.size() + 1) << "a host address at a random port should be free";
