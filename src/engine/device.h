@@ -114,6 +114,13 @@ class Device {
 
   int AllocPd(void* handle, Pd** out);
   int DeallocPd(Pd* pd);  // EBUSY while MRs, QPs, SRQs or AHs use it
+  // ibv_import_pd / ibv_import_mr (device_import.cc): a PD by its id (the
+  // handle ibv_pd carries), a region of `pd` by its lkey (ibv_mr's handle).
+  Pd* FindPd(uint32_t id) const;
+  uint32_t PdId(const Pd* pd) const;
+  Mr* FindMr(const Pd* pd, uint32_t lkey) const;
+  // The address and length it was registered with.
+  void MrRange(const Mr* mr, void** addr, size_t* length) const;
 
   // Registers [addr, addr+length) with I/O virtual address `iova` (addr for
   // ibv_reg_mr). access: Access bits. EINVAL for REMOTE_WRITE or

@@ -5,6 +5,9 @@
 
 #include <cerrno>
 
+#include "engine/device.h"
+#include "engine/engine.h"
+
 namespace softrnic::engine {
 
 namespace {
@@ -33,6 +36,28 @@ bool FaultInRange(const uint8_t* addr, uint64_t len, bool need_write) {
     if (madvise(reinterpret_cast<void*>(first), last - first + page, advice) == 0) return true;
     if (errno != EINTR && errno != EAGAIN) return false;
   }
+}
+
+// ibv_advise_mr's engine side (device.h).
+int Device::AdviseMr(const Pd* pd, MrAdvice advice, const Sge* sges, uint32_t num_sge) {
+  // Each range is resolved under the lock (key, PD, bounds, the write right
+  // PREFETCH_WRITE needs) and faulted in there too: a DeregMr cannot slip
+  // between the check and the fault-in. ibv_advise_mr(3) names the errnos.
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  for (uint32_t i = 0; i < num_sge; ++i) {
+    const Mr* mr = engine_->mr_table_.FindByLkey(sges[i].lkey);
+    if (mr == nullptr || mr->pd != pd) return EFAULT;  // "lkeys ... invalid"
+    if (!(mr->access & kOnDemand)) return EINVAL;       // prefetch is for ODP regions only
+    const bool write = advice == MrAdvice::kPrefetchWrite;
+    if (write && !(mr->access & kLocalWrite)) return EPERM;
+    uint8_t* p = nullptr;
+    if (MrTable::Bounds(*mr, sges[i].addr, sges[i].length, &p) != KeyCheck::kOk) return EFAULT;
+    // PREFETCH_NO_FAULT makes present pages visible to the device: every
+    // present page already is, so only the bounds matter.
+    if (advice == MrAdvice::kPrefetchNoFault) continue;
+    if (!FaultInRange(p, sges[i].length, write)) return EFAULT;
+  }
+  return 0;
 }
 
 }  // namespace softrnic::engine

@@ -1,7 +1,7 @@
 // The helper verbs that have no engine behind them: enum-to-string and rate
 // conversions, the kernel-ABI marshalling helpers librdmacm uses, address
-// handles built from a received work completion, and the import/dmabuf verbs
-// softrnic does not offer (they fail with EOPNOTSUPP, never succeed).
+// handles built from a received work completion, and the dmabuf and DM-import
+// verbs softrnic does not offer (they fail with EOPNOTSUPP, never succeed).
 #include <netinet/ip.h>
 
 #include <cstring>
@@ -315,12 +315,7 @@ SOFTRNIC_EXPORT int ibv_resolve_eth_l2_from_gid(ibv_context* ctx, ibv_ah_attr* a
   return 0;
 }
 
-// ---- sharing objects between processes: not offered -----------------------------
+// ---- importing device memory: not offered (verbs/import.cc imports the rest) -----
 
-SOFTRNIC_EXPORT ibv_context* ibv_import_device(int) { return FailNull<ibv_context>(EOPNOTSUPP); }
-SOFTRNIC_EXPORT ibv_pd* ibv_import_pd(ibv_context*, uint32_t) { return FailNull<ibv_pd>(EOPNOTSUPP); }
-SOFTRNIC_EXPORT void ibv_unimport_pd(ibv_pd*) {}
-SOFTRNIC_EXPORT ibv_mr* ibv_import_mr(ibv_pd*, uint32_t) { return FailNull<ibv_mr>(EOPNOTSUPP); }
-SOFTRNIC_EXPORT void ibv_unimport_mr(ibv_mr*) {}
 SOFTRNIC_EXPORT ibv_dm* ibv_import_dm(ibv_context*, uint32_t) { return FailNull<ibv_dm>(EOPNOTSUPP); }
 SOFTRNIC_EXPORT void ibv_unimport_dm(ibv_dm*) {}

@@ -134,6 +134,18 @@ static int RouteAsyncEvent(const eng::AsyncEvent& event) {
 
 SOFTRNIC_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
   if (!IsOurDevice(device)) return FailNull<ibv_context>(ENODEV);
+  const int cmd_fd = NewCommandFd();
+  if (cmd_fd < 0) return FailNull<ibv_context>(errno);
+  ibv_context* ctx = NewContext(device, cmd_fd);
+  if (!ctx) {
+    const int err = errno;
+    ReleaseCommandFd(cmd_fd);
+    errno = err;
+  }
+  return ctx;
+}
+
+ibv_context* softrnic::verbs::NewContext(ibv_device* device, int cmd_fd) {
   return NoThrow<ibv_context*>(nullptr, [&]() -> ibv_context* {
     auto dev = GetEngine();
     if (!dev) return FailNull<ibv_context>(ENODEV);
@@ -150,7 +162,7 @@ SOFTRNIC_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
     c->async_queue = queue;
     ibv_context* ctx = &c->vctx.context;
     ctx->device = device;
-    ctx->cmd_fd = -1;  // no kernel uverbs device behind us
+    ctx->cmd_fd = cmd_fd;  // no kernel uverbs device behind it: see NewCommandFd
     ctx->async_fd = c->dev->async_fd(queue);
     ctx->num_comp_vectors = 1;
     pthread_mutex_init(&ctx->mutex, nullptr);
@@ -174,6 +186,7 @@ SOFTRNIC_EXPORT int ibv_close_device(ibv_context* ctx) {
   Context* c = ToContext(ctx);
   pthread_mutex_destroy(&ctx->mutex);
   c->dev->CloseAsyncQueue(c->async_queue);
+  ReleaseCommandFd(ctx->cmd_fd);
   delete c;  // drops our reference to the engine device
   return 0;
 }

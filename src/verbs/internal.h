@@ -43,6 +43,19 @@ struct Context {
   int async_queue = 0;  // this context's async event queue (engine/async_queue.h)
 };
 
+// A new context of `device` with `cmd_fd` as its command fd (device.cc;
+// ibv_open_device makes a fresh one, ibv_import_device passes the one it
+// was given). Null with errno set on failure.
+ibv_context* NewContext(ibv_device* device, int cmd_fd);
+
+// Command fds (import.cc): a context's cmd_fd is a real descriptor (a memfd
+// of no size) so that it can be dup()ed and given to ibv_import_device, the
+// way rdma-core's suite shares a context within a process. Registered while
+// any context uses its file.
+int NewCommandFd();
+bool IsCommandFd(int fd);
+void ReleaseCommandFd(int fd);  // closes it
+
 inline Context* ToContext(ibv_context* ctx) {
   return reinterpret_cast<Context*>(reinterpret_cast<char*>(ctx) -
                                     offsetof(verbs_context, context));
@@ -57,6 +70,7 @@ struct Td;
 struct Pd {
   ibv_pd pd;  // first
   eng::Pd* e = nullptr;
+  bool imported = false;        // ibv_import_pd: ibv_unimport_pd frees only this wrapper
   Pd* protection = nullptr;     // set only for a parent domain: the PD it extends
   Td* td = nullptr;             // its thread domain, if any
   void* pd_context = nullptr;   // IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT
@@ -89,6 +103,7 @@ struct Mr {
   ibv_mr mr;  // first
   eng::Mr* e = nullptr;
   Dm* dm = nullptr;  // the device memory it registers (ibv_reg_dm_mr), if any
+  bool imported = false;  // ibv_import_mr: ibv_unimport_mr frees only this wrapper
 };
 
 // Device memory (device_memory.cc): `length` usable bytes at `base`, inside

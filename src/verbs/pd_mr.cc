@@ -15,6 +15,7 @@ SOFTRNIC_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* ctx) {
     auto* pd = NewFilledByEngine<Pd>([&](Pd* w) { return DevOf(ctx)->AllocPd(&w->pd, &w->e); });
     if (!pd) return nullptr;
     pd->pd.context = ctx;
+    pd->pd.handle = DevOf(ctx)->PdId(pd->e);  // what ibv_import_pd takes
     return &pd->pd;
   });
 }
@@ -68,6 +69,7 @@ ibv_mr* softrnic::verbs::RegisterMemory(ibv_pd* ibpd, void* addr, size_t length,
     mr->mr.length = length;
     mr->mr.lkey = dev->MrLkey(mr->e);
     mr->mr.rkey = dev->MrRkey(mr->e);
+    mr->mr.handle = mr->mr.lkey;  // what ibv_import_mr takes
     return &mr->mr;
   });
 }

@@ -1,5 +1,5 @@
 /* On-demand paging, device memory, memory windows, thread and parent
- * domains (issue 15)
+ * domains, importing a context's objects (issue 15)
  * through the C API, as an application built against the system
  * <infiniband/verbs.h> calls them, over softrnic's libibverbs.so.1.
  *
@@ -551,6 +551,47 @@ static void test_memory_windows(struct ibv_pd *pd) {
   free(src);
 }
 
+/* ibv_import_device / _pd / _mr within the process (verbs/import.cc). */
+static void test_import(struct ibv_pd *pd) {
+  CHECK(g_ctx->cmd_fd >= 0, "cmd_fd %d", g_ctx->cmd_fd);
+  int pipefd[2];
+  REQUIRE(pipe(pipefd) == 0, "pipe");
+  errno = 0;
+  CHECK(ibv_import_device(pipefd[0]) == NULL && errno == EOPNOTSUPP,
+        "import of a descriptor that is no context's: EOPNOTSUPP errno=%d", errno);
+  close(pipefd[0]);
+  close(pipefd[1]);
+  struct ibv_context *ictx = ibv_import_device(dup(g_ctx->cmd_fd));
+  REQUIRE(ictx, "import_device errno=%d", errno);
+  CHECK(ibv_import_pd(ictx, pd->handle + 1000) == NULL && errno == ENOENT, "no such PD: ENOENT");
+  struct ibv_pd *ipd = ibv_import_pd(ictx, pd->handle);
+  REQUIRE(ipd && ipd->handle == pd->handle && ipd->context == ictx, "import_pd errno=%d", errno);
+  uint8_t *buf = calloc(1, 4096);
+  struct ibv_mr *mr = ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  REQUIRE(buf && mr, "reg_mr");
+  CHECK(ibv_import_mr(ipd, mr->handle ^ 0x100) == NULL && errno == ENOENT, "no such MR: ENOENT");
+  struct ibv_mr *imr = ibv_import_mr(ipd, mr->handle);
+  REQUIRE(imr, "import_mr errno=%d", errno);
+  CHECK(imr->lkey == mr->lkey && imr->rkey == mr->rkey && imr->addr == mr->addr &&
+            imr->length == mr->length && imr->pd == ipd, "imported MR names the same region");
+  /* A pair made on the imported context and PD, its keys from the import. */
+  struct ibv_context *saved = g_ctx;
+  g_ctx = ictx;
+  struct pair p;
+  REQUIRE(pair_open(&p, ipd) == 0, "pair on the imported context errno=%d", errno);
+  g_ctx = saved;
+  memset(buf, 0x3c, 512);
+  CHECK(one_sided(&p, IBV_WR_RDMA_WRITE, buf, 512, imr->lkey, (uintptr_t)(buf + 2048), imr->rkey) ==
+            IBV_WC_SUCCESS && buf[2048] == 0x3c && buf[2559] == 0x3c,
+        "WRITE with the imported keys on the imported context");
+  pair_close(&p);
+  ibv_unimport_mr(imr);
+  ibv_unimport_pd(ipd);
+  CHECK(ibv_close_device(ictx) == 0, "close the imported context");
+  CHECK(ibv_dereg_mr(mr) == 0, "the original MR survives the unimport");
+  free(buf);
+}
+
 static void test_domains(struct ibv_pd *pd) {
   struct ibv_td_init_attr tda = {.comp_mask = 1};
   CHECK(ibv_alloc_td(g_ctx, &tda) == NULL && errno == EINVAL, "alloc_td comp_mask errno=%d", errno);
@@ -635,6 +676,7 @@ int main(void) {
   test_advise(pd);
   test_device_memory(pd);
   test_memory_windows(pd);
+  test_import(pd);
   test_domains(pd);
 
   CHECK(ibv_dealloc_pd(pd) == 0, "dealloc_pd at the end");

@@ -13,7 +13,9 @@ requester (plain memory, an ODP buffer it prefetches with ibv_advise_mr)
 writes, reads and adds into each of them, then writes through the implicit
 key into memory the responder mapped after registering it, and last into
 memory that is not mapped (remote access error). The responder checks what
-landed. The two sides exchange QPNs, GIDs, keys and addresses over TCP.
+landed. The requester also imports its own context, PD and MR into a second context
+(ibv_import_device of a dup of cmd_fd). The two sides exchange QPNs, GIDs,
+keys and addresses over TCP.
 
 usage: pyverbs_memory.py                   both sides, the responder as a
                                            child process (same host: the
@@ -279,6 +281,22 @@ def requester(target):
         check("READ through the type 1 window",
               post(e.IBV_WR_RDMA_READ, buf, PAGE, 64, waddr + 100, w1key) == e.IBV_WC_SUCCESS
               and buf.read(64, PAGE) == b"\x21" * 64)
+        # The requester's context, PD and MR imported into a second context
+        # (a dup of cmd_fd, as rdma-core's shared-PD test does); a READ
+        # lands in the imported MR by its keys.
+        import os
+        ictx = Context(cmd_fd=os.dup(ctx.cmd_fd))
+        ipd = PD(ictx, handle=pd.handle)
+        imr = MR(ipd, handle=buf.handle, address=buf.buf)
+        check("imported MR: same keys (lkey %#x)" % imr.lkey,
+              imr.lkey == buf.lkey and imr.rkey == buf.rkey)
+        check("READ into the imported MR",
+              post(e.IBV_WR_RDMA_READ, imr, 2 * PAGE, 64, waddr + 100, w1key) ==
+              e.IBV_WC_SUCCESS and imr.read(64, 2 * PAGE) == b"\x21" * 64)
+        imr.unimport()
+        ipd.unimport()
+        ipd.close()
+        ictx.close()
         later, hole, irkey = peer["implicit"]
         buf.write(b"\x42" * 512, 512, 0)
         check("WRITE through the implicit key",

@@ -3,6 +3,9 @@
 // become ibv_device_attr / ibv_port_attr / GID entries, how async events are
 // routed to the context that made their object, translated, acknowledged,
 // and how destroy waits for the acknowledgement (ibv_get_async_event(3)).
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -39,7 +42,22 @@ TEST(DeviceOpenTest, ContextsOwnAnAsyncQueueAndShareTheDevice) {
   EXPECT_EQ(f.OpenQueues(), (std::vector<int>{0, 1, 2}));
   EXPECT_EQ(a->async_fd, Fake::AsyncFdOf(1));
   EXPECT_EQ(b->async_fd, Fake::AsyncFdOf(2));
-  EXPECT_EQ(a->cmd_fd, -1);
+  // Each context's cmd_fd is a descriptor of its own (verbs/import.cc).
+  EXPECT_GE(a->cmd_fd, 0);
+  EXPECT_NE(a->cmd_fd, b->cmd_fd);
+  // A dup of it imports the device; any other descriptor does not.
+  const int dup_fd = dup(a->cmd_fd);
+  ibv_context* imported = ibv_import_device(dup_fd);
+  ASSERT_NE(imported, nullptr);
+  EXPECT_EQ(imported->cmd_fd, dup_fd);
+  EXPECT_EQ(imported->device, list[0]);
+  EXPECT_EQ(f.OpenQueues(), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(ibv_close_device(imported), 0);
+  EXPECT_EQ(fcntl(dup_fd, F_GETFD), -1);  // the imported context owned it
+  errno = 0;
+  EXPECT_EQ(ibv_import_device(0), nullptr);  // stdin: not a softrnic context's
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  EXPECT_EQ(ibv_import_device(-1), nullptr);
   EXPECT_NE(f.router(), nullptr);
   // The inline data-path wrappers of verbs.h find the ops.
   EXPECT_NE(a->ops.post_send, nullptr);

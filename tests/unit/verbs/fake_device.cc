@@ -182,6 +182,7 @@ int Device::AllocPd(void* handle, Pd** out) {
   pd->handle = handle;
   *out = pd.get();
   std::lock_guard<std::mutex> lock(f.mu_);
+  pd->id = f.next_key_++;
   f.pds_.push_back(std::move(pd));
   return 0;
 }
@@ -224,6 +225,29 @@ int Device::ReregMr(Mr* mr, uint32_t what, Pd* pd, void* addr, size_t length, ui
   }
   if (what & kReregAccess) mr->access = access;
   return 0;
+}
+
+Pd* Device::FindPd(uint32_t id) const {
+  Fake& f = F();
+  std::lock_guard<std::mutex> lock(f.mu_);
+  for (const auto& pd : f.pds_)
+    if (pd->id == id) return pd.get();
+  return nullptr;
+}
+
+uint32_t Device::PdId(const Pd* pd) const { return pd->id; }
+
+Mr* Device::FindMr(const Pd* pd, uint32_t lkey) const {
+  Fake& f = F();
+  std::lock_guard<std::mutex> lock(f.mu_);
+  for (const auto& mr : f.mrs_)
+    if (mr->lkey == lkey && mr->pd == pd) return mr.get();
+  return nullptr;
+}
+
+void Device::MrRange(const Mr* mr, void** addr, size_t* length) const {
+  *addr = mr->addr;
+  *length = mr->length;
 }
 
 int Device::AllocMw(Pd* pd, MwType type, void* handle, Mw** out) {

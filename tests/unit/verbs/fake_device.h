@@ -57,6 +57,7 @@ namespace softrnic::engine {
 class Pd {
  public:
   void* handle = nullptr;
+  uint32_t id = 0;  // the handle ibv_import_pd takes
 };
 
 class Mr {

@@ -1,0 +1,29 @@
+// Device::FindPd / FindMr: the objects ibv_import_pd and ibv_import_mr name
+// by handle (verbs/import.cc).
+#include "engine/device.h"
+#include "engine/engine.h"
+
+namespace softrnic::engine {
+
+Pd* Device::FindPd(uint32_t id) const {
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  for (const auto& pd : engine_->pds_)
+    if (pd->id == id) return pd.get();
+  return nullptr;
+}
+
+uint32_t Device::PdId(const Pd* pd) const { return pd->id; }
+
+Mr* Device::FindMr(const Pd* pd, uint32_t lkey) const {
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  Mr* mr = engine_->mr_table_.FindByLkey(lkey);
+  return mr != nullptr && mr->pd == pd ? mr : nullptr;
+}
+
+void Device::MrRange(const Mr* mr, void** addr, size_t* length) const {
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  *addr = mr->addr;
+  *length = mr->length;
+}
+
+}  // namespace softrnic::engine
