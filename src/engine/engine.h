@@ -14,6 +14,7 @@
 #include <ctime>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -353,7 +354,11 @@ class Engine {
   void Acknowledge(Qp* qp, const wire::Packet& pkt);
   // Why a request is refused: RC answers (an RNR NAK, or an Invalid Request
   // NAK that fails the QP), UC loses the message and resynchronises.
-  enum class Refusal : uint8_t { kInvalid, kNoRecvWqe, kRecvTooShort };
+  // kRecvBadBuffer: the receive WQE's own SGEs fail their checks (bad
+  // lkey, another PD, no local write, an ODP page that cannot be faulted
+  // in): the responder's local protection error, a Remote Operational
+  // Error for the requester (IBA 9.7.5.2.4).
+  enum class Refusal : uint8_t { kInvalid, kNoRecvWqe, kRecvTooShort, kRecvBadBuffer };
   void RefuseRequest(Qp* qp, uint32_t psn, Refusal why);
   void HandleUdRequest(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx);
   // may_defer: a plain ACK a request of this QP may carry (ack_delay.cc).
@@ -380,7 +385,9 @@ class Engine {
   void CompleteRecv(Qp* qp, WcStatus status, WcOpcode opcode, uint32_t byte_len, uint32_t imm,
                     uint32_t wc_flags, uint32_t src_qp, bool solicited, uint8_t sl = 0);
   // Scatter `len` bytes into the active receive WQE at recv_offset.
-  bool ScatterToRecv(Qp* qp, const uint8_t* data, uint32_t len);
+  // kInvalid is never returned: kRecvTooShort (the message outgrows the
+  // buffer) or kRecvBadBuffer (ScatterSges refused an SGE), else nullopt.
+  std::optional<Refusal> ScatterToRecv(Qp* qp, const uint8_t* data, uint32_t len);
 
   // --- Per-QP counters (qp_counters.h; read by stats_publisher.cc) ---
   // The packet just committed was qp's.

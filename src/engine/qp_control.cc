@@ -154,8 +154,12 @@ int Engine::ModifyQpLocked(Qp* qp, const QpAttr& a, uint32_t mask) {
   // Range checks (man ibv_modify_qp; IBA 11.2.5.2).
   if ((mask & kQpPort) && a.port_num != 1) return EINVAL;
   if ((mask & kQpPkeyIndex) && a.pkey_index >= attr_.max_pkeys) return EINVAL;
+  // Region-only bits (ZERO_BASED, ON_DEMAND) mean nothing to a QP and are
+  // accepted as mlx5 accepts them: rdma-core's tests pass an MR's access
+  // flags to the QP unchanged.
   if ((mask & kQpAccessFlags) &&
-      (a.qp_access_flags & ~uint32_t{kLocalWrite | kRemoteWrite | kRemoteRead | kRemoteAtomic | kMwBind}))
+      (a.qp_access_flags & ~uint32_t{kLocalWrite | kRemoteWrite | kRemoteRead | kRemoteAtomic |
+                                     kMwBind | kZeroBased | kOnDemand}))
     return EINVAL;
   if ((mask & kQpPathMtu) &&
       (static_cast<uint8_t>(a.path_mtu) < 1 || a.path_mtu > attr_.max_mtu))
@@ -200,6 +204,11 @@ int Engine::ModifyQpLocked(Qp* qp, const QpAttr& a, uint32_t mask) {
 
   if (next == QpState::kReset) {
     ResetQp(qp);
+    // Its completions still in its CQs go too, as libmlx5 cleans them
+    // (mlx5_cq_clean on a move to Reset): a QP brought back from Error must
+    // not hand its next poll the flushed work requests of its old life.
+    qp->send_cq->RemoveQp(qp->qpn);
+    if (qp->recv_cq != qp->send_cq) qp->recv_cq->RemoveQp(qp->qpn);
     return 0;
   }
   if (next == QpState::kErr) {

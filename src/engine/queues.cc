@@ -38,6 +38,15 @@ int Cq::Poll(int n, Completion* out) {
   return got;
 }
 
+void Cq::RemoveQp(uint32_t qpn) {
+  size_t kept = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const Completion& c = ring[(head + i) % ring.size()];
+    if (c.qp_num != qpn) ring[(head + kept++) % ring.size()] = c;
+  }
+  count = kept;
+}
+
 bool Cq::Resize(uint32_t entries) {
   if (entries < count) return false;
   std::vector<Completion> next(entries);

@@ -50,6 +50,9 @@ class Cq {
   int Poll(int n, Completion* out);
   uint32_t capacity() const { return static_cast<uint32_t>(ring.size()); }
   bool Resize(uint32_t entries);
+  // Drops the completions of QP `qpn` not yet polled, keeping the order of
+  // the others (a QP moved to Reset: qp_control.cc).
+  void RemoveQp(uint32_t qpn);
 
   std::vector<Completion> ring;
   size_t head = 0;

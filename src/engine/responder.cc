@@ -115,15 +115,15 @@ bool Engine::TakeRecvWqe(Qp* qp) {
   return true;
 }
 
-bool Engine::ScatterToRecv(Qp* qp, const uint8_t* data, uint32_t len) {
+std::optional<Engine::Refusal> Engine::ScatterToRecv(Qp* qp, const uint8_t* data, uint32_t len) {
   uint64_t capacity = 0;
   for (uint32_t i = 0; i < qp->resp.recv_num_sge; ++i) capacity += qp->resp.recv_sges[i].length;
-  if (qp->resp.recv_offset + uint64_t{len} > capacity) return false;
+  if (qp->resp.recv_offset + uint64_t{len} > capacity) return Refusal::kRecvTooShort;
   if (!ScatterSges(qp->pd, qp->resp.recv_sges.data(), qp->resp.recv_num_sge, qp->resp.recv_offset,
                    data, len))
-    return false;
+    return Refusal::kRecvBadBuffer;
   qp->resp.recv_offset += len;
-  return true;
+  return std::nullopt;
 }
 
 void Engine::CompleteRecv(Qp* qp, WcStatus status, WcOpcode opcode, uint32_t byte_len,
@@ -300,6 +300,12 @@ void Engine::RefuseRequest(Qp* qp, uint32_t psn, Refusal why) {
         // IBA 9.7.5.1.5: Invalid Request NAK, a local length error here.
         ResponderError(qp, wire::NakCode::kInvalidRequest, psn, WcStatus::kLocLenErr);
         return;
+      case Refusal::kRecvBadBuffer:
+        // IBA 9.7.5.2.4 / 10.8.3.2: the receive buffer's own protection
+        // check failed: Remote Operational Error NAK, a local protection
+        // error here (as mlx5 and rxe report it).
+        ResponderError(qp, wire::NakCode::kRemoteOperationalError, psn, WcStatus::kLocProtErr);
+        return;
       case Refusal::kInvalid:
         ResponderError(qp, wire::NakCode::kInvalidRequest, psn, WcStatus::kRemInvReqErr);
         return;
@@ -311,6 +317,9 @@ void Engine::RefuseRequest(Qp* qp, uint32_t psn, Refusal why) {
     case Refusal::kNoRecvWqe: ++stats_.rx_dropped_no_recv; break;
     case Refusal::kRecvTooShort:
       CompleteRecv(qp, WcStatus::kLocLenErr, WcOpcode::kRecv, 0, 0, 0, 0, false);
+      break;
+    case Refusal::kRecvBadBuffer:
+      CompleteRecv(qp, WcStatus::kLocProtErr, WcOpcode::kRecv, 0, 0, 0, 0, false);
       break;
     case Refusal::kInvalid: ++stats_.rx_dropped_invalid; break;
   }
@@ -560,9 +569,8 @@ bool Engine::Execute(Qp* qp, const wire::Packet& pkt, uint8_t* atomic_target) {
 bool Engine::ExecuteSend(Qp* qp, const wire::Packet& pkt) {
   const wire::OpcodeInfo& info = *pkt.info;
   const uint32_t psn = pkt.bth.psn();
-  if (!ScatterToRecv(qp, pkt.payload, pkt.payload_length)) {
-    // Longer than the receive buffer (or the buffer's lkey is bad).
-    RefuseRequest(qp, psn, Refusal::kRecvTooShort);
+  if (const auto refusal = ScatterToRecv(qp, pkt.payload, pkt.payload_length)) {
+    RefuseRequest(qp, psn, *refusal);
     return false;
   }
   const bool last = info.has(wire::kLast);
@@ -669,9 +677,12 @@ void Engine::HandleUdRequest(Qp* qp, const wire::Packet& pkt, const transport::R
   uint8_t grh[40];
   const Gid& local = rx.local_index < gids_.size() ? gids_[rx.local_index] : gids_[0];
   BuildGrh(rx, local, static_cast<uint32_t>(pkt.length), grh);
-  if (!ScatterToRecv(qp, grh, sizeof(grh)) ||
-      !ScatterToRecv(qp, pkt.payload, pkt.payload_length)) {
-    CompleteRecv(qp, WcStatus::kLocLenErr, WcOpcode::kRecv, 0, 0, 0, 0, false);
+  auto refusal = ScatterToRecv(qp, grh, sizeof(grh));
+  if (!refusal) refusal = ScatterToRecv(qp, pkt.payload, pkt.payload_length);
+  if (refusal) {
+    const WcStatus status =
+        *refusal == Refusal::kRecvBadBuffer ? WcStatus::kLocProtErr : WcStatus::kLocLenErr;
+    CompleteRecv(qp, status, WcOpcode::kRecv, 0, 0, 0, 0, false);
     return;
   }
   uint32_t flags = kWcGrh;

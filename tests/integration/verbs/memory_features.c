@@ -592,6 +592,45 @@ static void test_import(struct ibv_pd *pd) {
   free(buf);
 }
 
+/* A receive buffer that fails its own protection check (a region of
+ * another PD): the sender sees a remote operational error, the receiver a
+ * local protection error (IBA 9.7.5.2.4, what mlx5 reports). Moving the QP
+ * to Reset then drops its unpolled completions, as libmlx5 does. */
+static void test_recv_protection(struct ibv_pd *pd) {
+  struct ibv_pd *other = ibv_alloc_pd(g_ctx);
+  uint8_t *buf = calloc(1, 4096);
+  struct ibv_mr *mine = ibv_reg_mr(pd, buf, 2048, IBV_ACCESS_LOCAL_WRITE);
+  struct ibv_mr *theirs = ibv_reg_mr(other, buf + 2048, 2048, IBV_ACCESS_LOCAL_WRITE);
+  REQUIRE(other && buf && mine && theirs, "setup errno=%d", errno);
+  struct pair p;
+  REQUIRE(pair_open(&p, pd) == 0, "pair");
+  int rs = -1;
+  struct ibv_sge rsg = {.addr = (uintptr_t)(buf + 2048), .length = 64, .lkey = theirs->lkey};
+  struct ibv_recv_wr rwr = {.wr_id = 9, .sg_list = &rsg, .num_sge = 1}, *rbad = NULL;
+  struct ibv_sge ssg = {.addr = (uintptr_t)buf, .length = 64, .lkey = mine->lkey};
+  struct ibv_send_wr swr, *sbad = NULL;
+  memset(&swr, 0, sizeof(swr));
+  swr.opcode = IBV_WR_SEND;
+  swr.sg_list = &ssg;
+  swr.num_sge = 1;
+  swr.send_flags = IBV_SEND_SIGNALED;
+  CHECK(ibv_post_recv(p.qb, &rwr, &rbad) == 0 && ibv_post_send(p.qa, &swr, &sbad) == 0, "post");
+  CHECK(next_status(p.cqa, NULL, NULL) == IBV_WC_REM_OP_ERR,
+        "SEND into a buffer of another PD: remote operational error at the sender");
+  CHECK((rs = next_status(p.cqb, NULL, NULL)) == IBV_WC_LOC_PROT_ERR,
+        "and a local protection error at the receiver (%d)", rs);
+  /* qa is in Error: a posted send is flushed into cqa; Reset drops it. */
+  swr.wr_id = 10;
+  CHECK(ibv_post_send(p.qa, &swr, &sbad) == 0, "post in Error");
+  struct ibv_qp_attr ra = {.qp_state = IBV_QPS_RESET};
+  CHECK(ibv_modify_qp(p.qa, &ra, IBV_QP_STATE) == 0, "to Reset");
+  struct ibv_wc wc;
+  CHECK(ibv_poll_cq(p.cqa, 1, &wc) == 0, "Reset dropped the QP's unpolled completions");
+  pair_close(&p);
+  CHECK(ibv_dereg_mr(mine) == 0 && ibv_dereg_mr(theirs) == 0 && ibv_dealloc_pd(other) == 0, "free");
+  free(buf);
+}
+
 static void test_domains(struct ibv_pd *pd) {
   struct ibv_td_init_attr tda = {.comp_mask = 1};
   CHECK(ibv_alloc_td(g_ctx, &tda) == NULL && errno == EINVAL, "alloc_td comp_mask errno=%d", errno);
@@ -677,6 +716,7 @@ int main(void) {
   test_device_memory(pd);
   test_memory_windows(pd);
   test_import(pd);
+  test_recv_protection(pd);
   test_domains(pd);
 
   CHECK(ibv_dealloc_pd(pd) == 0, "dealloc_pd at the end");
