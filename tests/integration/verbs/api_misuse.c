@@ -130,7 +130,10 @@ int main(void) {
                      len, access) == 0 && mr->lkey == lkey && mr->rkey == rkey && mr->addr == buf,
         "rereg back errno=%d", errno);
   errno = 0;
-  CHECK(ibv_alloc_mw(pd, IBV_MW_TYPE_1) == NULL && errno == EOPNOTSUPP, "alloc_mw errno=%d", errno);
+  CHECK(ibv_alloc_mw(pd, (enum ibv_mw_type)3) == NULL && errno == EINVAL, "alloc_mw type 3 errno=%d",
+        errno);
+  struct ibv_mw *mw = ibv_alloc_mw(pd, IBV_MW_TYPE_1);
+  CHECK(mw && ibv_dealloc_mw(mw) == 0, "alloc_mw type 1 errno=%d", errno);
   struct ibv_xrcd_init_attr xattr = {.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
                                      .fd = -1, .oflags = 0};
   errno = 0;

@@ -162,8 +162,10 @@ def responder(listen):
         check("explicit ODP registration touched no page", resident(odp_addr, npages) == 0)
         implicit = MR(parent, PAGE, REMOTE | e.IBV_ACCESS_ON_DEMAND, implicit=True)
         later = mem.mmap(length=2 * PAGE)  # mapped after the implicit registration
-        hole = mem.mmap(length=PAGE)
-        mem.munmap(hole, PAGE)
+        # In page 0, below vm.mmap_min_addr (at least 4096): never mapped (a
+        # page unmapped here could be taken by the next mmap before the
+        # peer's WRITE arrives).
+        hole = 0x100
         max_dm = ctx.query_device_ex().max_dm_size
         check("max_dm_size %d" % max_dm, max_dm > 0)
         dm = DM(ctx, AllocDmAttr(length=8192))

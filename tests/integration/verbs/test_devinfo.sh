@@ -88,13 +88,12 @@ check "ibv_devinfo -v: gid_tbl_len >= 1 (got '${gid_tbl_len}')" test "${gid_tbl_
 ngids=$(grep -Ec 'GID\[ *[0-9]+\]:' <<<"$verbose")
 check "ibv_devinfo -v: lists gid_tbl_len GIDs ($ngids)" test "$ngids" -eq "${gid_tbl_len:-0}"
 # IPv4 GIDs are IPv4-mapped; the host's IPv6 addresses have GIDs of their own
-# (docs/addressing.md): one RoCE v2 GID per address, of either form.
+# (docs/addressing.md) when this process holds their endpoint (another
+# softrnic process running at the same time may hold them), all RoCE v2.
 nv4=$(grep -Ec 'GID\[ *[0-9]+\]:[[:space:]]*::ffff:[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+, RoCE v2$' <<<"$verbose")
 nv6=$(grep -Ec 'GID\[ *[0-9]+\]:[[:space:]]*[0-9a-f:]+, RoCE v2$' <<<"$verbose")
-nv6_host=$(ip -6 -o addr show 2>/dev/null | grep -vc ' lo ')
 check "ibv_devinfo -v: IPv4-mapped GIDs ($nv4) + IPv6 GIDs ($nv6) are every GID, all RoCE v2" \
   test $((nv4 + nv6)) -eq "$ngids"
-check "ibv_devinfo -v: an IPv6 GID per non-loopback IPv6 address ($nv6 vs $nv6_host)" test "$nv6" -eq "$nv6_host"
 check "ibv_devinfo -v: a per-process loopback GID ::ffff:127.x" \
   grep -Eq 'GID\[ *[0-9]+\]:[[:space:]]*::ffff:127\.' <<<"$verbose"
 check "ibv_devinfo -v: max_qp_rd_atom > 0" grep -Eq 'max_qp_rd_atom:[[:space:]]*[1-9]' <<<"$verbose"
