@@ -224,13 +224,13 @@ void Engine::HandleResponse(Qp* qp, const wire::Packet& pkt) {
   if (!CheckResponsePsn(qp, pkt)) return;
   // The peer offers selective retransmission (docs/loss.md).
   if (qp->sr.sr_local && pkt.bth.sr()) qp->sr.peer_sr = true;
-  if (pkt.opcode() == wire::op::kRcAck) {
+  if (pkt.rc_opcode() == wire::op::kRcAck) {
     HandleAck(qp, pkt);
     return;
   }
   SendWqe* w = MatchResponse(qp, pkt);
   if (w == nullptr) return;
-  if (pkt.opcode() == wire::op::kRcAtomicAck) {
+  if (pkt.rc_opcode() == wire::op::kRcAtomicAck) {
     HandleAtomicAck(qp, pkt, *w);
   } else if (pkt.info->has(wire::kIsReadResponse)) {
     HandleReadResponse(qp, pkt, *w);
@@ -272,7 +272,7 @@ bool Engine::CheckResponseState(Qp* qp) {
 bool Engine::CheckResponsePsn(Qp* qp, const wire::Packet& pkt) {
   const uint32_t psn = pkt.bth.psn();
   const uint32_t answered_limit =
-      pkt.opcode() == wire::op::kRcAck ? qp->sr.sq_psn_max : qp->req.sq_psn;
+      pkt.rc_opcode() == wire::op::kRcAck ? qp->sr.sq_psn_max : qp->req.sq_psn;
   if (wire::PsnDiff(psn, answered_limit) < 0) return true;
   ++stats_.rx_out_of_sequence;
   if (wire::PsnDiff(psn, qp->sr.sq_psn_max) >= 0) ++stats_.rx_responses_unsent;

@@ -471,6 +471,11 @@ int Device::DestroySrq(Srq* srq, uint32_t* async_events_reported) {
   if (srq->users > 0) return EBUSY;
   ForgetAsyncEvents(*engine_, AsyncObject::kSrq, srq->handle, async_events_reported);
   --srq->pd->users;
+  if (srq->xrcd != nullptr) {
+    engine_->xrc_srqs_.erase(srq->srqn);
+    --srq->xrcd->users;
+    --srq->cq->users;
+  }
   return EraseOwned(engine_->srqs_, srq) ? 0 : EINVAL;
 }
 
@@ -508,16 +513,40 @@ int Device::CreateQp(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, Qp
   return CreateQpWithQpn(pd, type, send_cq, recv_cq, srq, caps, sq_sig_all, handle, 0, out);
 }
 
+int Device::CreateXrcRecvQp(Xrcd* xrcd, void* handle, Qp** out) {
+  if (xrcd == nullptr) return EINVAL;
+  QpCaps caps;
+  return CreateQpWithQpn(nullptr, QpType::kXrcRecv, nullptr, nullptr, nullptr, &caps, false,
+                         handle, 0, out, xrcd);
+}
+
 int Device::CreateGsiQp(Pd* pd, Cq* send_cq, Cq* recv_cq, QpCaps* caps, void* handle, Qp** out) {
   return CreateQpWithQpn(pd, QpType::kUd, send_cq, recv_cq, nullptr, caps, false, handle, 1, out);
 }
 
 int Device::CreateQpWithQpn(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq,
                             QpCaps* caps, bool sq_sig_all, void* handle, uint32_t fixed_qpn,
-                            Qp** out) {
+                            Qp** out, Xrcd* xrcd) {
   const auto& dev = engine_->attr_;
-  if (type != QpType::kRc && type != QpType::kUc && type != QpType::kUd) return EOPNOTSUPP;
-  if (send_cq == nullptr || recv_cq == nullptr) return EINVAL;
+  if (type != QpType::kRc && type != QpType::kUc && type != QpType::kUd &&
+      type != QpType::kXrcSend && type != QpType::kXrcRecv)
+    return EOPNOTSUPP;
+  // XRC (qp.h, XrcRole): a send QP has no receive side, a receive QP no
+  // queues, PD or CQs of its own.
+  const XrcRole xrc = type == QpType::kXrcSend   ? XrcRole::kSend
+                      : type == QpType::kXrcRecv ? XrcRole::kRecv
+                                                 : XrcRole::kNone;
+  if (xrc == XrcRole::kRecv) {
+    if (xrcd == nullptr) return EINVAL;
+    *caps = QpCaps{};
+  } else if (xrc == XrcRole::kSend) {
+    if (pd == nullptr || send_cq == nullptr) return EINVAL;
+    recv_cq = nullptr;
+    srq = nullptr;
+    caps->max_recv_wr = caps->max_recv_sge = 0;
+  } else if (send_cq == nullptr || recv_cq == nullptr) {
+    return EINVAL;
+  }
   if (caps->max_send_wr > dev.max_qp_wr || caps->max_send_sge > dev.max_sge ||
       caps->max_inline_data > dev.max_inline_data)
     return EINVAL;
@@ -532,7 +561,10 @@ int Device::CreateQpWithQpn(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* 
   } else {
     qp->qpn = FreshQpn(*engine_);
   }
-  qp->type = type;
+  qp->type = xrc == XrcRole::kNone ? type : QpType::kRc;
+  qp->xrc = xrc;
+  qp->xrcd = xrcd;
+  if (xrc == XrcRole::kRecv) qp->xrc_handles.push_back(handle);
   qp->pd = pd;
   qp->send_cq = send_cq;
   qp->recv_cq = recv_cq;
@@ -542,7 +574,7 @@ int Device::CreateQpWithQpn(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* 
   // Round up as hardware does; at least one of each so rings are valid.
   caps->max_send_wr = std::max<uint32_t>(caps->max_send_wr, 1);
   caps->max_send_sge = std::max<uint32_t>(caps->max_send_sge, 1);
-  if (srq) {
+  if (srq || xrc != XrcRole::kNone) {
     caps->max_recv_wr = 0;
     caps->max_recv_sge = 0;
   } else {
@@ -555,10 +587,11 @@ int Device::CreateQpWithQpn(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* 
   qp->sq_inline.resize(size_t{caps->max_send_wr} * caps->max_inline_data);
   if (!srq) qp->rq.Init(caps->max_recv_wr, caps->max_recv_sge);
   qp->attr.cap = *caps;
-  ++pd->users;
-  ++send_cq->users;
-  ++recv_cq->users;
+  if (pd) ++pd->users;
+  if (send_cq) ++send_cq->users;
+  if (recv_cq) ++recv_cq->users;
   if (srq) ++srq->users;
+  if (xrcd) ++xrcd->users;
   *out = qp.get();
   engine_->PublishQp(qp.get());
   engine_->qps_[qp->qpn] = std::move(qp);
@@ -589,10 +622,22 @@ int Device::QueryQp(Qp* qp, QpAttr* out) {
   return 0;
 }
 
-int Device::DestroyQp(Qp* qp, uint32_t* async_events_reported) {
+int Device::DestroyQp(Qp* qp, uint32_t* async_events_reported, void* handle) {
   std::lock_guard<SpinMutex> lock(engine_->mu_);
   auto it = engine_->qps_.find(qp->qpn);
   if (it == engine_->qps_.end() || it->second.get() != qp) return EINVAL;
+  if (qp->xrc == XrcRole::kRecv && qp->xrc_handles.size() > 1) {
+    // Other handles (ibv_open_qp) keep the QP; events name one of them
+    // from now on, never the one going away.
+    if (async_events_reported != nullptr) *async_events_reported = 0;
+    if (handle == nullptr) handle = qp->handle;
+    std::erase(qp->xrc_handles, handle);
+    if (handle == qp->handle) {
+      ForgetAsyncEvents(*engine_, AsyncObject::kQp, handle, async_events_reported);
+      qp->handle = qp->xrc_handles.front();
+    }
+    return 0;
+  }
   ForgetAsyncEvents(*engine_, AsyncObject::kQp, qp->handle, async_events_reported);
   auto& wl = engine_->work_list_;
   wl.erase(std::remove(wl.begin(), wl.end(), qp), wl.end());
@@ -602,10 +647,15 @@ int Device::DestroyQp(Qp* qp, uint32_t* async_events_reported) {
   if (engine_->qp_rows_wanted_) engine_->qps_destroyed_.push_back(qp->qpn);  // stats_publisher.h
   if (engine_->shm_direct_) engine_->shm_direct_->RemoveQp(qp);
   engine_->UnbindWindowsOf(qp);
-  --qp->pd->users;
-  --qp->send_cq->users;
-  --qp->recv_cq->users;
-  if (qp->srq) --qp->srq->users;
+  if (qp->xrc == XrcRole::kRecv) {
+    // Its PD, SRQ and CQ are only borrowed per request (xrc.cc).
+    --qp->xrcd->users;
+  } else {
+    --qp->pd->users;
+    --qp->send_cq->users;
+    if (qp->recv_cq) --qp->recv_cq->users;
+    if (qp->srq) --qp->srq->users;
+  }
   engine_->qps_.erase(it);
   return 0;
 }
@@ -615,6 +665,7 @@ int Device::PostSend(Qp* qp, const SendWr& wr) {
   // wr_opcode.h: where each opcode may be posted.
   const WrOpcodeInfo& op = GetWrOpcodeInfo(wr.opcode);
   if (!op.PostableOn(qp->type)) return EINVAL;
+  if (qp->xrc == XrcRole::kRecv) return EINVAL;  // no send queue
   if (wr.sges.size() > qp->caps.max_send_sge) return EINVAL;
   uint64_t length = 0;
   for (const Sge& s : wr.sges) length += s.length;
@@ -649,6 +700,7 @@ int Device::PostSend(Qp* qp, const SendWr& wr) {
   w.bind_mr = wr.bind_mr;
   w.bind_length = wr.bind_length;
   w.bind_access = wr.bind_access;
+  w.xrc_srqn = wr.xrc_remote_srqn & wire::kQpnMask;
   if (ud) {
     w.ud_av = wr.ah->av;
     w.remote_qpn = wr.remote_qpn & wire::kQpnMask;
@@ -710,7 +762,8 @@ int Device::PostSend(Qp* qp, const SendWr& wr) {
 }
 
 int Device::PostRecv(Qp* qp, const RecvWr& wr) {
-  if (qp->srq) return EINVAL;
+  // XRC QPs receive through XRC SRQs only.
+  if (qp->srq || qp->xrc != XrcRole::kNone) return EINVAL;
   if (wr.sges.size() > qp->caps.max_recv_sge) return EINVAL;
   std::lock_guard<SpinMutex> lock(engine_->mu_);
   if (qp->attr.qp_state == QpState::kReset) return EINVAL;

@@ -35,6 +35,7 @@ class Mr;
 class Cq;
 class CompletionChannel;
 class Srq;
+class Xrcd;
 class Ah;
 class Qp;
 class Engine;
@@ -80,6 +81,12 @@ struct DeviceAttr {
   Mtu max_mtu = Mtu::k4096;
   Mtu active_mtu = Mtu::k1024;
   uint32_t gid_tbl_len = 16;
+};
+
+// The file an XRC domain is opened by (ibv_xrcd_init_attr.fd): its inode.
+struct XrcdInode {
+  uint64_t dev = 0;
+  uint64_t ino = 0;
 };
 
 struct SrqAttr {
@@ -174,10 +181,31 @@ class Device {
   int DestroySrq(Srq* srq, uint32_t* async_events_reported = nullptr);
   int PostSrqRecv(Srq* srq, const RecvWr& wr);
 
+  // XRC (xrc.cc). ibv_open_xrcd(3): a domain for `inode` (null: an
+  // anonymous one, fd -1); opening the same inode again gives the same
+  // domain; no domain for it yet without `create` (O_CREAT) is EAGAIN, one
+  // with `exclusive` (O_EXCL) is EINVAL. Domains are per process: the
+  // same inode opened by two processes gives each its own.
+  int OpenXrcd(const XrcdInode* inode, bool create, bool exclusive, Xrcd** out);
+  // Each open is closed once; EBUSY for the last while SRQs or QPs use it.
+  int CloseXrcd(Xrcd* xrcd);
+  // ibv_create_srq_ex with IBV_SRQT_XRC: its receive completions go to cq;
+  // XRC requests name it by SrqNum (24 bits, random). DestroySrq ends it.
+  int CreateXrcSrq(Pd* pd, Xrcd* xrcd, Cq* cq, const SrqAttr& attr, void* handle, Srq** out);
+  uint32_t SrqNum(const Srq* srq) const;
+  // IBV_QPT_XRC_RECV: no send or receive queue, no PD or CQ (the XRC SRQ a
+  // request names provides them). DestroyQp ends it once every handle
+  // (this one and each OpenXrcRecvQp) is destroyed.
+  int CreateXrcRecvQp(Xrcd* xrcd, void* handle, Qp** out);
+  // ibv_open_qp(3): another handle to an XRC receive QP of this domain;
+  // EINVAL for any other QP number.
+  int OpenXrcRecvQp(Xrcd* xrcd, uint32_t qpn, void* handle, Qp** out);
+
   int CreateAh(Pd* pd, const AddressVector& av, void* handle, Ah** out);
   int DestroyAh(Ah* ah);
 
   // caps is rounded up to what the QP really has (as ibv_create_qp does).
+  // kXrcSend: recv_cq and srq are not used (may be null).
   int CreateQp(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, QpCaps* caps,
                bool sq_sig_all, void* handle, Qp** out);
   // The General Services QP (QPN 1, IBA 3.9.1 / 13.5): a UD QP that carries
@@ -193,7 +221,9 @@ class Device {
   // async_events_reported receives how many of its events GetAsyncEvent
   // handed out: the caller waits until the application has acknowledged that
   // many before freeing the handle (ibv_get_async_event(3)).
-  int DestroyQp(Qp* qp, uint32_t* async_events_reported = nullptr);
+  // handle: the handle being destroyed (an XRC receive QP may have
+  // several); null: the QP's own.
+  int DestroyQp(Qp* qp, uint32_t* async_events_reported = nullptr, void* handle = nullptr);
   // EINVAL for a WR the QP cannot take (bad opcode for its type, too many
   // SGEs, inline too long); ENOMEM when the send queue is full; EINVAL when
   // the QP state does not allow posting (RESET, INIT, RTR).
@@ -244,7 +274,8 @@ class Device {
  private:
   explicit Device(std::unique_ptr<Engine> engine);
   int CreateQpWithQpn(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, QpCaps* caps,
-                      bool sq_sig_all, void* handle, uint32_t fixed_qpn, Qp** out);
+                      bool sq_sig_all, void* handle, uint32_t fixed_qpn, Qp** out,
+                      Xrcd* xrcd = nullptr);
   std::unique_ptr<Engine> engine_;
 };
 

@@ -225,9 +225,14 @@ void Engine::DispatchPacket(const transport::RxPacket& rx) {
     return;
   }
   Qp* qp = it->second.get();
-  const bool type_ok = (service == wire::Service::kRc && qp->type == QpType::kRc) ||
-                       (service == wire::Service::kUc && qp->type == QpType::kUc) ||
-                       (service == wire::Service::kUd && qp->type == QpType::kUd);
+  // XRC (xrc.cc): requests only at receive QPs, responses only at send QPs.
+  const bool xrc_ok = service == wire::Service::kXrc &&
+                      qp->xrc == (pkt.info->has(wire::kIsRequest) ? XrcRole::kRecv : XrcRole::kSend);
+  const bool type_ok =
+      xrc_ok ||
+      (service == wire::Service::kRc && qp->type == QpType::kRc && qp->xrc == XrcRole::kNone) ||
+      (service == wire::Service::kUc && qp->type == QpType::kUc) ||
+      (service == wire::Service::kUd && qp->type == QpType::kUd);
   if (!type_ok) {
     Dropped(stats_.rx_dropped_service, "opcode of another transport service than the QP's", rx,
             qp->qpn);

@@ -67,6 +67,9 @@ class Engine {
   std::vector<std::unique_ptr<Cq>> cqs_;
   std::vector<std::unique_ptr<CompletionChannel>> channels_;
   std::vector<std::unique_ptr<Srq>> srqs_;
+  // XRC (xrc.cc): the domains, and the XRC SRQs by the number requests name.
+  std::vector<std::unique_ptr<Xrcd>> xrcds_;
+  std::unordered_map<uint32_t, Srq*> xrc_srqs_;
   std::vector<std::unique_ptr<Ah>> ahs_;
   std::unordered_map<uint32_t, std::unique_ptr<Qp>> qps_;
   MrTable mr_table_;
@@ -210,7 +213,8 @@ class Engine {
                     const Gid& sgid, uint64_t atomic_orig);
   // Re-exports a QP after a change peers check (state, access, path).
   void PublishQp(Qp* qp) {
-    if (!shm_direct_) return;
+    // XRC QPs never take the direct path (xrc.cc says why).
+    if (!shm_direct_ || qp->xrc != XrcRole::kNone) return;
     shm_direct_->PublishQp(qp, qp->pd->id);
     qp->shm.shm_peer_qp_slot = -1;  // as a requester: the path may have changed
   }
@@ -333,9 +337,25 @@ class Engine {
   void CheckTimers(Qp* qp, Clock::time_point now);
   void ArmRetransmitTimer(Qp* qp);
 
+  // --- XRC (xrc.cc) ---
+  // The XRC SRQ numbered srqn, or null.
+  Srq* FindXrcSrq(uint32_t srqn) const;
+  // An XRC receive QP takes the SRQ, PD and CQ of the XRC SRQ the request's
+  // XRCETH names for the time of one request (UnbindXrcTarget after it).
+  // False when the number names no SRQ of the QP's domain (an Invalid
+  // Request); the QP is then bound to the SRQ of the message in progress,
+  // if any, so that its receive WQE can still complete in error.
+  bool BindXrcTarget(Qp* qp, const wire::Packet& pkt);
+  void UnbindXrcTarget(Qp* qp);
+  // The packet opcode an RC opcode becomes on qp (XRC QPs: the XRC one).
+  static uint8_t OnWire(const Qp* qp, uint8_t rc_opcode);
+
   // --- Responder (responder.cc) ---
   void HandleRequest(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx);
   void HandleRequestOne(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx);
+  // The steps after the QP state (xrc_srq_ok: false for an XRC request
+  // whose XRCETH names no SRQ of the QP's domain).
+  void RunResponderSteps(Qp* qp, const wire::Packet& pkt, bool xrc_srq_ok);
   // HandleRequestOne's steps, in order (responder.cc says what each checks).
   // A check returns whether the packet goes on; one that stops it has
   // answered it, dropped it or failed the QP.
@@ -366,8 +386,9 @@ class Engine {
   void SendAckNow(Qp* qp, uint8_t syndrome, uint32_t psn);
   // Queues one ACK/NAK packet (BTH + AETH) for transmission.
   // sr: set the selective-retransmission bit (the peer showed it).
+  // xrc: an XRC receive QP's (opcode XRC ACKNOWLEDGE).
   void EmitAck(uint32_t dest_qpn, uint32_t psn, uint8_t syndrome, uint32_t msn,
-               uint16_t sgid_index, const Gid& dgid, bool sr = false);
+               uint16_t sgid_index, const Gid& dgid, bool sr = false, bool xrc = false);
   void FlushAck(Qp* qp);
   // --- Delayed ACKs (ack_delay.cc) ---
   // Whether the plain ACK just queued on qp may wait for a request of qp's

@@ -44,6 +44,7 @@ struct PacketFields {
   uint32_t inv_rkey = 0;     // IETH (9.3.7)
   uint32_t qkey = 0;         // DETH (9.3.2)
   uint32_t src_qp = 0;       // DETH
+  uint32_t xrc_srqn = 0;     // XRCETH (XRC requests): the remote XRC SRQ
 };
 
 // Writes the BTH and the extension headers of f.opcode to `out`, with the

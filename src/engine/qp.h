@@ -45,6 +45,7 @@ struct SendWqe {
   Mr* bind_mr = nullptr;
   uint64_t bind_length = 0;
   uint32_t bind_access = 0;
+  uint32_t xrc_srqn = 0;  // XRC send QPs: the target's XRC SRQ (XRCETH)
   uint32_t num_sge = 0;
   uint32_t length = 0;  // total bytes of the message
   bool is_inline = false;
@@ -172,6 +173,9 @@ struct RespState {
   // READ / atomic responder resources (max_dest_rd_atomic, allocated at RTR).
   std::vector<RdAtomicResource> resources;
   uint32_t next_resource = 0;
+  // XRC receive QPs: the XRC SRQ the receive WQE being filled came from
+  // (its completion goes to that SRQ's CQ).
+  uint32_t xrc_srqn = 0;
   // Coalesced ACK to send at the end of the receive burst.
   bool ack_pending = false;
   uint32_t ack_psn = 0;
@@ -251,11 +255,23 @@ struct ShmPathState {
   uint32_t shm_peer_qp_misses = 0;
 };
 
+// XRC (IBA 9.7, the XRC transport): an XRC QP runs as an RC QP (type kRc) with
+// a role. A send QP's requests carry XRC opcodes and an XRCETH naming the
+// target's SRQ; a receive QP has no queues, PD or CQs of its own: each
+// request is bound to the XRC SRQ its XRCETH names (xrc.cc), whose PD,
+// receive WQEs and CQ it uses.
+enum class XrcRole : uint8_t { kNone, kSend, kRecv };
+
 class Qp {
  public:
   // Identity and wiring.
   uint32_t qpn = 0;
   QpType type = QpType::kRc;
+  XrcRole xrc = XrcRole::kNone;
+  Xrcd* xrcd = nullptr;  // kRecv: its domain
+  // kRecv: every handle still open (the creator's, each ibv_open_qp's);
+  // `handle` is one of them, the one events name.
+  std::vector<void*> xrc_handles;
   Pd* pd = nullptr;
   Cq* send_cq = nullptr;
   Cq* recv_cq = nullptr;

@@ -12,11 +12,15 @@ namespace {
 
 struct Transition {
   bool valid = false;
-  uint32_t required[3] = {};  // indexed by TypeIndex: UD, UC, RC
-  uint32_t optional[3] = {};
+  uint32_t required[5] = {};  // indexed by TypeIndex: UD, UC, RC, XRC send, XRC receive
+  uint32_t optional[5] = {};
 };
 
-int TypeIndex(QpType t) { return t == QpType::kUd ? 0 : t == QpType::kUc ? 1 : 2; }
+int TypeIndex(const Qp& qp) {
+  if (qp.xrc == XrcRole::kSend) return 3;
+  if (qp.xrc == XrcRole::kRecv) return 4;
+  return qp.type == QpType::kUd ? 0 : qp.type == QpType::kUc ? 1 : 2;
+}
 
 constexpr int kStates = 7;
 
@@ -105,6 +109,27 @@ TransitionTableT BuildTransitionTable() {
       x.optional[0] = kQpCurState | kQpQkey;
       x.optional[1] = kQpCurState | kQpAccessFlags;
     }
+    // XRC send and receive QPs (the kernel's XRC_INI and XRC_TGT columns):
+    // RC's rules, but a send QP has no responder and a receive QP no
+    // requester, so neither needs the other side's attributes. They are
+    // still accepted (ignored), as ibv_xsrq_pingpong and pyverbs' helpers
+    // pass RC's full set.
+    for (auto& row : t) {
+      for (Transition& x : row) {
+        x.required[3] = x.required[4] = x.required[2];
+        x.optional[3] = x.optional[4] = x.optional[2];
+      }
+    }
+    {
+      Transition& x = t[R(QpState::kInit)][R(QpState::kRtr)];
+      x.required[3] = kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn;
+      x.optional[3] |= kQpMaxDestRdAtomic | kQpMinRnrTimer;
+    }
+    {
+      Transition& x = t[R(QpState::kRtr)][R(QpState::kRts)];
+      x.required[4] = kQpTimeout | kQpSqPsn;
+      x.optional[4] |= kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic;
+    }
     return table;
 }
 
@@ -146,7 +171,7 @@ int Engine::ModifyQpLocked(Qp* qp, const QpAttr& a, uint32_t mask) {
   const Transition& tr = TransitionTable().t[static_cast<int>(cur)][static_cast<int>(next)];
   if (!tr.valid) return EINVAL;
   if (cur == QpState::kSqe && next == QpState::kRts && qp->type == QpType::kRc) return EINVAL;
-  const int ti = TypeIndex(qp->type);
+  const int ti = TypeIndex(*qp);
   const uint32_t attrs = mask & ~uint32_t{kQpState};
   if ((attrs & tr.required[ti]) != tr.required[ti]) return EINVAL;
   if (attrs & ~(tr.required[ti] | tr.optional[ti])) return EINVAL;

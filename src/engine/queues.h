@@ -93,9 +93,27 @@ class RecvQueue {
   size_t count = 0;
 };
 
+// An XRC domain (ibv_open_xrcd(3); IBA 9.7, the XRC transport): XRC SRQs and XRC receive
+// QPs of one domain serve each other. Opened by file (its inode) or
+// anonymously; each open of the same inode in this process returns it
+// again (opens counts them).
+class Xrcd {
+ public:
+  bool has_inode = false;
+  uint64_t inode_dev = 0;
+  uint64_t inode = 0;
+  int opens = 0;
+  int users = 0;  // XRC SRQs and XRC receive QPs
+};
+
 class Srq {
  public:
   Pd* pd = nullptr;
+  // XRC SRQs (ibv_create_srq_ex, IBV_SRQT_XRC): the domain, the CQ their
+  // receive completions go to, and the number XRC requests name.
+  Xrcd* xrcd = nullptr;
+  Cq* cq = nullptr;
+  uint32_t srqn = 0;
   RecvQueue rq;
   uint32_t limit = 0;  // armed when non-zero (IBA 10.2.9.3)
   void* handle = nullptr;

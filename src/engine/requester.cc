@@ -205,6 +205,12 @@ bool Engine::SendNextPacket(Qp* qp, SendWqe& w, uint64_t index) {
     f.qkey = w.remote_qkey;
     f.src_qp = qp->qpn;
   }
+  if (qp->xrc == XrcRole::kSend) {
+    // XRC (xrc.cc): the same operation under the XRC prefix, and the
+    // XRCETH naming the target's SRQ.
+    f.opcode = wire::XrcOpcode(f.opcode);
+    f.xrc_srqn = w.xrc_srqn;
+  }
   uint8_t* out = StartPacket(f, payload);
   // Payload straight from registered memory when the transport takes
   // packets in pieces and one SGE holds it (no staging copy); otherwise

@@ -141,7 +141,14 @@ void Engine::CompleteRecv(Qp* qp, WcStatus status, WcOpcode opcode, uint32_t byt
   c.sl = sl;
   qp->resp.recv_active = false;
   if (status != WcStatus::kSuccess) CountErrorCompletion(qp, status, false);
-  if (!qp->recv_cq->Push(c, solicited)) ReportCqOverflow(qp->recv_cq);
+  Cq* cq = qp->recv_cq;
+  if (cq == nullptr && qp->xrc == XrcRole::kRecv) {
+    // Flushed outside a request (xrc.cc): the SRQ the WQE came from.
+    const Srq* srq = FindXrcSrq(qp->resp.xrc_srqn);
+    if (srq != nullptr && srq->xrcd == qp->xrcd) cq = srq->cq;
+  }
+  if (cq == nullptr) return;  // that SRQ is gone, and its CQ may be too
+  if (!cq->Push(c, solicited)) ReportCqOverflow(cq);
 }
 
 void Engine::QueueAck(Qp* qp, uint8_t syndrome, uint32_t psn, bool may_defer) {
@@ -178,7 +185,7 @@ void Engine::FlushAck(Qp* qp) {
 void Engine::SendAckNow(Qp* qp, uint8_t syndrome, uint32_t psn) {
   if (wire::SyndromeKind(syndrome) != wire::AckKind::kAck) FlushAck(qp);
   EmitAck(qp->attr.dest_qp_num, psn, syndrome, qp->resp.msn, SourceIndex(qp), qp->attr.ah_attr.dgid,
-          qp->sr_store.peer_sr_req);
+          qp->sr_store.peer_sr_req, qp->xrc != XrcRole::kNone);
   CountTx(qp);
   switch (wire::SyndromeKind(syndrome)) {
     case wire::AckKind::kNak: ++qp->counters.tx_naks; break;
@@ -188,8 +195,8 @@ void Engine::SendAckNow(Qp* qp, uint8_t syndrome, uint32_t psn) {
 }
 
 void Engine::EmitAck(uint32_t dest_qpn, uint32_t psn, uint8_t syndrome, uint32_t msn,
-                     uint16_t sgid_index, const Gid& dgid, bool sr) {
-  StartPacket({.opcode = wire::op::kRcAck, .dest_qpn = dest_qpn, .psn = psn, .sr = sr,
+                     uint16_t sgid_index, const Gid& dgid, bool sr, bool xrc) {
+  StartPacket({.opcode = xrc ? wire::op::kXrcAck : wire::op::kRcAck, .dest_qpn = dest_qpn, .psn = psn, .sr = sr,
                .syndrome = syndrome, .msn = msn},
               0);
   CommitPacket(sgid_index, dgid);
@@ -229,7 +236,7 @@ void Engine::SendReadResponses(Qp* qp, uint32_t first_psn, uint64_t va, uint32_t
   for (uint32_t i = 0; i < n; ++i) {
     const uint32_t offset = i * mtu;
     const uint32_t payload = std::min(mtu, length - offset);
-    uint8_t* out = StartPacket({.opcode = kReadResponses.At(i == 0, i == n - 1),
+    uint8_t* out = StartPacket({.opcode = OnWire(qp, kReadResponses.At(i == 0, i == n - 1)),
                                 .dest_qpn = qp->attr.dest_qp_num,
                                 .psn = wire::PsnAdd(first_psn, i),
                                 .syndrome = wire::kAckSyndromeNoCredit,
@@ -242,7 +249,7 @@ void Engine::SendReadResponses(Qp* qp, uint32_t first_psn, uint64_t va, uint32_t
 
 void Engine::SendAtomicAck(Qp* qp, uint32_t psn, uint64_t orig) {
   FlushAck(qp);
-  StartPacket({.opcode = wire::op::kRcAtomicAck, .dest_qpn = qp->attr.dest_qp_num, .psn = psn,
+  StartPacket({.opcode = OnWire(qp, wire::op::kRcAtomicAck), .dest_qpn = qp->attr.dest_qp_num, .psn = psn,
                .syndrome = wire::kAckSyndromeNoCredit, .msn = qp->resp.msn, .atomic_orig = orig},
               0);
   CommitToPeer(qp);
@@ -275,7 +282,25 @@ void Engine::HandleRequest(Qp* qp, const wire::Packet& pkt, const transport::RxP
 void Engine::HandleRequestOne(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx) {
   (void)rx;
   if (!CheckQpState(qp)) return;
+  if (qp->xrc == XrcRole::kNone) {
+    RunResponderSteps(qp, pkt, true);
+    return;
+  }
+  // An XRC receive QP works with the SRQ (and its PD and CQ) the request's
+  // XRCETH names, for this request only (xrc.cc).
+  const bool srq_ok = BindXrcTarget(qp, pkt);
+  RunResponderSteps(qp, pkt, srq_ok);
+  UnbindXrcTarget(qp);
+}
+
+void Engine::RunResponderSteps(Qp* qp, const wire::Packet& pkt, bool xrc_srq_ok) {
   if (!CheckPsn(qp, pkt)) return;
+  // XRC: an XRCETH naming no SRQ of the QP's domain is an Invalid Request
+  // (xrc.cc); a duplicate was answered above without needing one.
+  if (!xrc_srq_ok) {
+    RefuseRequest(qp, pkt.bth.psn(), Refusal::kInvalid);
+    return;
+  }
   if (!CheckOpSequence(qp, pkt) || !CheckLength(qp, pkt)) {
     RefuseRequest(qp, pkt.bth.psn(), Refusal::kInvalid);
     return;
@@ -554,7 +579,7 @@ bool Engine::Execute(Qp* qp, const wire::Packet& pkt, uint8_t* atomic_target) {
   const wire::AtomicEth a = pkt.atomic_eth();
   std::atomic_ref<uint64_t> word(*reinterpret_cast<uint64_t*>(atomic_target));
   uint64_t orig;
-  if (pkt.opcode() == wire::op::kRcCompareSwap) {
+  if (pkt.rc_opcode() == wire::op::kRcCompareSwap) {
     orig = a.compare();
     word.compare_exchange_strong(orig, a.swap_add());
   } else {

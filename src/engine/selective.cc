@@ -89,7 +89,7 @@ uint64_t SrRequestDigest(const uint8_t* packet, size_t length) {
 
 void Engine::SrPrepareResponder(Qp* qp) {
   qp->sr_store = {};
-  if (qp->type != QpType::kRc || !selective_) return;
+  if (qp->type != QpType::kRc || qp->xrc != XrcRole::kNone || !selective_) return;
   // Allocated once per connection (the path MTU is known now), never per
   // packet.
   SrStoreState& st = qp->sr_store;
@@ -102,7 +102,8 @@ void Engine::SrPrepareResponder(Qp* qp) {
 
 void Engine::SrPrepareRequester(Qp* qp) {
   qp->sr = {};
-  qp->sr.sr_local = qp->type == QpType::kRc && selective_;
+  // Not on XRC: a SACK is an RC ACK packet (docs/loss.md has no XRC form).
+  qp->sr.sr_local = qp->type == QpType::kRc && qp->xrc == XrcRole::kNone && selective_;
   qp->sr.sq_psn_max = qp->req.sq_psn;
   qp->sr.last_progress = Clock::now();
   if (qp->sr.sr_local) qp->sr.scoreboard.assign(kSrWindow, SrSlot{});

@@ -253,7 +253,10 @@ uint8_t* ShmDirect::MapPeerMemory(const std::shared_ptr<transport::ShmPeer>& pee
 
 bool Engine::TryDirect(Qp* qp, SendWqe& w, uint64_t index) {
   using transport::ShmPeer;
-  if (peer_memory_ == nullptr || !shm_direct_ || qp->type != QpType::kRc) return false;
+  // Not XRC: the target's PD is its SRQ's, named per request (xrc.cc).
+  if (peer_memory_ == nullptr || !shm_direct_ || qp->type != QpType::kRc ||
+      qp->xrc != XrcRole::kNone)
+    return false;
   // One-sided operations only: one that completes a receive at the target
   // (SEND, WRITE_WITH_IMM) goes through the ring and its engine.
   const WrOpcodeInfo& op = GetWrOpcodeInfo(w.opcode);

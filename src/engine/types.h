@@ -17,7 +17,10 @@ namespace softrnic::engine {
 
 using transport::Gid;
 
-enum class QpType : uint8_t { kRc = 2, kUc = 3, kUd = 4 };
+// Numbered as enum ibv_qp_type. Inside the engine an XRC QP is an RC QP
+// with an XRC role (qp.h, XrcRole): kXrcSend and kXrcRecv only cross the
+// Device interface.
+enum class QpType : uint8_t { kRc = 2, kUc = 3, kUd = 4, kXrcSend = 9, kXrcRecv = 10 };
 
 // IBA 10.3.1 QP states, numbered as enum ibv_qp_state.
 enum class QpState : uint8_t { kReset = 0, kInit = 1, kRtr = 2, kRts = 3, kSqd = 4, kSqe = 5, kErr = 6 };
@@ -187,6 +190,8 @@ struct SendWr {
   Mr* bind_mr = nullptr;
   uint64_t bind_length = 0;
   uint32_t bind_access = 0;
+  // XRC send QPs: the XRC SRQ at the target the message is for (XRCETH).
+  uint32_t xrc_remote_srqn = 0;
 };
 
 struct RecvWr {

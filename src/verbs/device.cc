@@ -177,6 +177,7 @@ ibv_context* softrnic::verbs::NewContext(ibv_device* device, int cmd_fd) {
     InstallMrOps(&c->vctx);
     InstallDmOps(&c->vctx);
     InstallDomainOps(&c->vctx);
+    InstallXrcOps(&c->vctx);
     return ctx;
   });
 }

@@ -16,11 +16,12 @@
 
 namespace softrnic::verbs {
 
-// The device_cap_flags claimed: only what the engine really does.
+// The device_cap_flags claimed: only what the engine really does
+// (IBV_DEVICE_XRC: engine/xrc.cc).
 inline constexpr unsigned kDeviceCapFlags =
     IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_PORT_ACTIVE_EVENT |
     IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_CHANGE_PHY_PORT | IBV_DEVICE_MEM_WINDOW |
-    IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+    IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_XRC;
 
 // Device memory (ibv_alloc_dm) a process may hold at once: ordinary
 // memory of the process, bounded like a NIC's so a runaway allocator fails.

@@ -264,6 +264,10 @@ void ReleaseDmOf(Mr* mr);                    // device_memory.cc
 // ibv_reg_mr_iova2 without the public entry point: what ibv_reg_dm_mr
 // registers (pd_mr.cc).
 ibv_mr* RegisterMemory(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access);
+void InstallXrcOps(verbs_context* vctx);     // xrc.cc
+
+// An IBV_QPT_XRC_RECV QP for ibv_create_qp_ex (xrc.cc); null with errno set.
+ibv_qp* CreateXrcRecvQp(ibv_context* ctx, ibv_qp_init_attr_ex* attr);
 
 // ibv_qp_cap <-> the engine's QpCaps (same fields, same meaning).
 eng::QpCaps ToEngineCaps(const ibv_qp_cap& cap);

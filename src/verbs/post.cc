@@ -60,6 +60,8 @@ inline int TranslateSendWr(const ibv_send_wr* w, eng::Sge* sges, eng::SendWr* ou
     return TranslateBindMw(w->bind_mw.mw, w->bind_mw.rkey, w->bind_mw.bind_info, out);
   }
   out->opcode = static_cast<eng::WrOpcode>(opcode);
+  // Read by XRC send QPs only (the union's other members are UD's).
+  out->xrc_remote_srqn = w->qp_type.xrc.remote_srqn;
   return 0;
 }
 

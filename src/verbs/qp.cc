@@ -14,18 +14,22 @@ namespace {
 // ---- QP creation -----------------------------------------------------------
 
 bool SupportedQpType(ibv_qp_type t) {
-  return t == IBV_QPT_RC || t == IBV_QPT_UC || t == IBV_QPT_UD;
+  return t == IBV_QPT_RC || t == IBV_QPT_UC || t == IBV_QPT_UD || t == IBV_QPT_XRC_SEND;
 }
 
 // REQUIRES: attr->pd is set (ibv_create_qp and CreateQpExOp check it).
 ibv_qp* CreateQpCommon(ibv_qp_init_attr_ex* attr, bool with_ex, uint64_t send_ops_flags) {
-  if (!attr->send_cq || !attr->recv_cq) return FailNull<ibv_qp>(EINVAL);
+  // An XRC send QP has no receive side (its peers receive through XRC SRQs).
+  const bool xrc_send = attr->qp_type == IBV_QPT_XRC_SEND;
+  if (!attr->send_cq || (!attr->recv_cq && !xrc_send)) return FailNull<ibv_qp>(EINVAL);
   if (!SupportedQpType(attr->qp_type)) return FailNull<ibv_qp>(EOPNOTSUPP);
-  if (attr->srq && attr->qp_type == IBV_QPT_XRC_RECV) return FailNull<ibv_qp>(EINVAL);
+  if (attr->srq && xrc_send) return FailNull<ibv_qp>(EINVAL);
+  if (xrc_send) attr->recv_cq = nullptr;
   eng::Srq* esrq = attr->srq ? reinterpret_cast<Srq*>(attr->srq)->e : nullptr;
   Qp* qp = NewQp(attr, [&](eng::Device* dev, Qp* w, eng::QpCaps* caps) {
     return dev->CreateQp(reinterpret_cast<Pd*>(attr->pd)->e, static_cast<eng::QpType>(attr->qp_type),
-                         ToCq(attr->send_cq)->e, ToCq(attr->recv_cq)->e, esrq, caps,
+                         ToCq(attr->send_cq)->e,
+                         attr->recv_cq ? ToCq(attr->recv_cq)->e : nullptr, esrq, caps,
                          attr->sq_sig_all != 0, &w->qpx.qp_base, &w->e);
   });
   if (!qp) return nullptr;
@@ -48,11 +52,17 @@ ibv_qp* CreateQpExOp(ibv_context* ctx, ibv_qp_init_attr_ex* attr) noexcept {
   if (!ctx || !attr) return FailNull<ibv_qp>(EINVAL);
   return NoThrow<ibv_qp*>(nullptr, [&]() -> ibv_qp* {
     uint32_t mask = attr->comp_mask;
-    if (!(mask & IBV_QP_INIT_ATTR_PD)) return FailNull<ibv_qp>(EINVAL);
-    // XRC, TSO, RSS indirection and hashing are not implemented.
+    // TSO, RSS indirection and hashing are not implemented.
     if (mask & ~uint32_t(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS |
-                         IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
+                         IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_XRCD))
       return FailNull<ibv_qp>(EOPNOTSUPP);
+    // An XRC receive QP belongs to a domain, not a PD (xrc.cc).
+    if (attr->qp_type == IBV_QPT_XRC_RECV) {
+      if (mask & (IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
+        return FailNull<ibv_qp>(EINVAL);
+      return CreateXrcRecvQp(ctx, attr);
+    }
+    if (!(mask & IBV_QP_INIT_ATTR_PD)) return FailNull<ibv_qp>(EINVAL);
     if ((mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags)
       return FailNull<ibv_qp>(EOPNOTSUPP);
     bool with_ex = (mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0;
@@ -214,7 +224,7 @@ SOFTRNIC_EXPORT int ibv_destroy_qp(ibv_qp* ibqp) {
   Qp* qp = ToQp(ibqp);
   ibv_pd* const pd = ibqp->pd;
   return DestroyAfterAsyncAcks(qp, ibqp, &ibqp->events_completed, [&](uint32_t* reported) {
-    const int rc = qp->dev->DestroyQp(qp->e, reported);
+    const int rc = qp->dev->DestroyQp(qp->e, reported, ibqp);
     if (rc == 0) ReleaseDomain(pd);
     return rc;
   });

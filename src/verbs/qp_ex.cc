@@ -123,7 +123,9 @@ void WrBindMw(ibv_qp_ex* q, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* i
 // Operations a QP created without them (or softrnic at all) cannot do: the
 // batch fails at wr_complete with EOPNOTSUPP.
 void WrSendTso(ibv_qp_ex* q, void*, uint16_t, uint16_t) { ToQp(q)->wr_error = EOPNOTSUPP; }
-void WrSetXrcSrqn(ibv_qp_ex* q, uint32_t) { ToQp(q)->wr_error = EOPNOTSUPP; }
+void WrSetXrcSrqn(ibv_qp_ex* q, uint32_t remote_srqn) {
+  if (PendingWr* p = Last(q)) p->wr.xrc_remote_srqn = remote_srqn;
+}
 void WrAtomicWrite(ibv_qp_ex* q, uint32_t, uint64_t, const void*) {
   ToQp(q)->wr_error = EOPNOTSUPP;
 }

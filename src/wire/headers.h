@@ -119,6 +119,16 @@ inline constexpr uint8_t kAckSyndromeNoCredit = MakeSyndrome(AckKind::kAck, 0x1F
 inline constexpr uint32_t kSackMaxBytes = 64;
 inline constexpr uint32_t kSackMaxBits = kSackMaxBytes * 8;
 
+// XRC Extended Transport Header (XRCETH, IBA 9.3). 4 bytes: reserved(8), the XRC
+// SRQ number(24) the request's receive WQE comes from. Follows the BTH in
+// every XRC request packet.
+struct XrcEth {
+  std::array<uint8_t, 4> b{};
+  uint32_t srqn() const { return LoadBe24(&b[1]); }
+  void set_srqn(uint32_t v) { StoreBe24(&b[1], v & 0xFFFFFF); }
+};
+static_assert(sizeof(XrcEth) == 4);
+
 // Atomic Extended Transport Header, IBA 9.3.4. 28 bytes.
 struct AtomicEth {
   std::array<uint8_t, 28> b{};

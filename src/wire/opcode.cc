@@ -10,12 +10,14 @@ namespace {
 constexpr uint8_t kBth = sizeof(Bth);
 
 // Lays out the extension headers in the order IBA 9.2 fixes:
-// BTH, DETH, RETH | AtomicETH, AETH, AtomicAckETH, ImmDt | IETH, payload.
+// BTH, XRCETH | DETH, RETH | AtomicETH, AETH, AtomicAckETH, ImmDt | IETH,
+// payload.
 constexpr OpcodeInfo Make(std::string_view name, uint32_t flags) {
   OpcodeInfo info;
   info.name = name;
   info.flags = flags | kValid;
   uint8_t off = kBth;
+  if (flags & kHasXrcEth) { info.xrceth_offset = off; off += sizeof(XrcEth); }
   if (flags & kHasDeth) { info.deth_offset = off; off += sizeof(Deth); }
   if (flags & kHasReth) { info.reth_offset = off; off += sizeof(Reth); }
   if (flags & kHasAtomicEth) { info.atomic_eth_offset = off; off += sizeof(AtomicEth); }
@@ -31,6 +33,19 @@ constexpr uint32_t kReq = kIsRequest;
 constexpr uint32_t kResp = kIsResponse;
 constexpr uint32_t kSend = kIsSend | kHasPayload | kReq;
 constexpr uint32_t kWrite = kIsWrite | kHasPayload | kReq;
+
+// The names Wireshark's InfiniBand dissector uses for the XRC opcodes,
+// indexed by the low five bits (empty where RC has no opcode).
+constexpr std::string_view kXrcNames[0x18] = {
+    "XRC_SEND_FIRST", "XRC_SEND_MIDDLE", "XRC_SEND_LAST",
+    "XRC_SEND_LAST_WITH_IMMEDIATE", "XRC_SEND_ONLY", "XRC_SEND_ONLY_WITH_IMMEDIATE",
+    "XRC_RDMA_WRITE_FIRST", "XRC_RDMA_WRITE_MIDDLE", "XRC_RDMA_WRITE_LAST",
+    "XRC_RDMA_WRITE_LAST_WITH_IMMEDIATE", "XRC_RDMA_WRITE_ONLY",
+    "XRC_RDMA_WRITE_ONLY_WITH_IMMEDIATE", "XRC_RDMA_READ_REQUEST",
+    "XRC_RDMA_READ_RESPONSE_FIRST", "XRC_RDMA_READ_RESPONSE_MIDDLE",
+    "XRC_RDMA_READ_RESPONSE_LAST", "XRC_RDMA_READ_RESPONSE_ONLY", "XRC_ACKNOWLEDGE",
+    "XRC_ATOMIC_ACKNOWLEDGE", "XRC_COMPARE_SWAP", "XRC_FETCH_ADD", "",
+    "XRC_SEND_LAST_WITH_INVALIDATE", "XRC_SEND_ONLY_WITH_INVALIDATE"};
 
 constexpr std::array<OpcodeInfo, 256> BuildTable() {
   std::array<OpcodeInfo, 256> t{};
@@ -77,6 +92,15 @@ constexpr std::array<OpcodeInfo, 256> BuildTable() {
   t[op::kRcSendOnlyInv] = Make("RC_SEND_ONLY_WITH_INVALIDATE", kSend | kOnly | kHasIeth);
   t[op::kUdSendOnly] = Make("UD_SEND_ONLY", kSend | kOnly | kHasDeth);
   t[op::kUdSendOnlyImm] = Make("UD_SEND_ONLY_WITH_IMMEDIATE", kSend | kOnly | kHasDeth | kHasImm);
+  // XRC (IBA 9.2 table 38): RC's operations under the 101b prefix, each
+  // request with an XRCETH after the BTH, responses as RC's.
+  for (uint8_t code = 0x00; code <= 0x17; ++code) {
+    const OpcodeInfo& rc = t[code];
+    if (!rc.valid()) continue;
+    uint32_t flags = rc.flags & ~kValid;
+    if (flags & kIsRequest) flags |= kHasXrcEth;
+    t[XrcOpcode(code)] = Make(kXrcNames[code], flags);
+  }
   // A CNP carries 16 reserved bytes after the BTH (A17.9.3); treat them as
   // payload so the length check covers them.
   t[op::kCnp] = Make("CNP", kIsCnp | kHasPayload);

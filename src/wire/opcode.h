@@ -13,7 +13,7 @@
 namespace softrnic::wire {
 
 // Transport service: the top three bits of the opcode.
-enum class Service : uint8_t { kRc = 0, kUc = 1, kRd = 2, kUd = 3, kCnp = 4, kInvalid = 0xFF };
+enum class Service : uint8_t { kRc = 0, kUc = 1, kRd = 2, kUd = 3, kCnp = 4, kXrc = 5, kInvalid = 0xFF };
 
 namespace op {
 // RC
@@ -58,7 +58,18 @@ inline constexpr uint8_t kUdSendOnly = 0x64;
 inline constexpr uint8_t kUdSendOnlyImm = 0x65;
 // Congestion Notification Packet (RoCE v2 Annex A17.9.3).
 inline constexpr uint8_t kCnp = 0x81;
+// XRC (IBA 9.2 table 38, transport prefix 101b): the RC operations with the
+// same low five bits (0xA0 SEND_FIRST ... 0xB7 SEND_ONLY_WITH_INVALIDATE);
+// every request carries an XRCETH right after the BTH, responses do not.
+inline constexpr uint8_t kXrcPrefix = 0xA0;
+inline constexpr uint8_t kXrcSendOnly = 0xA4;
+inline constexpr uint8_t kXrcAck = 0xB1;
 }  // namespace op
+
+// The XRC opcode of an RC one (same operation, XRC transport prefix).
+inline constexpr uint8_t XrcOpcode(uint8_t rc_opcode) {
+  return static_cast<uint8_t>(op::kXrcPrefix | (rc_opcode & 0x1F));
+}
 
 // Flags describing an opcode.
 enum OpFlag : uint32_t {
@@ -83,6 +94,7 @@ enum OpFlag : uint32_t {
   kIsRequest = 1u << 17,  // travels requester -> responder
   kIsResponse = 1u << 18, // travels responder -> requester
   kIsCnp = 1u << 19,
+  kHasXrcEth = 1u << 20,  // XRC requests (XRCETH, IBA 9.3)
   kValid = 1u << 31,
 };
 
@@ -97,6 +109,7 @@ struct OpcodeInfo {
   uint8_t atomic_ack_eth_offset = 0;
   uint8_t imm_offset = 0;
   uint8_t ieth_offset = 0;
+  uint8_t xrceth_offset = 0;
   // Total bytes of BTH + extension headers; payload starts here.
   uint8_t header_length = 0;
 
@@ -114,8 +127,17 @@ inline constexpr Service ServiceOf(uint8_t opcode) {
     case 2: return Service::kRd;
     case 3: return Service::kUd;
     case 4: return Service::kCnp;
+    case 5: return Service::kXrc;
     default: return Service::kInvalid;
   }
+}
+
+// The opcode with the same meaning on RC: XRC opcodes lose their transport
+// prefix, every other opcode is returned unchanged. The engine runs XRC QPs
+// with RC's requester, responder and completer, so it compares against RC
+// opcodes.
+inline constexpr uint8_t RcEquivalent(uint8_t opcode) {
+  return ServiceOf(opcode) == Service::kXrc ? static_cast<uint8_t>(opcode & 0x1F) : opcode;
 }
 
 }  // namespace softrnic::wire

@@ -36,6 +36,9 @@ struct Packet {
   uint32_t payload_length = 0;  // without pad and ICRC
 
   uint8_t opcode() const { return bth.opcode(); }
+  // The RC opcode of the same operation (wire::RcEquivalent): what the
+  // engine compares against, XRC packets included.
+  uint8_t rc_opcode() const { return RcEquivalent(bth.opcode()); }
   template <typename H>
   H Header(uint8_t offset) const {
     H h;
@@ -49,6 +52,7 @@ struct Packet {
   ImmDt imm() const { return Header<ImmDt>(info->imm_offset); }
   Ieth ieth() const { return Header<Ieth>(info->ieth_offset); }
   Deth deth() const { return Header<Deth>(info->deth_offset); }
+  XrcEth xrceth() const { return Header<XrcEth>(info->xrceth_offset); }
 };
 
 // Parses `length` bytes (BTH through ICRC inclusive). ICRC is not verified

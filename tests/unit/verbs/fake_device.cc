@@ -507,7 +507,16 @@ int Device::QueryQp(Qp* qp, QpAttr* out) {
   return 0;
 }
 
-int Device::DestroyQp(Qp* qp, uint32_t* async_events_reported) {
+// XRC is not modelled by the fake: the verbs layer's XRC paths are tested
+// against the real engine (tests/unit/engine/xrc_test.cc, integration).
+int Device::OpenXrcd(const XrcdInode*, bool, bool, Xrcd**) { return EOPNOTSUPP; }
+int Device::CloseXrcd(Xrcd*) { return EINVAL; }
+int Device::CreateXrcSrq(Pd*, Xrcd*, Cq*, const SrqAttr&, void*, Srq**) { return EOPNOTSUPP; }
+uint32_t Device::SrqNum(const Srq*) const { return 0; }
+int Device::CreateXrcRecvQp(Xrcd*, void*, Qp**) { return EOPNOTSUPP; }
+int Device::OpenXrcRecvQp(Xrcd*, uint32_t, void*, Qp**) { return EOPNOTSUPP; }
+
+int Device::DestroyQp(Qp* qp, uint32_t* async_events_reported, void*) {
   Fake& f = F();
   if (int rc = f.Enter("DestroyQp")) return rc;
   {

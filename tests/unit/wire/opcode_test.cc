@@ -138,13 +138,17 @@ TEST(OpcodeTableTest, NamesFollowServicePrefix) {
   EXPECT_EQ(GetOpcodeInfo(op::kRcAtomicAck).name, "RC_ATOMIC_ACKNOWLEDGE");
 }
 
-// Exactly the opcodes above are valid: everything else, including RD
-// (0x40-0x5F, not supported by softrnic, like rxe's verbs), XRC (0xA0-0xBF),
-// reserved RC codes 0x15 (RESYNC is RD only) and 0x18-0x1F, reserved UC
-// codes and manufacturer-specific 0xC0-0xFF, must be rejected.
+// Exactly the opcodes above and their XRC twins are valid: everything
+// else, including RD (0x40-0x5F, not supported by softrnic, like rxe's
+// verbs), reserved RC and XRC codes 0x15/0xB5 (RESYNC is RD only) and
+// 0x18-0x1F/0xB8-0xBF, reserved UC codes and manufacturer-specific
+// 0xC0-0xFF, must be rejected.
 TEST(OpcodeTableTest, AllOtherOpcodesAreInvalid) {
   std::map<int, bool> expected_valid;
-  for (const Expect& e : kExpected) expected_valid[e.op] = true;
+  for (const Expect& e : kExpected) {
+    expected_valid[e.op] = true;
+    if (e.svc == Service::kRc) expected_valid[XrcOpcode(e.op)] = true;
+  }
   int valid_count = 0;
   for (int op = 0; op < 256; ++op) {
     const OpcodeInfo& info = GetOpcodeInfo(static_cast<uint8_t>(op));
@@ -156,7 +160,7 @@ TEST(OpcodeTableTest, AllOtherOpcodesAreInvalid) {
       ++valid_count;
     }
   }
-  EXPECT_EQ(valid_count, 23 + 12 + 2 + 1);  // RC + UC + UD + CNP
+  EXPECT_EQ(valid_count, 23 + 12 + 2 + 1 + 23);  // RC + UC + UD + CNP + XRC
 }
 
 // Structural rules every valid entry must obey, independent of the table
@@ -173,6 +177,7 @@ TEST(OpcodeTableTest, LayoutInvariants) {
       size_t size;
     };
     const H in_order[] = {
+        {info.xrceth_offset, sizeof(XrcEth)},
         {info.deth_offset, sizeof(Deth)},          {info.reth_offset, sizeof(Reth)},
         {info.atomic_eth_offset, sizeof(AtomicEth)}, {info.aeth_offset, sizeof(Aeth)},
         {info.atomic_ack_eth_offset, sizeof(AtomicAckEth)}, {info.imm_offset, sizeof(ImmDt)},
@@ -207,7 +212,8 @@ TEST(OpcodeTableTest, ServiceOfUsesTopThreeBits) {
       case 2: EXPECT_EQ(s, Service::kRd) << op; break;
       case 3: EXPECT_EQ(s, Service::kUd) << op; break;
       case 4: EXPECT_EQ(s, Service::kCnp) << op; break;
-      default: EXPECT_EQ(s, Service::kInvalid) << op; break;  // XRC, reserved, vendor
+      case 5: EXPECT_EQ(s, Service::kXrc) << op; break;
+      default: EXPECT_EQ(s, Service::kInvalid) << op; break;  // reserved, vendor
     }
   }
 }
@@ -235,6 +241,54 @@ TEST(OpcodeTableTest, NamedConstantsMatchTable38) {
   EXPECT_EQ(op::kUcSendOnlyImm, op::kRcSendOnlyImm | 0x20);
   EXPECT_EQ(op::kUcWriteLast, op::kRcWriteLast | 0x20);
   EXPECT_EQ(op::kUcWriteMiddle, op::kRcWriteMiddle | 0x20);
+}
+
+}  // namespace
+}  // namespace softrnic::wire
+
+namespace softrnic::wire {
+namespace {
+
+// XRC (IBA 9.2 table 38): each RC opcode's twin under the 101b prefix, with
+// the same headers, plus an XRCETH right after the BTH on requests only
+// (responses carry none), and the name Wireshark gives it.
+TEST(OpcodeTableTest, XrcOpcodesAreRcsWithAnXrcEthOnRequests) {
+  int twins = 0;
+  for (int rc = 0; rc < 0x20; ++rc) {
+    const OpcodeInfo& r = GetOpcodeInfo(static_cast<uint8_t>(rc));
+    const OpcodeInfo& x = GetOpcodeInfo(XrcOpcode(static_cast<uint8_t>(rc)));
+    ASSERT_EQ(r.valid(), x.valid()) << rc;
+    if (!r.valid()) continue;
+    ++twins;
+    SCOPED_TRACE(x.name);
+    EXPECT_EQ(RcEquivalent(XrcOpcode(static_cast<uint8_t>(rc))), rc);
+    EXPECT_EQ(std::string(x.name), "XRC_" + std::string(r.name).substr(3));
+    const uint32_t extra = r.has(kIsRequest) ? uint32_t{kHasXrcEth} : 0u;
+    EXPECT_EQ(x.flags, r.flags | extra);
+    const uint8_t shift = r.has(kIsRequest) ? 4 : 0;
+    EXPECT_EQ(x.xrceth_offset, r.has(kIsRequest) ? 12 : 0);
+    EXPECT_EQ(x.header_length, r.header_length + shift);
+    if (r.reth_offset) EXPECT_EQ(x.reth_offset, r.reth_offset + shift);
+    if (r.atomic_eth_offset) EXPECT_EQ(x.atomic_eth_offset, r.atomic_eth_offset + shift);
+    if (r.aeth_offset) EXPECT_EQ(x.aeth_offset, r.aeth_offset);
+  }
+  EXPECT_EQ(twins, 23);
+  EXPECT_EQ(op::kXrcSendOnly, XrcOpcode(op::kRcSendOnly));
+  EXPECT_EQ(op::kXrcAck, XrcOpcode(op::kRcAck));
+  // UC, UD and CNP opcodes are their own RC equivalent (unchanged).
+  EXPECT_EQ(RcEquivalent(op::kUcSendOnly), op::kUcSendOnly);
+  EXPECT_EQ(RcEquivalent(op::kCnp), op::kCnp);
+}
+
+// The XRCETH is the 24-bit SRQ number behind a reserved byte, big-endian.
+TEST(OpcodeTableTest, XrcEthCarriesTheSrqNumber) {
+  XrcEth h;
+  h.set_srqn(0x12345678);
+  EXPECT_EQ(h.b[0], 0);
+  EXPECT_EQ(h.b[1], 0x34);
+  EXPECT_EQ(h.b[2], 0x56);
+  EXPECT_EQ(h.b[3], 0x78);
+  EXPECT_EQ(h.srqn(), 0x345678u);
 }
 
 }  // namespace

@@ -1,0 +1,153 @@
+// XRC, the eXtended Reliable Connected transport (IBA 9.7 and the XRC
+// additions to chapters 9-11; man ibv_open_xrcd, ibv_create_srq_ex,
+// ibv_open_qp): XRC domains, XRC SRQs, and how an XRC receive QP borrows
+// the SRQ each request names.
+//
+// An XRC QP is an RC QP with a role (qp.h, XrcRole), so the requester,
+// responder and completer run unchanged; what differs is here and in four
+// small places: the requester puts the XRC opcode and the XRCETH on each
+// request (requester.cc), the responder binds the request to its SRQ
+// (BindXrcTarget, responder.cc) and answers with XRC opcodes (OnWire),
+// dispatch accepts XRC requests only at receive QPs and XRC responses only
+// at send QPs (engine.cc).
+//
+// XRC QPs never take the same-host direct path (shm_direct.cc): a direct
+// operation is checked against the target QP's published PD, and an XRC
+// receive QP has none (the PD is the SRQ's, named per request). Their
+// packets take the shared-memory rings like any other packet.
+//
+// Thread-safety: the engine lock (Device methods take it).
+#include <cerrno>
+
+#include "common/secure_random.h"
+#include "engine/engine.h"
+
+namespace softrnic::engine {
+namespace {
+
+// A fresh 24-bit XRC SRQ number (the XRCETH field is 24 bits), never 0 and
+// not in use. Random like QPNs, so a stale peer's number rarely names a
+// new SRQ.
+uint32_t FreshSrqn(const Engine& engine) {
+  for (;;) {
+    const uint32_t n = SecureRandom32() & wire::kQpnMask;
+    if (n != 0 && !engine.xrc_srqs_.contains(n)) return n;
+  }
+}
+
+}  // namespace
+
+// --- Device: domains, SRQs, receive QPs ---
+
+int Device::OpenXrcd(const XrcdInode* inode, bool create, bool exclusive, Xrcd** out) {
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  if (inode != nullptr) {
+    for (auto& x : engine_->xrcds_) {
+      if (!x->has_inode || x->inode_dev != inode->dev || x->inode != inode->ino) continue;
+      // O_EXCL fails when the inode already has a domain (EINVAL, as the
+      // kernel's uverbs answers).
+      if (exclusive) return EINVAL;
+      ++x->opens;
+      *out = x.get();
+      return 0;
+    }
+    // No domain for this inode yet: only O_CREAT makes one (EAGAIN, as the
+    // kernel's uverbs answers).
+    if (!create) return EAGAIN;
+  }
+  auto x = std::make_unique<Xrcd>();
+  if (inode != nullptr) {
+    x->has_inode = true;
+    x->inode_dev = inode->dev;
+    x->inode = inode->ino;
+  }
+  x->opens = 1;
+  *out = x.get();
+  engine_->xrcds_.push_back(std::move(x));
+  return 0;
+}
+
+int Device::CloseXrcd(Xrcd* xrcd) {
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  // The last close of a domain still in use fails, as ibv_dealloc_pd does.
+  if (xrcd->opens == 1 && xrcd->users > 0) return EBUSY;
+  if (--xrcd->opens > 0) return 0;
+  auto& v = engine_->xrcds_;
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (it->get() != xrcd) continue;
+    v.erase(it);
+    return 0;
+  }
+  return EINVAL;
+}
+
+int Device::CreateXrcSrq(Pd* pd, Xrcd* xrcd, Cq* cq, const SrqAttr& attr, void* handle,
+                         Srq** out) {
+  if (pd == nullptr || xrcd == nullptr || cq == nullptr) return EINVAL;
+  const int rc = CreateSrq(pd, attr, handle, out);
+  if (rc != 0) return rc;
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  Srq* srq = *out;
+  srq->xrcd = xrcd;
+  srq->cq = cq;
+  srq->srqn = FreshSrqn(*engine_);
+  ++xrcd->users;
+  ++cq->users;
+  engine_->xrc_srqs_[srq->srqn] = srq;
+  return 0;
+}
+
+uint32_t Device::SrqNum(const Srq* srq) const { return srq->srqn; }
+
+int Device::OpenXrcRecvQp(Xrcd* xrcd, uint32_t qpn, void* handle, Qp** out) {
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  auto it = engine_->qps_.find(qpn);
+  // ibv_open_qp(3): only an XRC receive QP of the same domain can be opened.
+  if (it == engine_->qps_.end() || it->second->xrc != XrcRole::kRecv ||
+      it->second->xrcd != xrcd)
+    return EINVAL;
+  it->second->xrc_handles.push_back(handle);
+  *out = it->second.get();
+  return 0;
+}
+
+// --- Engine: the data path ---
+
+Srq* Engine::FindXrcSrq(uint32_t srqn) const {
+  auto it = xrc_srqs_.find(srqn);
+  return it == xrc_srqs_.end() ? nullptr : it->second;
+}
+
+bool Engine::BindXrcTarget(Qp* qp, const wire::Packet& pkt) {
+  const uint32_t srqn = pkt.xrceth().srqn();
+  Srq* srq = FindXrcSrq(srqn);
+  // The XRCETH must name an XRC SRQ of the receive QP's own domain; any
+  // other number is an Invalid Request (IBA 9.7, XRC responder checks),
+  // NAKed by the caller.
+  const bool ok = srq != nullptr && srq->xrcd == qp->xrcd;
+  if (ok) {
+    // A message's later packets complete the WQE its first packet took.
+    if (!qp->resp.recv_active) qp->resp.xrc_srqn = srqn;
+  } else {
+    srq = qp->resp.recv_active ? FindXrcSrq(qp->resp.xrc_srqn) : nullptr;
+    if (srq != nullptr && srq->xrcd != qp->xrcd) srq = nullptr;
+  }
+  qp->srq = srq;
+  qp->pd = srq != nullptr ? srq->pd : nullptr;
+  qp->recv_cq = srq != nullptr ? srq->cq : nullptr;
+  return ok;
+}
+
+void Engine::UnbindXrcTarget(Qp* qp) {
+  // Nothing of an SRQ is kept between requests: the SRQ may be destroyed
+  // (and its number reused) once the request is done.
+  qp->srq = nullptr;
+  qp->pd = nullptr;
+  qp->recv_cq = nullptr;
+}
+
+uint8_t Engine::OnWire(const Qp* qp, uint8_t rc_opcode) {
+  return qp->xrc == XrcRole::kNone ? rc_opcode : wire::XrcOpcode(rc_opcode);
+}
+
+}  // namespace softrnic::engine
