@@ -50,7 +50,9 @@ class XrcTest : public ::testing::Test {
   }
 
   void TearDown() override {
-    if (b_.qp) EXPECT_EQ(b_.dev->DestroyQp(b_.qp), 0);
+    if (b_.qp) {
+      EXPECT_EQ(b_.dev->DestroyQp(b_.qp), 0);
+    }
     for (Srq* s : srq_) EXPECT_EQ(b_.dev->DestroySrq(s), 0);
     EXPECT_EQ(b_.dev->DestroySrq(other_srq_), 0);
     EXPECT_EQ(b_.dev->CloseXrcd(xrcd_), 0);

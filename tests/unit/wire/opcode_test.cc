@@ -268,9 +268,15 @@ TEST(OpcodeTableTest, XrcOpcodesAreRcsWithAnXrcEthOnRequests) {
     const uint8_t shift = r.has(kIsRequest) ? 4 : 0;
     EXPECT_EQ(x.xrceth_offset, r.has(kIsRequest) ? 12 : 0);
     EXPECT_EQ(x.header_length, r.header_length + shift);
-    if (r.reth_offset) EXPECT_EQ(x.reth_offset, r.reth_offset + shift);
-    if (r.atomic_eth_offset) EXPECT_EQ(x.atomic_eth_offset, r.atomic_eth_offset + shift);
-    if (r.aeth_offset) EXPECT_EQ(x.aeth_offset, r.aeth_offset);
+    if (r.reth_offset) {
+      EXPECT_EQ(x.reth_offset, r.reth_offset + shift);
+    }
+    if (r.atomic_eth_offset) {
+      EXPECT_EQ(x.atomic_eth_offset, r.atomic_eth_offset + shift);
+    }
+    if (r.aeth_offset) {
+      EXPECT_EQ(x.aeth_offset, r.aeth_offset);
+    }
   }
   EXPECT_EQ(twins, 23);
   EXPECT_EQ(op::kXrcSendOnly, XrcOpcode(op::kRcSendOnly));
