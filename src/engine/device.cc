@@ -513,13 +513,6 @@ int Device::CreateQp(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, Qp
   return CreateQpWithQpn(pd, type, send_cq, recv_cq, srq, caps, sq_sig_all, handle, 0, out);
 }
 
-int Device::CreateXrcRecvQp(Xrcd* xrcd, void* handle, Qp** out) {
-  if (xrcd == nullptr) return EINVAL;
-  QpCaps caps;
-  return CreateQpWithQpn(nullptr, QpType::kXrcRecv, nullptr, nullptr, nullptr, &caps, false,
-                         handle, 0, out, xrcd);
-}
-
 int Device::CreateGsiQp(Pd* pd, Cq* send_cq, Cq* recv_cq, QpCaps* caps, void* handle, Qp** out) {
   return CreateQpWithQpn(pd, QpType::kUd, send_cq, recv_cq, nullptr, caps, false, handle, 1, out);
 }

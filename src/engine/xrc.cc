@@ -99,6 +99,13 @@ int Device::CreateXrcSrq(Pd* pd, Xrcd* xrcd, Cq* cq, const SrqAttr& attr, void* 
 
 uint32_t Device::SrqNum(const Srq* srq) const { return srq->srqn; }
 
+int Device::CreateXrcRecvQp(Xrcd* xrcd, void* handle, Qp** out) {
+  if (xrcd == nullptr) return EINVAL;
+  QpCaps caps;
+  return CreateQpWithQpn(nullptr, QpType::kXrcRecv, nullptr, nullptr, nullptr, &caps, false,
+                         handle, 0, out, xrcd);
+}
+
 int Device::OpenXrcRecvQp(Xrcd* xrcd, uint32_t qpn, void* handle, Qp** out) {
   std::lock_guard<SpinMutex> lock(engine_->mu_);
   auto it = engine_->qps_.find(qpn);
