@@ -232,8 +232,10 @@ int Engine::ModifyQpLocked(Qp* qp, const QpAttr& a, uint32_t mask) {
     // Its completions still in its CQs go too, as libmlx5 cleans them
     // (mlx5_cq_clean on a move to Reset): a QP brought back from Error must
     // not hand its next poll the flushed work requests of its old life.
-    qp->send_cq->RemoveQp(qp->qpn);
-    if (qp->recv_cq != qp->send_cq) qp->recv_cq->RemoveQp(qp->qpn);
+    // XRC QPs lack one CQ or both (an XRC receive QP's completions are in
+    // its SRQs' CQs, which it does not own: they stay).
+    if (qp->send_cq) qp->send_cq->RemoveQp(qp->qpn);
+    if (qp->recv_cq && qp->recv_cq != qp->send_cq) qp->recv_cq->RemoveQp(qp->qpn);
     return 0;
   }
   if (next == QpState::kErr) {

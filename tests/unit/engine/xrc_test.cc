@@ -234,6 +234,11 @@ TEST_F(XrcTest, QueuesAnXrcQpLacksRefusePosts) {
   EXPECT_EQ(b_.dev->PostSend(b_.qp, MakeWr(WrOpcode::kSend, 1, {&s, 1})), EINVAL);
   Sge t = SgeOf(a_, 0, 8);
   EXPECT_EQ(a_.dev->PostRecv(a_.qp, RecvWr{1, {&t, 1}}), EINVAL);
+  // RESET cleans the QP's CQs: an XRC QP lacks one or both.
+  QpAttr reset;
+  reset.qp_state = QpState::kReset;
+  EXPECT_EQ(a_.dev->ModifyQp(a_.qp, reset, kQpState), 0);
+  EXPECT_EQ(b_.dev->ModifyQp(b_.qp, reset, kQpState), 0);
 }
 
 // ibv_open_xrcd(3) by inode, and ibv_open_qp(3).
