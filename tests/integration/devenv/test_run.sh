@@ -81,10 +81,8 @@ inside_script='
 '
 
 # gid_text ::ffff:a.b.c.d -> 0000:0000:0000:0000:0000:ffff:aabb:ccdd
-gid_text() {
-  local ip=${1#::ffff:} a b c d
-  IFS=. read -r a b c d <<<"$ip"
-  printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "$a" "$b" "$c" "$d"
+gid_text() {  # a GID as ibv_devinfo prints it -> sysfs's exploded form
+  python3 -c 'import ipaddress, sys; print(ipaddress.ip_address(sys.argv[1]).exploded)' "$1"
 }
 
 # check_view USER [EXPECT_GID0]: one run as USER, every check on its output.
@@ -130,8 +128,20 @@ check_view() {
   # GIDs: same table, same order, every one RoCE v2, each with its interface.
   local n=0 ngids line text type
   ngids=$(grep -Ec 'GID\[ *[0-9]+\]:' <<<"$info" || true)
-  expect "[$user] as many sysfs GIDs as ibv_devinfo's gid_tbl_len ($(dev gid_tbl_len))" \
-    test "$(grep -c '^GID_' <<<"$kv" || true)" -eq "$(dev gid_tbl_len)"
+  # The view is rendered before the program runs and lists the IPv6 GIDs of
+  # the namespace's addresses; the program gets an IPv6 GID only if it can
+  # hold that endpoint (another user's softrnic process may hold it), so the
+  # view may end with IPv6 GIDs the program lacks (a known limit, noted in
+  # the user guide), never with IPv4 ones, and never in another order.
+  local nview nextra
+  nview=$(grep -c '^GID_' <<<"$kv" || true)
+  expect "[$user] at least as many sysfs GIDs ($nview) as ibv_devinfo's gid_tbl_len ($(dev gid_tbl_len))" \
+    test "$nview" -ge "$(dev gid_tbl_len)"
+  nextra=0
+  for ((k = $(dev gid_tbl_len); k < nview; k++)); do
+    [[ "$(get "GID_$k")" == 0000:0000:0000:0000:0000:ffff:* ]] && nextra=$((nextra + 1))
+  done
+  expect "[$user] sysfs GIDs past the program's table are IPv6 ones" test "$nextra" -eq 0
   while read -r line; do
     text=$(sed -E 's/.*GID\[ *[0-9]+\]:[[:space:]]*([^,]+), (.*)/\1/' <<<"$line")
     type=$(sed -E 's/.*, (.*)/\1/' <<<"$line")
@@ -142,7 +152,7 @@ check_view() {
       expect "[$user] gid_attrs/ndevs/$n of a loopback GID is lo" test "$sndev" = lo
     else
       expect "[$user] gid_attrs/ndevs/$n ($sndev) holds ${text#::ffff:}" \
-        "${NS_EXEC[@]}" bash -c 'ip -4 -o addr show dev "$1" | grep -q " $2/"' _ "$sndev" "${text#::ffff:}"
+        "${NS_EXEC[@]}" bash -c 'ip -o addr show dev "$1" | grep -q " $2/"' _ "$sndev" "${text#::ffff:}"
     fi
     n=$((n + 1))
   done < <(grep -E 'GID\[ *[0-9]+\]:' <<<"$info")

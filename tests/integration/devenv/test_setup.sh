@@ -45,7 +45,8 @@ if [ "$with_sysfs" = 1 ]; then
   [ "$(cat $S/node_type)" = "1: CA" ] || fail "node_type"
   [ "$(cat $S/ports/1/gid_attrs/types/0 2>/dev/null || echo none)" != "" ] || fail types
   n=$(ls $S/ports/1/gids | wc -l)
-  h=$(ip -4 -o addr show up | grep -vc " lo ")
+  # One GID per IPv4 and IPv6 address of an interface that is up (not lo).
+  h=$(ip -o addr show up | grep -v " lo " | grep -Ec " inet6? ")
   [ "$n" -le "$h" ] || fail "gids: $n, host addresses $h (no per-process loopback GID expected)"
   touch $S/x 2>/dev/null && fail "sysfs view is writable"
   echo "sysfs ok: $n GIDs, gids/0 $(cat $S/ports/1/gids/0 2>/dev/null)"
