@@ -58,6 +58,19 @@ static int count_dir(const char* path) {
   return n;
 }
 
+/* The smallest of several counts 20 ms apart: the device's stats thread
+ * opens a file for a moment every 100 ms (capture requests, stats), and one
+ * count can catch it; a leaked fd or thread is in every count. */
+static int count_dir_settled(const char* path) {
+  int best = count_dir(path);
+  for (int i = 0; i < 8; i++) {
+    usleep(20000);
+    int n = count_dir(path);
+    if (n < best) best = n;
+  }
+  return best;
+}
+
 static double now_s(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -514,10 +527,10 @@ int main(void) {
       blocking_wait_and_signals() || round_trip(0) ||
       sync_round())
     return 1;
-  int fds0 = count_dir("/proc/self/fd"), th0 = count_dir("/proc/self/task");
+  int fds0 = count_dir_settled("/proc/self/fd"), th0 = count_dir_settled("/proc/self/task");
   for (int r = 1; r <= 3; r++)
     if (round_trip(r) || sync_round()) return 1;
-  int fds1 = count_dir("/proc/self/fd"), th1 = count_dir("/proc/self/task");
+  int fds1 = count_dir_settled("/proc/self/fd"), th1 = count_dir_settled("/proc/self/task");
   printf("fds %d -> %d, threads %d -> %d\n", fds0, fds1, th0, th1);
   if (fds1 != fds0 || th1 != th0) {
     fprintf(stderr, "FAIL: fd or thread leak\n");
