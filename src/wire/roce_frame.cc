@@ -48,6 +48,20 @@ uint16_t Udp6Checksum(const uint8_t* src, const uint8_t* dst, const uint8_t* udp
   return c == 0 ? 0xFFFF : c;  // 0 would mean "no checksum"
 }
 
+// The UDP header at `udp` (checksum left 0) and the RoCE packet (`head`,
+// `payload`; pad and ICRC bytes are left as they are) after it, for
+// either IP version; returns where the BTH starts.
+uint8_t* PutUdpAndRoce(const FrameAddresses& a, std::span<const uint8_t> head,
+                       std::span<const uint8_t> payload, uint32_t roce, uint8_t* udp) {
+  Put16(udp, a.src_port);
+  Put16(udp + 2, a.dst_port);
+  Put16(udp + 4, static_cast<uint16_t>(8 + roce));
+  uint8_t* bth = udp + 8;
+  if (!head.empty()) std::memcpy(bth, head.data(), head.size());
+  if (!payload.empty()) std::memcpy(bth + head.size(), payload.data(), payload.size());
+  return bth;
+}
+
 void BuildRoceFrame6(const FrameAddresses& a, std::span<const uint8_t> head,
                      std::span<const uint8_t> payload, uint32_t pad, std::vector<uint8_t>* out) {
   const uint32_t roce = static_cast<uint32_t>(head.size() + payload.size()) + pad + 4;
@@ -68,12 +82,7 @@ void BuildRoceFrame6(const FrameAddresses& a, std::span<const uint8_t> head,
   std::memcpy(ip + 8, a.src_ip6, 16);
   std::memcpy(ip + 24, a.dst_ip6, 16);
   uint8_t* udp = ip + 40;
-  Put16(udp, a.src_port);
-  Put16(udp + 2, a.dst_port);
-  Put16(udp + 4, static_cast<uint16_t>(8 + roce));
-  uint8_t* bth = udp + 8;
-  if (!head.empty()) std::memcpy(bth, head.data(), head.size());
-  if (!payload.empty()) std::memcpy(bth + head.size(), payload.data(), payload.size());
+  uint8_t* bth = PutUdpAndRoce(a, head, payload, roce, udp);
   IpUdpFields fields;
   fields.ipv6 = true;
   std::memcpy(fields.src_ip, a.src_ip6, 16);
@@ -110,12 +119,7 @@ void BuildRoceFrame(const FrameAddresses& a, std::span<const uint8_t> head,
   std::memcpy(ip + 16, &a.dst_ip, 4);
   Put16(ip + 10, Ipv4Checksum(ip));
   uint8_t* udp = ip + 20;
-  Put16(udp, a.src_port);
-  Put16(udp + 2, a.dst_port);
-  Put16(udp + 4, static_cast<uint16_t>(8 + roce));
-  uint8_t* bth = udp + 8;
-  if (!head.empty()) std::memcpy(bth, head.data(), head.size());
-  if (!payload.empty()) std::memcpy(bth + head.size(), payload.data(), payload.size());
+  uint8_t* bth = PutUdpAndRoce(a, head, payload, roce, udp);
   // The pad bytes are already zero.
   IpUdpFields fields;
   std::memcpy(fields.src_ip, &a.src_ip, 4);
