@@ -71,7 +71,6 @@ void ForgetAsyncEvents(Engine& engine, AsyncObject kind, const void* handle, uin
 // destination QPN), and QPNs live or lingering (Engine::StartLinger).
 // REQUIRES: engine.mu_.
 uint32_t FreshQpn(const Engine& engine) {
-  constexpr uint32_t kMulticastQpn = wire::kQpnMask;
   for (;;) {
     const uint32_t qpn = SecureRandom32() & wire::kQpnMask;
     if (qpn < 2 || qpn == kMulticastQpn) continue;
@@ -619,6 +618,7 @@ int Device::DestroyQp(Qp* qp, uint32_t* async_events_reported, void* handle) {
   std::lock_guard<SpinMutex> lock(engine_->mu_);
   auto it = engine_->qps_.find(qp->qpn);
   if (it == engine_->qps_.end() || it->second.get() != qp) return EINVAL;
+  if (qp->multicast_attachments > 0) return EBUSY;  // multicast.h
   if (qp->xrc == XrcRole::kRecv && qp->xrc_handles.size() > 1) {
     // Other handles (ibv_open_qp) keep the QP; events name one of them
     // from now on, never the one going away.

@@ -73,6 +73,11 @@ struct DeviceAttr {
   uint32_t max_srq_sge = 32;
   uint32_t max_ah = 1 << 16;
   uint32_t max_inline_data = 256;
+  // UD multicast (multicast.h): groups this device may join at once (each
+  // is a socket: transport/udp_multicast.h), QPs per group, attachments.
+  uint32_t max_mcast_grp = 64;
+  uint32_t max_mcast_qp_attach = 64;
+  uint32_t max_total_mcast_qp_attach = 4096;
   uint32_t max_msg_sz = 1u << 31;
   uint32_t max_pkeys = 1;
   uint8_t local_ca_ack_delay = 15;
@@ -201,6 +206,16 @@ class Device {
   // EINVAL for any other QP number.
   int OpenXrcRecvQp(Xrcd* xrcd, uint32_t qpn, void* handle, Qp** out);
 
+  // UD multicast (multicast.cc; ibv_attach_mcast(3)): EINVAL for a QP that
+  // is not UD or a GID that is not multicast (Gid::IsMulticast), ENOMEM
+  // past the limits in DeviceAttr, or the transport's errno; attaching
+  // twice is a no-op. Detaching a QP that is not attached is EINVAL.
+  int AttachMulticast(Qp* qp, const Gid& gid);
+  int DetachMulticast(Qp* qp, const Gid& gid);
+  // IBV_QP_CREATE_BLOCK_SELF_MCAST_LB: the QP does not receive the
+  // multicast datagrams it sent itself.
+  void BlockSelfMulticastLoopback(Qp* qp);
+
   int CreateAh(Pd* pd, const AddressVector& av, void* handle, Ah** out);
   int DestroyAh(Ah* ah);
 
@@ -222,7 +237,8 @@ class Device {
   // handed out: the caller waits until the application has acknowledged that
   // many before freeing the handle (ibv_get_async_event(3)).
   // handle: the handle being destroyed (an XRC receive QP may have
-  // several); null: the QP's own.
+  // several); null: the QP's own. EBUSY while it is attached to multicast
+  // groups (as the kernel's uverbs answers).
   int DestroyQp(Qp* qp, uint32_t* async_events_reported = nullptr, void* handle = nullptr);
   // EINVAL for a WR the QP cannot take (bad opcode for its type, too many
   // SGEs, inline too long); ENOMEM when the send queue is full; EINVAL when

@@ -218,6 +218,10 @@ void Engine::DispatchPacket(const transport::RxPacket& rx) {
     Dropped(stats_.rx_dropped_pkey, "P_Key is not the default partition's", rx, pkt.bth.dest_qp());
     return;
   }
+  if (rx.group != nullptr) {
+    DispatchMulticast(pkt, rx);
+    return;
+  }
   auto it = qps_.find(pkt.bth.dest_qp());
   if (it == qps_.end()) {
     if (!AnswerLingering(pkt, rx))

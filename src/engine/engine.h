@@ -25,6 +25,7 @@
 #include "engine/device.h"
 #include "engine/engine_config.h"
 #include "engine/mr_table.h"
+#include "engine/multicast.h"
 #include "engine/packet_builder.h"
 #include "engine/shm_direct.h"
 #include "engine/qp.h"
@@ -73,6 +74,8 @@ class Engine {
   std::vector<std::unique_ptr<Ah>> ahs_;
   std::unordered_map<uint32_t, std::unique_ptr<Qp>> qps_;
   MrTable mr_table_;
+  // UD multicast attachments (multicast.h).
+  MulticastGroups multicast_;
 
   // Async events, one queue per verbs context (async_queue.h); queue 0 is
   // the device's own and always exists.
@@ -349,6 +352,13 @@ class Engine {
   void UnbindXrcTarget(Qp* qp);
   // The packet opcode an RC opcode becomes on qp (XRC QPs: the XRC one).
   static uint8_t OnWire(const Qp* qp, uint8_t rc_opcode);
+
+  // --- Multicast (multicast.cc) ---
+  // A packet that arrived for a joined group (rx.group): a copy to every
+  // attached UD QP.
+  void DispatchMulticast(const wire::Packet& pkt, const transport::RxPacket& rx);
+  // Whether `ep` is one of this device's own endpoints (its GIDs, its port).
+  bool IsOwnEndpoint(const transport::Endpoint& ep) const;
 
   // --- Responder (responder.cc) ---
   void HandleRequest(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx);

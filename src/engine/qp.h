@@ -279,6 +279,10 @@ class Qp {
   void* handle = nullptr;
   bool sq_sig_all = false;
   QpCaps caps;
+  // UD multicast (multicast.h): groups it is attached to, and whether it
+  // hears its own multicast datagrams (IBV_QP_CREATE_BLOCK_SELF_MCAST_LB).
+  uint32_t multicast_attachments = 0;
+  bool block_self_multicast = false;
 
   // Attributes (ibv_modify_qp; qp_control.cc).
   QpAttr attr;

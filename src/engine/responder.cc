@@ -700,7 +700,11 @@ void Engine::HandleUdRequest(Qp* qp, const wire::Packet& pkt, const transport::R
     return;
   }
   uint8_t grh[40];
-  const Gid& local = rx.local_index < gids_.size() ? gids_[rx.local_index] : gids_[0];
+  // The GRH's destination: the group of a multicast datagram, else the
+  // GID it arrived at.
+  const Gid& local = rx.group != nullptr                ? *rx.group
+                     : rx.local_index < gids_.size() ? gids_[rx.local_index]
+                                                     : gids_[0];
   BuildGrh(rx, local, static_cast<uint32_t>(pkt.length), grh);
   auto refusal = ScatterToRecv(qp, grh, sizeof(grh));
   if (!refusal) refusal = ScatterToRecv(qp, pkt.payload, pkt.payload_length);

@@ -9,6 +9,7 @@
 //   cm_protocol.cc      MAD handlers, state changes (Apply), timers
 //   cm_qp1.cc           QP1: start-up, MADs in and out, CM thread, exit hook
 //   cm_qp_attr.cc       the data QP's attributes and moves
+//   cm_multicast.cc     rdma_join_multicast / rdma_leave_multicast
 //   mad.cc              every byte of the CM MADs (mad.h)
 //
 // Locking: one mutex (Cm::mu) guards every id and the CM's tables; each event
@@ -93,6 +94,15 @@ inline Channel* ToChannel(rdma_event_channel* c) { return reinterpret_cast<Chann
 
 enum class Timer { kNone, kReq, kRep, kDreq, kSidr };
 
+// A multicast group the id joined (cm_multicast.cc).
+struct McJoin {
+  sockaddr_storage addr{};  // as the application named it
+  ibv_gid mgid{};
+  uint16_t join_flags = 0;
+  void* context = nullptr;
+  bool attached = false;  // the id's QP is attached to mgid
+};
+
 struct Id {
   rdma_cm_id id;  // first
   Channel* chan = nullptr;
@@ -142,6 +152,8 @@ struct Id {
   Id* unclaimed_of = nullptr;
   Channel* request_chan = nullptr;
   Clock::time_point requested_at;
+  // Multicast groups joined (rdma_join_multicast), until left.
+  std::vector<McJoin> multicast;
 };
 
 inline Id* ToId(rdma_cm_id* id) { return reinterpret_cast<Id*>(id); }
@@ -255,9 +267,15 @@ int QpToRts(Id* id);
 // Starts the process's CM once (device, QP1, CM thread); 0 or an errno.
 int Start();
 
+// ---------------------------------------------------------------- multicast (cm_multicast.cc)
+// Detaches `qp` from every group the id joined (rdma_destroy_qp). G().mu held.
+void DetachAllMulticast(Id* id, ibv_qp* qp);
 // ---------------------------------------------------------------- API helpers (cma.cc)
 // errno = err, returns -1.
 int Fail(int err);
+// A synchronous id (no channel) waits for the event of its operation
+// (librdmacm's ucma_complete); 0 or -1 with errno.
+int Complete(Id* id);
 
 // ---------------------------------------------------------------- events (cm_channel.cc)
 Event* NewEvent(Id* id, rdma_cm_event_type t, int status);

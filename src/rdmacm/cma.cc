@@ -358,6 +358,24 @@ CMA_EXPORT int rdma_resolve_addr(rdma_cm_id* cid, sockaddr* src, sockaddr* dst, 
     int gi = -1, err = 0;
     if (dip == INADDR_ANY || dip == INADDR_BROADCAST) {
       err = EADDRNOTAVAIL;
+    } else if (IN_MULTICAST(dip)) {
+      // A multicast group (rdma_join_multicast follows): the source is the
+      // bound address, else the routed one when it is a GID of this device,
+      // else the per-process loopback GID, which every same-host member
+      // hears on `lo` (transport/udp_multicast.h).
+      id->local_dst = false;
+      const uint32_t bound_ip = ntohl(id->id.route.addr.src_sin.sin_addr.s_addr);
+      if (id->bound && id->id.route.addr.src_sin.sin_family == AF_INET && bound_ip != INADDR_ANY) {
+        sip = bound_ip;
+        gi = id->sgid_index;
+      } else if (!(err = RouteSource(dip, &sip))) {
+        gi = GidIndexForIp(sip);
+        if (gi < 0 && g.loop_idx >= 0) {
+          gi = g.loop_idx;
+          sip = g.gid_ip[size_t(gi)];
+        }
+        if (gi < 0) err = EADDRNOTAVAIL;
+      }
     } else if (IsLocalIp(dip)) {
       id->local_dst = true;
       gi = g.loop_idx >= 0 ? g.loop_idx : 0;
@@ -740,9 +758,6 @@ CMA_EXPORT int rdma_migrate_id(rdma_cm_id* cid, rdma_event_channel* channel) {
 CMA_EXPORT __be16 rdma_get_src_port(rdma_cm_id* cid) { return cid ? cid->route.addr.src_sin.sin_port : 0; }
 CMA_EXPORT __be16 rdma_get_dst_port(rdma_cm_id* cid) { return cid ? cid->route.addr.dst_sin.sin_port : 0; }
 
-CMA_EXPORT int rdma_join_multicast(rdma_cm_id*, sockaddr*, void*) { return Fail(ENOSYS); }
-CMA_EXPORT int rdma_leave_multicast(rdma_cm_id*, sockaddr*) { return Fail(ENOSYS); }
-CMA_EXPORT int rdma_join_multicast_ex(rdma_cm_id*, rdma_cm_join_mc_attr_ex*, void*) { return Fail(ENOSYS); }
 
 CMA_EXPORT int rdma_set_local_ece(rdma_cm_id* cid, ibv_ece*) { return cid ? 0 : Fail(EINVAL); }
 CMA_EXPORT int rdma_get_remote_ece(rdma_cm_id* cid, ibv_ece* ece) {

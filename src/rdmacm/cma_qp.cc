@@ -124,6 +124,7 @@ CMA_EXPORT void rdma_destroy_qp(rdma_cm_id* cid) {
     std::lock_guard<std::mutex> l(G().mu);
     qp = id->id.qp;
     id->id.qp = nullptr;
+    DetachAllMulticast(id, qp);  // an attached QP cannot be destroyed
   }
   if (qp) ibv_destroy_qp(qp);
   DestroyOwnCqs(id);

@@ -35,6 +35,9 @@ struct Gid {
       if (b) return false;
     return true;
   }
+  // A multicast GID of RoCE v2: IPv4-mapped 224.0.0.0/4 (how rdma_cm maps
+  // an IPv4 group) or IPv6 ff00::/8, the kernel's rdma_is_multicast_addr.
+  bool IsMulticast() const { return IsV4Mapped() ? (raw[12] & 0xF0) == 0xE0 : raw[0] == 0xFF; }
   std::string ToString() const;  // "::ffff:10.0.0.1" or IPv6 text
   bool operator==(const Gid&) const = default;
 };

@@ -49,6 +49,8 @@ class FaultTransport final : public Transport {
   bool PrepareToSleep() override { return inner_->PrepareToSleep(); }
   void WokeUp() override { inner_->WokeUp(); }
   bool WaitWhenBusy() const override { return inner_->WaitWhenBusy(); }
+  int JoinMulticast(const Gid& group) override { return inner_->JoinMulticast(group); }
+  void LeaveMulticast(const Gid& group) override { inner_->LeaveMulticast(group); }
   bool batching_saves_syscalls() const override { return inner_->batching_saves_syscalls(); }
   bool delayed_acks_save_wakeups() const override { return inner_->delayed_acks_save_wakeups(); }
   bool sleeping_costs_senders() const override { return inner_->sleeping_costs_senders(); }

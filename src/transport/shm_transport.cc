@@ -368,6 +368,7 @@ bool ShmTransport::PopInbound(uint32_t ri, uint8_t* buf, RxPacket* out) {
     out->local_index = h.local_index;
     out->src = Endpoint{Gid::FromIpv4(h.src_ip), h.src_port};
     out->traffic_class = 0;
+    out->group = nullptr;  // multicast is never sent through the rings
     ++counters_.shm_rx_packets;
     return true;
   }
@@ -409,6 +410,7 @@ int ShmTransport::RecvBurst(RxPacket* packets, int n) {
     out.local_index = b.local_index;
     out.src = b.src;
     out.traffic_class = 0;
+    out.group = nullptr;
     backlog_head_ = (backlog_head_ + 1) % kBacklog;
     --backlog_count_;
   }

@@ -75,6 +75,10 @@ class ShmTransport final : public Transport, public PeerMemory {
   // runs now or was just woken by the doorbell: worth waiting for, like a
   // lossless link (RoCE expects PFC), rather than dropping UC messages.
   bool WaitWhenBusy() const override { return ring_full_; }
+  // Multicast goes through the UDP transport (the kernel's IP multicast,
+  // looped back to same-host members): no peer's ring is a group.
+  int JoinMulticast(const Gid& group) override { return udp_->JoinMulticast(group); }
+  void LeaveMulticast(const Gid& group) override { udp_->LeaveMulticast(group); }
 
   // While shared-memory traffic is possible, a ring push costs no system
   // call, an ACK has no wake-up to save (deferral measured ~0.5 us slower

@@ -16,6 +16,7 @@
 // calls it under its own lock.
 #pragma once
 
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -83,6 +84,10 @@ struct RxPacket {
   Endpoint src;
   // IPv4 TOS / IPv6 traffic class if the transport knows it (ECN bits), else 0.
   uint8_t traffic_class = 0;
+  // The multicast group it was sent to (a group joined with JoinMulticast;
+  // valid until the next RecvBurst), or null for a packet to this device's
+  // own endpoint. Every producer sets it.
+  const Gid* group = nullptr;
 };
 
 struct TransportCounters {
@@ -169,6 +174,21 @@ class Transport {
   // wake it (a doorbell), so it stays awake, off the CPU, while an
   // application polls (engine/progress.cc).
   virtual bool sleeping_costs_senders() const { return false; }
+
+  // --- Multicast (IBA 10.5.2.5: UD datagrams to a multicast GID) ---
+  // Starts receiving what is sent to `group` (a multicast GID: IPv4-mapped
+  // 224.0.0.0/4, as RoCE v2 carries IPv4 multicast, or IPv6 ff00::/8) at
+  // this device's port: such packets come out of RecvBurst with
+  // RxPacket::group set. Joining a group twice is the caller's bug (the
+  // engine counts attachments). 0, or an errno: EOPNOTSUPP without
+  // multicast, ENOMEM when too many groups are joined, another errno the
+  // socket calls gave. Sending to a group needs nothing: a TxPacket whose
+  // dst is the group.
+  virtual int JoinMulticast(const Gid& group) {
+    (void)group;
+    return EOPNOTSUPP;
+  }
+  virtual void LeaveMulticast(const Gid& group) { (void)group; }
 
   // --- Capabilities (null: not offered) ---
   // Same-host peers' memory for direct one-sided operations (peer_memory.h).

@@ -158,6 +158,7 @@ bool DatagramSplitter::Split(const ReceivedDatagram& d, uint16_t local_index, ui
     p.local_index = local_index;
     p.src = src;
     p.traffic_class = d.traffic_class;
+    p.group = d.group;
     ++counters_->rx_packets;
     counters_->rx_bytes += seg_len;
   }

@@ -48,6 +48,7 @@ struct ReceivedDatagram {
   uint16_t dst_port = 0;
   uint32_t gro_segment_size = 0;  // UDP_GRO cmsg; 0: not coalesced
   uint8_t traffic_class = 0;      // IP_TOS / IPV6_TCLASS cmsg
+  const Gid* group = nullptr;     // received on a multicast group's socket: the group
 };
 
 // Reads the UDP_GRO segment size and the IP_TOS (IPV6_TCLASS) byte from recvmsg's control

@@ -47,6 +47,7 @@ struct LocalSocket {
   bool gro = false;    // UDP_GRO accepted: datagrams may hold several packets
   uint16_t local = 0;  // the endpoint (index into the transport's locals) it belongs to
   bool reply = false;  // the endpoint's reply socket (see the top of this file)
+  bool group = false;  // a multicast group's socket (udp_multicast.h); endpoint = the group
 };
 
 // The sockets of one endpoint (see the top of this file).

@@ -22,7 +22,9 @@
 #include <ctime>
 #include <memory>
 
+#include "log/log.h"
 #include "transport/local_address.h"
+#include "transport/udp_multicast.h"
 #include "transport/udp_receive.h"
 #include "transport/udp_socket.h"
 #include "transport/udp_tx.h"
@@ -46,6 +48,8 @@ class UdpTransport final : public Transport {
   int pollable_fd() const override { return epoll_fd_; }
   int reply_pollable_fd() const override { return reply_epoll_fd_; }
   const TransportCounters& counters() const override { return counters_; }
+  int JoinMulticast(const Gid& group) override;
+  void LeaveMulticast(const Gid& group) override;
 
  private:
   // Segmented sending is off when faults are injected above this transport
@@ -61,9 +65,12 @@ class UdpTransport final : public Transport {
   bool SplitDatagram(int slot, uint16_t sock, RxPacket* packets, int n, int* produced);
 
   const bool segmented_;
-  // Every socket, device-port and reply sockets alike; indices below are
-  // into this vector.
+  // Every socket, device-port, reply and multicast group sockets alike;
+  // indices below are into this vector. Its capacity is reserved once
+  // (RxPacket::group points into it); a group's slot is reused after it is
+  // left (fd -1), never erased, since epoll names sockets by index.
   std::vector<LocalSocket> sockets_;
+  int groups_ = 0;  // group sockets open
   std::vector<uint16_t> main_of_local_;  // the socket that sends for each endpoint
   std::vector<int> owner_fds_;  // EndpointSockets::owner_fd of each endpoint
   std::vector<Endpoint> locals_;
@@ -115,6 +122,7 @@ bool UdpTransport::Init(std::string* error) {
     *error = "epoll_create1: " + std::string(std::strerror(errno));
     return false;
   }
+  sockets_.reserve(kMaxReadySockets + kMaxMulticastGroups);
   // Deliberately not value-initialised: pages are touched only by the
   // datagrams that land in them.
   rx_buf_.reset(new uint8_t[static_cast<size_t>(kUdpMaxRecvBurst) * kUdpRecvBufferSize]);
@@ -213,8 +221,50 @@ bool UdpTransport::SplitDatagram(int slot, uint16_t sock, RxPacket* packets, int
   }
   d.src_port = src.port;
   d.dst_port = s.endpoint.port;
+  d.group = s.group ? &s.endpoint.gid : nullptr;
   ReadReceiveControl(h, d.length, &d.gro_segment_size, &d.traffic_class);
   return splitter_.Split(d, s.local, rx_now_ns_, &next_segment_, packets, n, produced);
+}
+
+int UdpTransport::JoinMulticast(const Gid& group) {
+  if (groups_ >= kMaxMulticastGroups) return ENOMEM;
+  const uint16_t port = locals_.empty() ? uint16_t{4791} : locals_[0].port;
+  LocalSocket g;
+  std::string error;
+  if (const int rc = OpenGroupSocket(group, port, &g, &error)) {
+    SOFTRNIC_LOG(kWarn, "multicast join: %s", error.c_str());
+    return rc;
+  }
+  size_t index = sockets_.size();
+  for (size_t i = 0; i < sockets_.size(); ++i)
+    if (sockets_[i].group && sockets_[i].fd < 0) index = i;  // a left group's slot
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u32 = static_cast<uint32_t>(index);
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, g.fd, &ev) != 0 ||
+      epoll_ctl(all_epoll_fd_, EPOLL_CTL_ADD, g.fd, &ev) != 0) {
+    const int err = errno;
+    close(g.fd);  // closing also leaves either epoll set
+    return err;
+  }
+  if (index == sockets_.size()) sockets_.push_back(g);
+  else sockets_[index] = g;
+  ++groups_;
+  return 0;
+}
+
+void UdpTransport::LeaveMulticast(const Gid& group) {
+  for (size_t i = 0; i < sockets_.size(); ++i) {
+    LocalSocket& s = sockets_[i];
+    if (!s.group || s.fd < 0 || !(s.endpoint.gid == group)) continue;
+    // Datagrams of it not yet returned go with it (they were addressed to
+    // a group this device no longer receives).
+    if (split_socket_ == i) next_slot_ = slots_filled_ = 0;
+    close(s.fd);  // also removes it from both epoll sets
+    s.fd = -1;
+    --groups_;
+    return;
+  }
 }
 
 int UdpTransport::RecvBurst(RxPacket* packets, int n) {

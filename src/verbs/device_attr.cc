@@ -30,6 +30,9 @@ void FillDeviceAttr(const engine::DeviceAttr& a, ibv_device_attr* out) {
   out->max_qp_init_rd_atom = static_cast<int>(a.max_qp_init_rd_atom);
   out->atomic_cap = IBV_ATOMIC_HCA;  // atomics are executed under the engine lock
   out->max_ah = static_cast<int>(a.max_ah);
+  out->max_mcast_grp = static_cast<int>(a.max_mcast_grp);
+  out->max_mcast_qp_attach = static_cast<int>(a.max_mcast_qp_attach);
+  out->max_total_mcast_qp_attach = static_cast<int>(a.max_total_mcast_qp_attach);
   out->max_srq = static_cast<int>(a.max_srq);
   out->max_srq_wr = static_cast<int>(a.max_srq_wr);
   out->max_srq_sge = static_cast<int>(a.max_srq_sge);

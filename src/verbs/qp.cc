@@ -63,12 +63,18 @@ ibv_qp* CreateQpExOp(ibv_context* ctx, ibv_qp_init_attr_ex* attr) noexcept {
       return CreateXrcRecvQp(ctx, attr);
     }
     if (!(mask & IBV_QP_INIT_ATTR_PD)) return FailNull<ibv_qp>(EINVAL);
-    if ((mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags)
+    // The one creation flag: a UD QP that does not hear its own multicast
+    // datagrams (engine/multicast.h).
+    const uint32_t create_flags = (mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) ? attr->create_flags : 0;
+    if (create_flags & ~uint32_t(IBV_QP_CREATE_BLOCK_SELF_MCAST_LB))
       return FailNull<ibv_qp>(EOPNOTSUPP);
+    if (create_flags && attr->qp_type != IBV_QPT_UD) return FailNull<ibv_qp>(EINVAL);
     bool with_ex = (mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0;
     if (with_ex && (attr->send_ops_flags & ~kSupportedSendOps)) return FailNull<ibv_qp>(EOPNOTSUPP);
     if (!attr->pd || attr->pd->context != ctx) return FailNull<ibv_qp>(EINVAL);
-    return CreateQpCommon(attr, with_ex, attr->send_ops_flags);
+    ibv_qp* ibqp = CreateQpCommon(attr, with_ex, attr->send_ops_flags);
+    if (ibqp && create_flags) ToQp(ibqp)->dev->BlockSelfMulticastLoopback(ToQp(ibqp)->e);
+    return ibqp;
   });
 }
 
@@ -234,9 +240,26 @@ SOFTRNIC_EXPORT int ibv_query_qp_data_in_order(ibv_qp*, enum ibv_wr_opcode, uint
   return 0;  // no ordering guarantee is promised beyond the completion
 }
 
-// Multicast needs a UD multicast fabric softrnic does not model.
-SOFTRNIC_EXPORT int ibv_attach_mcast(ibv_qp*, const union ibv_gid*, uint16_t) { return EOPNOTSUPP; }
-SOFTRNIC_EXPORT int ibv_detach_mcast(ibv_qp*, const union ibv_gid*, uint16_t) { return EOPNOTSUPP; }
+namespace {
+eng::Gid GidFromVerbs(const ibv_gid& gid) {
+  eng::Gid g;
+  std::memcpy(g.raw.data(), gid.raw, 16);
+  return g;
+}
+}  // namespace
+
+// UD multicast (engine/multicast.h): the group is its GID; RoCE has no
+// multicast LIDs, so `lid` is not used (the kernel ignores it on Ethernet).
+SOFTRNIC_EXPORT int ibv_attach_mcast(ibv_qp* ibqp, const union ibv_gid* gid, uint16_t) {
+  if (!ibqp || !gid) return EINVAL;
+  Qp* qp = ToQp(ibqp);
+  return qp->dev->AttachMulticast(qp->e, GidFromVerbs(*gid));
+}
+SOFTRNIC_EXPORT int ibv_detach_mcast(ibv_qp* ibqp, const union ibv_gid* gid, uint16_t) {
+  if (!ibqp || !gid) return EINVAL;
+  Qp* qp = ToQp(ibqp);
+  return qp->dev->DetachMulticast(qp->e, GidFromVerbs(*gid));
+}
 
 // Enhanced Connection Establishment is a ConnectX vendor option.
 SOFTRNIC_EXPORT int ibv_query_ece(ibv_qp*, ibv_ece*) { return EOPNOTSUPP; }

@@ -516,6 +516,12 @@ uint32_t Device::SrqNum(const Srq*) const { return 0; }
 int Device::CreateXrcRecvQp(Xrcd*, void*, Qp**) { return EOPNOTSUPP; }
 int Device::OpenXrcRecvQp(Xrcd*, uint32_t, void*, Qp**) { return EOPNOTSUPP; }
 
+// Multicast is not modelled by the fake either: tested against the real
+// engine (tests/unit/engine/multicast_test.cc, tests/integration/multicast).
+int Device::AttachMulticast(Qp*, const Gid&) { return EOPNOTSUPP; }
+int Device::DetachMulticast(Qp*, const Gid&) { return EINVAL; }
+void Device::BlockSelfMulticastLoopback(Qp*) {}
+
 int Device::DestroyQp(Qp* qp, uint32_t* async_events_reported, void*) {
   Fake& f = F();
   if (int rc = f.Enter("DestroyQp")) return rc;

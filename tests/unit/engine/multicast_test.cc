@@ -1,0 +1,150 @@
+// UD multicast in the engine (engine/multicast.h): the attachment table's
+// rules, and datagrams to a group between two devices of this process (each
+// on its own loopback address, one UDP port: rc_pair.h) through real
+// sockets joined to the group.
+#include <unistd.h>
+
+#include <cerrno>
+#include <string>
+
+#include "engine/multicast.h"
+#include "rc_pair.h"
+
+namespace softrnic::engine::testing {
+namespace {
+
+Gid GroupGid(int which) {
+  // 239.<which>.<pid>: groups of concurrently running test processes differ.
+  const pid_t pid = getpid();
+  const uint8_t bytes[4] = {239, static_cast<uint8_t>(100 + which),
+                            static_cast<uint8_t>((pid >> 8) & 0xff), static_cast<uint8_t>(pid & 0xff)};
+  uint32_t ip;
+  std::memcpy(&ip, bytes, 4);
+  return Gid::FromIpv4(ip);
+}
+
+TEST(MulticastGroupsTest, AttachDetachAndLimits) {
+  MulticastGroups t;
+  Qp a, b;
+  bool created = false, emptied = false;
+  const Gid g = GroupGid(0);
+  EXPECT_EQ(t.Find(g), nullptr);
+  ASSERT_TRUE(t.Attach(g, &a, &created));
+  EXPECT_TRUE(created);
+  ASSERT_TRUE(t.Attach(g, &b, &created));
+  EXPECT_FALSE(created);
+  EXPECT_TRUE(t.IsAttached(g, &a));
+  ASSERT_NE(t.Find(g), nullptr);
+  EXPECT_EQ(t.Find(g)->qps.size(), 2u);
+  EXPECT_FALSE(t.Detach(GroupGid(1), &a, &emptied));  // not attached there
+  ASSERT_TRUE(t.Detach(g, &a, &emptied));
+  EXPECT_FALSE(emptied);
+  EXPECT_FALSE(t.Detach(g, &a, &emptied));  // twice
+  ASSERT_TRUE(t.Detach(g, &b, &emptied));
+  EXPECT_TRUE(emptied);
+  EXPECT_EQ(t.group_count(), 0u);
+  // A group holds at most kMaxQpsPerGroup QPs.
+  std::vector<Qp> many(MulticastGroups::kMaxQpsPerGroup + 1);
+  for (uint32_t i = 0; i < MulticastGroups::kMaxQpsPerGroup; ++i)
+    ASSERT_TRUE(t.Attach(g, &many[i], &created));
+  EXPECT_FALSE(t.Attach(g, &many.back(), &created));
+}
+
+TEST(MulticastGidTest, WhichGidsAreMulticast) {
+  EXPECT_TRUE(GroupGid(0).IsMulticast());
+  uint32_t ip;
+  const uint8_t unicast[4] = {10, 1, 2, 3};
+  std::memcpy(&ip, unicast, 4);
+  EXPECT_FALSE(Gid::FromIpv4(ip).IsMulticast());
+  Gid v6;
+  v6.raw[0] = 0xff;
+  v6.raw[1] = 0x0e;
+  EXPECT_TRUE(v6.IsMulticast());
+  v6.raw[0] = 0xfd;
+  EXPECT_FALSE(v6.IsMulticast());
+}
+
+class MulticastTest : public RcPairTest {
+ protected:
+  void SetUp() override {
+    QpOptions o;
+    o.type = QpType::kUd;
+    Open(o);
+  }
+  // Sends `n` datagrams of `len` bytes from a_ to the group.
+  void SendToGroup(const Gid& group, int n, uint32_t len) {
+    AddressVector av;
+    av.is_global = true;
+    av.dgid = group;
+    Ah* ah = nullptr;
+    ASSERT_EQ(a_.dev->CreateAh(a_.pd, av, nullptr, &ah), 0);
+    for (int i = 0; i < n; ++i) {
+      a_.buf[0] = static_cast<uint8_t>(0xA0 + i);
+      Sge s = SgeOf(a_, 0, len);
+      SendWr wr = MakeWr(WrOpcode::kSend, 100 + i, {&s, 1});
+      wr.send_flags = kSignaled;
+      wr.ah = ah;
+      wr.remote_qpn = kMulticastQpn;
+      wr.remote_qkey = 0x11111111;
+      ASSERT_EQ(a_.dev->PostSend(a_.qp, wr), 0);
+      auto c = PollN(a_, 1);
+      ASSERT_EQ(c.size(), 1u);
+      EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+    }
+    EXPECT_EQ(a_.dev->DestroyAh(ah), 0);
+  }
+};
+
+TEST_F(MulticastTest, AttachedQpReceivesWithTheGroupInItsGrh) {
+  const Gid group = GroupGid(2);
+  ASSERT_EQ(b_.dev->AttachMulticast(b_.qp, group), 0);
+  for (int i = 0; i < 4; ++i) {
+    Sge r = SgeOf(b_, 4096 * i, 40 + 512);
+    ASSERT_EQ(b_.dev->PostRecv(b_.qp, RecvWr{static_cast<uint64_t>(i), {&r, 1}}), 0);
+  }
+  SendToGroup(group, 4, 512);
+  auto c = PollN(b_, 4);
+  ASSERT_EQ(c.size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(c[i].status, WcStatus::kSuccess);
+    EXPECT_EQ(c[i].byte_len, 40u + 512u);
+    EXPECT_EQ(c[i].src_qp, a_.dev->QpNum(a_.qp));
+    const uint8_t* grh = &b_.buf[4096 * c[i].wr_id];
+    // RoCE v2 over IPv4: the IPv4 header's destination (the group) ends the
+    // 40-byte area.
+    EXPECT_EQ(std::memcmp(grh + 36, &group.raw[12], 4), 0);
+    EXPECT_EQ(grh[40], 0xA0 + c[i].wr_id);
+  }
+  // An attached QP cannot be destroyed; detached it can, and a detached QP
+  // hears nothing more.
+  EXPECT_EQ(b_.dev->DestroyQp(b_.qp), EBUSY);
+  EXPECT_EQ(b_.dev->DetachMulticast(b_.qp, group), 0);
+  EXPECT_EQ(b_.dev->DetachMulticast(b_.qp, group), EINVAL);
+  Sge r = SgeOf(b_, 0, 40 + 512);
+  ASSERT_EQ(b_.dev->PostRecv(b_.qp, RecvWr{9, {&r, 1}}), 0);
+  SendToGroup(group, 2, 512);
+  EXPECT_TRUE(PollFor(b_, std::chrono::milliseconds(100)).empty());
+}
+
+TEST_F(MulticastTest, RefusesWhatTheKernelRefuses) {
+  uint32_t ip;
+  const uint8_t unicast[4] = {127, 9, 9, 9};
+  std::memcpy(&ip, unicast, 4);
+  EXPECT_EQ(b_.dev->AttachMulticast(b_.qp, Gid::FromIpv4(ip)), EINVAL);
+  EXPECT_EQ(b_.dev->DetachMulticast(b_.qp, GroupGid(3)), EINVAL);
+  // Attaching twice is a no-op: one detach undoes it.
+  EXPECT_EQ(b_.dev->AttachMulticast(b_.qp, GroupGid(3)), 0);
+  EXPECT_EQ(b_.dev->AttachMulticast(b_.qp, GroupGid(3)), 0);
+  EXPECT_EQ(b_.dev->DetachMulticast(b_.qp, GroupGid(3)), 0);
+  EXPECT_EQ(b_.dev->DetachMulticast(b_.qp, GroupGid(3)), EINVAL);
+  // Only UD QPs.
+  Qp* rc = nullptr;
+  QpCaps caps{4, 4, 1, 1, 0};
+  ASSERT_EQ(b_.dev->CreateQp(b_.pd, QpType::kRc, b_.cq, b_.cq, nullptr, &caps, false, nullptr, &rc),
+            0);
+  EXPECT_EQ(b_.dev->AttachMulticast(rc, GroupGid(3)), EINVAL);
+  EXPECT_EQ(b_.dev->DestroyQp(rc), 0);
+}
+
+}  // namespace
+}  // namespace softrnic::engine::testing
