@@ -11,6 +11,9 @@
 # - Debian's mckey (rdmacm-utils) between two processes on one host and
 #   across the namespaces: rdma_join_multicast, the MULTICAST_JOIN event's
 #   address vector, then the data.
+# - The same through python3-pyverbs (pyverbs_multicast.py: join with an
+#   address and with JoinMCAttrEx, send-only join, UDParam, leave; nothing
+#   arrives after leaving), two processes in one namespace and across.
 set -u
 source "$SOFTRNIC_INTEGRATION_LIB/common.sh"
 softrnic_require_root
@@ -93,6 +96,29 @@ members_then_send "two namespaces, members in both" 239.246.0.3 \
   "run_in_ns $B" "run_in_ns $B"
 mckey_pair "mckey across namespaces" 239.246.0.4 "run_in_ns $B" $IP_B "run_in_ns $A" $IP_A
 capture_stop
+
+# pyverbs_pair NAME SRV_PREFIX SRV_IP CLI_PREFIX CLI_IP GROUP [ex]
+pyverbs_pair() {
+  local name=$1 sp=$2 sip=$3 cp=$4 cip=$5 group=$6 ex=${7:-}
+  local py=$SOFTRNIC_SOURCE_DIR/tests/integration/multicast/pyverbs_multicast.py
+  # shellcheck disable=SC2086
+  start_bg pym 60 $sp "$SOFTRNIC_PYTHON" "$py" recv $sip $group 20 $ex
+  wait_until 10 grep -q '^joined' "$(bg_log_file pym)" ||
+    { fail=$((fail + 1)); log "FAIL $name: pyverbs member did not join"; bg_log pym >&2; }
+  # shellcheck disable=SC2086
+  $cp "$SOFTRNIC_PYTHON" "$py" send $cip $group 20 >"$SOFTRNIC_TMP/pys.log" 2>&1 ||
+    { fail=$((fail + 1)); log "FAIL $name: pyverbs sender"; cat "$SOFTRNIC_TMP/pys.log" >&2; }
+  if wait_bg pym 30 && grep -q '^nothing after leaving' "$(bg_log_file pym)" &&
+     grep -q '^PASS' "$(bg_log_file pym)"; then
+    log "PASS $name: $(grep -c . "$(bg_log_file pym)") lines, $(grep '^received' "$(bg_log_file pym)")"
+  else
+    fail=$((fail + 1)); log "FAIL $name: pyverbs member"; bg_log pym | tail -6 >&2
+    kill_bg pym
+  fi
+}
+pyverbs_pair "pyverbs one namespace" "run_in_ns $B" $IP_B "run_in_ns $B" $IP_B 239.246.0.5
+pyverbs_pair "pyverbs across namespaces (join_ex)" "run_in_ns $B" $IP_B "run_in_ns $A" $IP_A \
+  239.246.0.6 ex
 
 # What crossed the veth: UD SENDs to the group address and the multicast QPN.
 n=$(tshark -r "$SOFTRNIC_TMP/mcast.pcap" -Y 'ip.dst == 239.246.0.3 && infiniband.bth.destqp == 0xffffff && infiniband.bth.opcode == 100' 2>/dev/null | wc -l)
