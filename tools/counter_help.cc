@@ -17,6 +17,8 @@ std::string CounterHelp(const std::string& name) {
       {"rx_dropped_service", "Received packets dropped: opcode service does not match the QP type."},
       {"rx_dropped_pkey", "Received packets dropped: P_Key mismatch."},
       {"rx_dropped_qkey", "Received packets dropped: Q_Key mismatch."},
+      {"tx_multicast_packets", "UD datagrams sent to a multicast group."},
+      {"rx_multicast_packets", "UD datagrams received for a multicast group this device joined."},
       {"rx_dropped_no_recv", "UD/UC messages dropped: no receive WQE posted."},
       {"rx_dropped_invalid", "UC messages dropped: bad sequence, length or rights."},
       {"rx_duplicates", "Duplicate request packets received."},

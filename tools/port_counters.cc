@@ -15,9 +15,10 @@ uint64_t Get(const CounterTotals& t, const char* name) {
 std::vector<std::pair<std::string, uint64_t>> PortCounterFiles(const CounterTotals& t) {
   const auto g = [&t](const char* name) { return Get(t, name); };
   const uint64_t tx = g("tx_packets"), rx = g("rx_packets");
+  const uint64_t tx_mc = g("tx_multicast_packets"), rx_mc = g("rx_multicast_packets");
   // counters/: every file ib_core's sysfs.c creates for a port with the
-  // extended PMA counters (pma_attrs_ext), in its order. All RoCE v2
-  // traffic softrnic sends is unicast.
+  // extended PMA counters (pma_attrs_ext), in its order. Multicast: UD
+  // datagrams to a group (engine/multicast.h); the rest is unicast.
   std::vector<std::pair<std::string, uint64_t>> files = {
       {"counters/symbol_error", 0},
       {"counters/link_error_recovery", 0},
@@ -39,10 +40,10 @@ std::vector<std::pair<std::string, uint64_t>> PortCounterFiles(const CounterTota
       {"counters/port_xmit_packets", tx},
       {"counters/port_rcv_packets", rx},
       {"counters/port_xmit_wait", 0},
-      {"counters/unicast_xmit_packets", tx},
-      {"counters/unicast_rcv_packets", rx},
-      {"counters/multicast_xmit_packets", 0},
-      {"counters/multicast_rcv_packets", 0},
+      {"counters/unicast_xmit_packets", tx - std::min(tx, tx_mc)},
+      {"counters/unicast_rcv_packets", rx - std::min(rx, rx_mc)},
+      {"counters/multicast_xmit_packets", tx_mc},
+      {"counters/multicast_rcv_packets", rx_mc},
   };
   // hw_counters/: rxe's names (rxe_hw_counters.c) for what rxe counts too,
   // then mlx5's names (what prometheus/procfs reads) for the rest.

@@ -106,6 +106,7 @@ void Engine::DispatchMulticast(const wire::Packet& pkt, const transport::RxPacke
             rx, pkt.bth.dest_qp());
     return;
   }
+  ++stats_.rx_multicast_packets;
   const MulticastGroups::Group* group = multicast_.Find(*rx.group);
   if (group == nullptr) {
     // Left while the datagram was on its way.

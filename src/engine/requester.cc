@@ -211,6 +211,7 @@ bool Engine::SendNextPacket(Qp* qp, SendWqe& w, uint64_t index) {
     f.opcode = wire::XrcOpcode(f.opcode);
     f.xrc_srqn = w.xrc_srqn;
   }
+  if (f.dest_qpn == kMulticastQpn && qp->type == QpType::kUd) ++stats_.tx_multicast_packets;
   uint8_t* out = StartPacket(f, payload);
   // Payload straight from registered memory when the transport takes
   // packets in pieces and one SGE holds it (no staging copy); otherwise

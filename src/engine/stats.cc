@@ -17,6 +17,8 @@ std::string FormatStats(const EngineStats& s, const transport::TransportCounters
   line("rx_dropped_pkey", s.rx_dropped_pkey);
   line("rx_dropped_qkey", s.rx_dropped_qkey);
   line("rx_dropped_no_recv", s.rx_dropped_no_recv);
+  line("tx_multicast_packets", s.tx_multicast_packets);
+  line("rx_multicast_packets", s.rx_multicast_packets);
   line("rx_dropped_invalid", s.rx_dropped_invalid);
   line("rx_duplicates", s.rx_duplicates);
   line("rx_out_of_sequence", s.rx_out_of_sequence);

@@ -23,6 +23,10 @@ struct EngineStats {
   uint64_t rx_dropped_pkey = 0;
   uint64_t rx_dropped_qkey = 0;
   uint64_t rx_dropped_no_recv = 0;     // UD/UC message with no receive WQE
+  // UD multicast (multicast.h): datagrams sent to a group, and datagrams
+  // received for a group (once each, whatever the number of QPs attached).
+  uint64_t tx_multicast_packets = 0;
+  uint64_t rx_multicast_packets = 0;
   uint64_t rx_dropped_invalid = 0;   // UC message dropped: bad sequence, length, rights
   uint64_t rx_duplicates = 0;
   uint64_t rx_out_of_sequence = 0;

@@ -115,6 +115,8 @@ TEST_F(MulticastTest, AttachedQpReceivesWithTheGroupInItsGrh) {
     EXPECT_EQ(std::memcmp(grh + 36, &group.raw[12], 4), 0);
     EXPECT_EQ(grh[40], 0xA0 + c[i].wr_id);
   }
+  EXPECT_EQ(StatsOf(*a_.dev).tx_multicast_packets, 4u);
+  EXPECT_EQ(StatsOf(*b_.dev).rx_multicast_packets, 4u);
   // An attached QP cannot be destroyed; detached it can, and a detached QP
   // hears nothing more.
   EXPECT_EQ(b_.dev->DestroyQp(b_.qp), EBUSY);

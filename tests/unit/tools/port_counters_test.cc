@@ -70,6 +70,17 @@ engine::StatsFile File(const std::string& path, uint64_t tx) {
 
 // A port's counters never go backwards: an exited process's last values
 // stay, and so do those of a file whose counters restarted.
+
+TEST(PortCounterFilesTest, MulticastIsCountedApartFromUnicast) {
+  const CounterTotals t = {{"tx_packets", 10}, {"rx_packets", 12},
+                           {"tx_multicast_packets", 3}, {"rx_multicast_packets", 5}};
+  const auto f = AsMap(PortCounterFiles(t));
+  EXPECT_EQ(f.at("counters/port_xmit_packets"), 10u);
+  EXPECT_EQ(f.at("counters/unicast_xmit_packets"), 7u);
+  EXPECT_EQ(f.at("counters/multicast_xmit_packets"), 3u);
+  EXPECT_EQ(f.at("counters/unicast_rcv_packets"), 7u);
+  EXPECT_EQ(f.at("counters/multicast_rcv_packets"), 5u);
+}
 TEST(PortCounterAccumulatorTest, MonotonicAsProcessesComeAndGo) {
   PortCounterAccumulator acc;
   EXPECT_EQ(acc.Update({File("a", 5), File("b", 7)}).at("tx_packets"), 12u);
