@@ -53,15 +53,22 @@ struct member {
 static struct ibv_context *ctx;
 static struct ibv_pd *pd;
 
+/* The GID of an IPv4 group (::ffff:a.b.c.d) or of an IPv6 one. */
 static void gid_of_ipv4(const char *text, union ibv_gid *gid) {
   struct in_addr a;
+  memset(gid, 0, sizeof(*gid));
+  if (inet_pton(AF_INET6, text, gid->raw) == 1) return;
   if (inet_pton(AF_INET, text, &a) != 1) {
-    fprintf(stderr, "bad IPv4 address %s\n", text);
+    fprintf(stderr, "bad address %s\n", text);
     exit(2);
   }
-  memset(gid, 0, sizeof(*gid));
   gid->raw[10] = gid->raw[11] = 0xff;
   memcpy(&gid->raw[12], &a, 4);
+}
+
+static int gid_is_ipv4(const union ibv_gid *gid) {
+  static const uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  return memcmp(gid->raw, prefix, 12) == 0;
 }
 
 static void open_device(void) {
@@ -186,8 +193,12 @@ static int recv_messages(struct member *m, const union ibv_gid *group, uint32_t 
       CHECK(wc[i].byte_len == GRH_SIZE + MSG_SIZE, "byte_len %u", wc[i].byte_len);
       const uint8_t *slot = m->buf + wc[i].wr_id * (GRH_SIZE + MSG_SIZE);
       /* RoCE v2 over IPv4: the IPv4 header is in the last 20 bytes of the
-       * GRH area; its destination address is the group. */
-      CHECK(memcmp(slot + 20 + 16, &group->raw[12], 4) == 0, "GRH destination is not the group");
+       * GRH area; over IPv6 the area is the IPv6 header. Its destination
+       * address is the group. */
+      if (gid_is_ipv4(group))
+        CHECK(memcmp(slot + 20 + 16, &group->raw[12], 4) == 0, "GRH destination is not the group");
+      else
+        CHECK(memcmp(slot + 24, group->raw, 16) == 0, "GRH destination is not the IPv6 group");
       struct msg msg;
       memcpy(&msg, slot + GRH_SIZE, sizeof(msg));
       CHECK(memcmp(msg.magic, "MCAST01", 8) == 0, "payload magic");

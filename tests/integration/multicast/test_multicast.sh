@@ -11,6 +11,9 @@
 # - Debian's mckey (rdmacm-utils) between two processes on one host and
 #   across the namespaces: rdma_join_multicast, the MULTICAST_JOIN event's
 #   address vector, then the data.
+# - An IPv6 group (ff0e::f6:1) between two IPv6-only namespaces
+#   (lib_ipv6.sh), members on both sides, each process with an address of
+#   its own.
 # - The same through python3-pyverbs (pyverbs_multicast.py: join with an
 #   address and with JoinMCAttrEx, send-only join, UDParam, leave; nothing
 #   arrives after leaving), two processes in one namespace and across.
@@ -127,5 +130,17 @@ log "captured $n UD SENDs to 239.246.0.3, QPN 0xFFFFFF"
 "$SOFTRNIC_PYTHON" "$SOFTRNIC_SOURCE_DIR/tests/integration/icrc_judge.py" "$SOFTRNIC_TMP/mcast.pcap" \
   --min-packets $COUNT || { fail=$((fail + 1)); log "FAIL icrc_judge on the multicast capture"; }
 
+# ---------------------------------------------------------------- IPv6
+source "$SOFTRNIC_SOURCE_DIR/tests/integration/ipv6/lib_ipv6.sh"
+A6=smc6_a B6=smc6_b
+ipv6_pair_up $A6 $B6 || die "IPv6 netns setup"
+# An IPv6-only namespace has no loopback GID: every process there needs an
+# address of its own.
+ip -n $A6 addr add fd77:243::11/64 dev $NETNS_IFACE nodad &&
+  ip -n $B6 addr add fd77:243::12/64 dev $NETNS_IFACE nodad || die "IPv6 addresses"
+members_then_send "IPv6 group between IPv6-only namespaces" ff0e::f6:1 \
+  "run_in_ns $A6 env SOFTRNIC_BIND=fd77:243::11" "run_in_ns $A6 env SOFTRNIC_BIND=$IPV6_A" \
+  "run_in_ns $B6 env SOFTRNIC_BIND=$IPV6_B" "run_in_ns $B6 env SOFTRNIC_BIND=fd77:243::12"
+
 (( fail == 0 )) || die "$fail check(s) failed"
-log "PASS: UD multicast on one host and across namespaces, mckey both ways"
+log "PASS: UD multicast on one host and across namespaces (IPv4 and IPv6), mckey and pyverbs both ways"
