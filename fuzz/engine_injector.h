@@ -48,6 +48,8 @@ class RecordingTransport final : public transport::Transport {
   int RecvBurst(transport::RxPacket*, int) override { return 0; }
   int pollable_fd() const override { return -1; }
   const transport::TransportCounters& counters() const override { return counters_; }
+  // Groups need no socket here: the fuzzer hands their packets in itself.
+  int JoinMulticast(const transport::Gid&) override { return 0; }
 
   const std::vector<std::vector<uint8_t>>& sent() const { return sent_; }
   void Clear() { sent_.clear(); }
@@ -83,10 +85,11 @@ inline RecordingTransport* DetachTransport(engine::Device& device) {
 // Delivers one packet (BTH .. ICRC, ICRC assumed verified) as if the
 // transport had received it from `src`, then runs what the progress pass
 // runs after a receive burst: the work list (coalesced ACKs, requesters)
-// and the transmit flush.
+// and the transmit flush. `group`: as if it arrived for that joined
+// multicast group (RxPacket::group).
 inline void Inject(engine::Device& device, uint8_t* data, uint32_t length,
                    const transport::Endpoint& src, uint16_t local_index = 0,
-                   uint8_t traffic_class = 0) {
+                   uint8_t traffic_class = 0, const transport::Gid* group = nullptr) {
   engine::Engine& e = device.engine();
   transport::RxPacket rx;
   rx.data = data;
@@ -94,6 +97,7 @@ inline void Inject(engine::Device& device, uint8_t* data, uint32_t length,
   rx.local_index = local_index;
   rx.src = src;
   rx.traffic_class = traffic_class;
+  rx.group = group;
   std::lock_guard<engine::SpinMutex> lock(e.mu_);
   e.DispatchPacket(rx);
   if (!e.work_list_.empty()) e.RunWorkList();

@@ -24,6 +24,9 @@
 //   ctl bit 5     canonical BTH: P_Key 0xFFFF, TVer 0; UD: the QP's Q_Key
 //   ctl bit 6     arrive from a stranger's GID instead of the peer's
 //   ctl bit 7     after the packet, fire every timer (1 hour ahead)
+//   sel bit 7     with target 3 (UD): arrive for the multicast group the UD
+//                 QP is attached to, DestQP the multicast QPN 0xFFFFFF
+//                 (unless bit 2 keeps the packet's own)
 //   len 0         no packet: just fire the timers
 //
 // Invariants checked after each input (abort on violation):
@@ -117,6 +120,7 @@ struct Fixture {
   engine::Ah* ah = nullptr;
   engine::Qp* qp[4] = {};  // RC, RC+SRQ, UC, UD
   transport::Endpoint peer, stranger;
+  transport::Gid group;  // the UD QP's multicast group
   // Largest receive WQE, for the byte_len check.
   uint32_t max_recv_bytes = 0;
   uint64_t recv_cursor = 0;
@@ -233,6 +237,9 @@ void Setup() {
                      nullptr, &g->qp[i]),
           "CreateQp");
   }
+  // The UD QP hears a multicast group too (sel bit 7 delivers to it).
+  g->group = transport::Gid::FromIpv4(inet_addr("239.255.0.1"));
+  Check(d.AttachMulticast(g->qp[3], g->group), "AttachMulticast");
 }
 
 // Marks [p, p+n) of region `id` as legitimately writable this iteration.
@@ -551,11 +558,12 @@ void PatchKeys(uint8_t* pkt, uint32_t len, const wire::OpcodeInfo& info, uint8_t
 
 void PlayRecord(uint8_t ctl, uint8_t aux, uint8_t sel, uint8_t* pkt, uint32_t len) {
   engine::Qp* qp = g->qp[ctl & 3];
+  const bool multicast = (ctl & 3) == 3 && (sel & 0x80);
   if (len >= sizeof(wire::Bth)) {
     wire::Bth bth;
     std::memcpy(bth.b.data(), pkt, sizeof(bth));
     const wire::OpcodeInfo& info = wire::GetOpcodeInfo(bth.opcode());
-    if (!(ctl & 0x04)) bth.set_dest_qp(qp->qpn);
+    if (!(ctl & 0x04)) bth.set_dest_qp(multicast ? engine::kMulticastQpn : qp->qpn);
     if (ctl & 0x08) {
       // Single-threaded: the progress thread is stopped, so QP fields can
       // be read without the lock.
@@ -579,7 +587,8 @@ void PlayRecord(uint8_t ctl, uint8_t aux, uint8_t sel, uint8_t* pkt, uint32_t le
     }
   }
   NoteAcknowledgement(pkt, len, ctl & 0x40);
-  fuzz::Inject(*g->dev, pkt, len, (ctl & 0x40) ? g->stranger : g->peer);
+  fuzz::Inject(*g->dev, pkt, len, (ctl & 0x40) ? g->stranger : g->peer, 0, 0,
+               multicast ? &g->group : nullptr);
   if (ctl & 0x80) fuzz::FireTimers(*g->dev, std::chrono::hours(1));
 }
 

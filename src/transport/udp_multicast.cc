@@ -83,6 +83,7 @@ int OpenGroupSocket(const Gid& group, uint16_t port, LocalSocket* out, std::stri
   } else {
     (void)setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));  // ECN; optional
   }
+  EnlargeSocketBuffers(fd);  // a burst to the group must not overflow it
   sockaddr_in6 sa{};
   const socklen_t len = ToSockaddr(Endpoint{group, port}, 0, &sa);
   if (bind(fd, reinterpret_cast<const sockaddr*>(&sa), len) != 0)

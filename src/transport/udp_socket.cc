@@ -108,8 +108,7 @@ int OpenSocket(const LocalAddress& address, uint16_t port, bool gro, bool reusep
       return fail("IP_MTU_DISCOVER on");
     (void)setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));  // ECN bits; optional
   }
-  SetBuffer(fd, SO_RCVBUFFORCE, SO_RCVBUF);
-  SetBuffer(fd, SO_SNDBUFFORCE, SO_SNDBUF);
+  EnlargeSocketBuffers(fd);
   // Coalesced receive: a run of equal-sized datagrams arrives as one buffer
   // with its segment size in a UDP_GRO cmsg (RecvBurst splits it again).
   if (gro) out->gro = setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one)) == 0;
@@ -178,6 +177,11 @@ int OpenEndpoint(const LocalAddress& address, uint16_t port, bool gro, bool repl
 }
 
 }  // namespace
+
+void EnlargeSocketBuffers(int fd) {
+  SetBuffer(fd, SO_RCVBUFFORCE, SO_RCVBUF);
+  SetBuffer(fd, SO_SNDBUFFORCE, SO_SNDBUF);
+}
 
 bool OpenEndpoints(const UdpConfig& config,
                    const std::function<bool(const EndpointSockets&, std::string*)>& add,

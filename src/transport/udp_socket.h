@@ -57,6 +57,10 @@ struct EndpointSockets {
   int owner_fd = -1;  // abstract unix socket naming the address:port, or -1
 };
 
+// Asks for 4 MiB send and receive buffers on `fd` (past net.core.[rw]mem_max
+// with CAP_NET_ADMIN, else capped there): a burst must not overflow them.
+void EnlargeSocketBuffers(int fd);
+
 // The most sockets a transport has (one RecvBurst's epoll_wait looks at all).
 inline constexpr int kMaxReadySockets = 64;
 

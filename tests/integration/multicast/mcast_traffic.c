@@ -11,8 +11,10 @@
  *                                       for COUNT messages (checking the
  *                                       GRH area and the payload), prints
  *                                       "received N from QPN"
- *   mcast_traffic send GROUP COUNT      a sender (not attached): COUNT
- *                                       messages to the group
+ *   mcast_traffic send GROUP COUNT [PACE_US]
+ *                                       a sender (not attached): COUNT
+ *                                       messages to the group, PACE_US
+ *                                       apart (default 200; 0: a burst)
  *
  * Exit status 0 only if every check held.
  */
@@ -33,7 +35,7 @@
 #define MULTICAST_QPN 0xFFFFFFu
 #define MSG_SIZE 256
 #define GRH_SIZE 40
-#define MAX_MSGS 512
+#define MAX_MSGS 1024
 
 struct msg {
   char magic[8];
@@ -324,14 +326,15 @@ static int member(const char *group_text, int count) {
   return g_failures ? 1 : 0;
 }
 
-static int sender(const char *group_text, int count) {
+static int sender(const char *group_text, int count, int pace_us) {
   open_device();
   union ibv_gid group;
   gid_of_ipv4(group_text, &group);
   struct member m;
   member_init(&m, 0);
-  /* Paced: a datagram service drops what a full receive queue cannot take. */
-  send_to_group(&m, &group, count, 200);
+  /* Paced by default (200 us): a datagram service drops what a member
+   * cannot take in time; 0 sends a burst. */
+  send_to_group(&m, &group, count, pace_us);
   printf("sent %d from qpn 0x%x\n", count, m.qp->qp_num);
   member_free(&m);
   return g_failures ? 1 : 0;
@@ -341,7 +344,8 @@ int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc == 2 && strcmp(argv[1], "selftest") == 0) return selftest();
   if (argc == 4 && strcmp(argv[1], "recv") == 0) return member(argv[2], atoi(argv[3]));
-  if (argc == 4 && strcmp(argv[1], "send") == 0) return sender(argv[2], atoi(argv[3]));
-  fprintf(stderr, "usage: %s selftest | recv GROUP COUNT | send GROUP COUNT\n", argv[0]);
+  if ((argc == 4 || argc == 5) && strcmp(argv[1], "send") == 0)
+    return sender(argv[2], atoi(argv[3]), argc == 5 ? atoi(argv[4]) : 200);
+  fprintf(stderr, "usage: %s selftest | recv GROUP COUNT | send GROUP COUNT [PACE_US]\n", argv[0]);
   return 2;
 }

@@ -31,7 +31,8 @@ fail=0
 # members_then_send NAME GROUP SENDER_PREFIX MEMBER_PREFIX...: starts a
 # member under each prefix (a command prefix, word-split: "" for here,
 # "run_in_ns X" for a namespace), waits until all are ready, sends COUNT
-# messages from a sender under SENDER_PREFIX, checks each member.
+# messages from a sender under SENDER_PREFIX (PACE microseconds apart,
+# default 200), checks each member.
 members_then_send() {
   local name=$1 group=$2 sender=$3; shift 3
   local i=0 prefix
@@ -46,7 +47,7 @@ members_then_send() {
       { fail=$((fail + 1)); log "FAIL $name: member $i not ready"; bg_log "m$i" >&2; }
   done
   # shellcheck disable=SC2086
-  if ! $sender "$PROG" send "$group" $COUNT >"$SOFTRNIC_TMP/send.log" 2>&1; then
+  if ! $sender "$PROG" send "$group" $COUNT ${PACE:-200} >"$SOFTRNIC_TMP/send.log" 2>&1; then
     fail=$((fail + 1)); log "FAIL $name: sender"; cat "$SOFTRNIC_TMP/send.log" >&2
   fi
   for ((i = 1; i <= n; i++)); do
@@ -82,6 +83,8 @@ mckey_pair() {
 
 # ---------------------------------------------------------------- one host
 members_then_send "one host, 3 members" 239.246.0.1 "" "" "" ""
+# A burst (no pause between sends): the group sockets' buffers hold it.
+COUNT=500 PACE=0 members_then_send "one host, 3 members, burst of 500" 239.246.0.7 "" "" "" ""
 mckey_pair "mckey one host" 239.246.0.2 "" "" "" ""
 
 # ---------------------------------------------------------------- two namespaces
