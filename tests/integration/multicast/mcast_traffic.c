@@ -223,9 +223,15 @@ static int selftest(void) {
         "multicast limits %d %d %d", da.max_mcast_grp, da.max_mcast_qp_attach,
         da.max_total_mcast_qp_attach);
 
+  /* Groups of this process only: tests run in parallel, and another
+   * process's members of the same group would hear these datagrams. */
   union ibv_gid g1, g2, unicast;
-  gid_of_ipv4("239.77.0.1", &g1);
-  gid_of_ipv4("239.77.0.2", &g2);
+  char text[32];
+  const unsigned pid = (unsigned)getpid();
+  snprintf(text, sizeof(text), "239.77.%u.%u", (pid >> 8) & 0xff, pid & 0xff);
+  gid_of_ipv4(text, &g1);
+  snprintf(text, sizeof(text), "239.78.%u.%u", (pid >> 8) & 0xff, pid & 0xff);
+  gid_of_ipv4(text, &g2);
   gid_of_ipv4("10.77.0.1", &unicast);
 
   /* Errors the man pages and the kernel name. */
