@@ -1,0 +1,180 @@
+// Device: completion channels, CQs and SRQs, the locked facade over the
+// engine's queues.h objects (device.cc has the rest of Device).
+#include <algorithm>
+#include <cerrno>
+
+#include "engine/device.h"
+#include "engine/device_internal.h"
+#include "engine/engine.h"
+
+namespace softrnic::engine {
+
+int Device::CreateCompletionChannel(CompletionChannel** out) {
+  auto ch = std::make_unique<CompletionChannel>();
+  if (!ch->ok()) return errno ? errno : EMFILE;
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  *out = ch.get();
+  engine_->channels_.push_back(std::move(ch));
+  return 0;
+}
+
+int Device::DestroyCompletionChannel(CompletionChannel* channel) {
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  if (channel->users > 0) return EBUSY;
+  return EraseOwned(engine_->channels_, channel) ? 0 : EINVAL;
+}
+
+int Device::CompletionChannelFd(const CompletionChannel* channel) const { return channel->pipe.read_fd(); }
+
+int Device::GetCqEvent(CompletionChannel* channel, void** cq_handle) {
+  // Read outside the lock: a blocking reader must not stall the engine.
+  if (int err = ReadEventByte(channel->pipe.read_fd())) return err;
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  if (channel->pending.empty()) return EIO;
+  Cq* cq = channel->pending.front();
+  channel->pending.pop_front();
+  // A CQ destroyed after its event was queued leaves a null entry.
+  if (cq == nullptr) return EAGAIN;
+  *cq_handle = cq->handle;
+  return 0;
+}
+
+int Device::CreateCq(uint32_t cqe, CompletionChannel* channel, void* handle, Cq** out) {
+  if (cqe == 0 || cqe > engine_->attr_.max_cqe) return EINVAL;
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  if (engine_->cqs_.size() >= engine_->attr_.max_cq) return ENOMEM;
+  auto cq = std::make_unique<Cq>();
+  cq->ring.resize(cqe);
+  cq->channel = channel;
+  cq->handle = handle;
+  if (channel) ++channel->users;
+  *out = cq.get();
+  engine_->cqs_.push_back(std::move(cq));
+  return 0;
+}
+
+uint32_t Device::CqCapacity(const Cq* cq) const { return static_cast<uint32_t>(cq->ring.size()); }
+
+int Device::ResizeCq(Cq* cq, uint32_t cqe) {
+  if (cqe == 0 || cqe > engine_->attr_.max_cqe) return EINVAL;
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  return cq->Resize(cqe) ? 0 : EINVAL;
+}
+
+int Device::DestroyCq(Cq* cq, uint32_t* async_events_reported) {
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  if (cq->users > 0) return EBUSY;
+  ForgetAsyncEvents(*engine_, AsyncObject::kCq, cq->handle, async_events_reported);
+  if (cq->channel) {
+    --cq->channel->users;
+    auto& pending = cq->channel->pending;
+    // Events not yet read stay in the pipe; drop the queue entries so no
+    // dangling CQ is handed out (ibv_destroy_cq requires events acked).
+    std::replace(pending.begin(), pending.end(), cq, static_cast<Cq*>(nullptr));
+  }
+  return EraseOwned(engine_->cqs_, cq) ? 0 : EINVAL;
+}
+
+int Device::PollCq(Cq* cq, int n, Completion* out) {
+  if (n < 0) return -EINVAL;
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  // Packets held back by PostSend (doorbell batching) leave first.
+  if (engine_->tx_.count() > 0) engine_->FlushTx();
+  // The polling application does the engine's work itself (no thread hop).
+  if (cq->count < static_cast<size_t>(n)) {
+    if (engine_->PollOnceLocked()) engine_->WakeProgressThreadFor(engine_->NextDeadlineLocked());
+    engine_->app_polled_at_.store(engine_->last_pass_.time_since_epoch().count(),
+                                  std::memory_order_relaxed);
+  }
+  engine_->NoteAppActivity();
+  const int got = cq->Poll(n, out);
+  engine_->app_waiting_.store(got == 0, std::memory_order_relaxed);
+  return got;
+}
+
+int Device::ArmCq(Cq* cq, bool solicited_only) {
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  // The caller is about to block: nothing may stay held back.
+  if (engine_->tx_.count() > 0) engine_->FlushTx();
+  // Arming a CQ without a channel is allowed (and has no effect to observe).
+  // Keep the stronger arm: "next completion" covers "next solicited".
+  if (cq->armed != 1) cq->armed = solicited_only ? 2 : 1;
+  // A thread about to block for this CQ's event needs the progress thread
+  // to take responses (RepliesNeededLocked).
+  // So does one that left the request sockets to polling applications.
+  if (cq->channel != nullptr) {
+    engine_->channel_armed_.store(true, std::memory_order_relaxed);
+    if (engine_->app_owns_packets_.load(std::memory_order_relaxed) ||
+        (engine_->reply_fd_ >= 0 && !engine_->watching_replies_.load(std::memory_order_relaxed)))
+      engine_->WakeProgressThread();
+  }
+  return 0;
+}
+
+void Device::AckCqEvents(Cq* cq, unsigned n) {
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  cq->events_acked += n;
+}
+
+int Device::CreateSrq(Pd* pd, const SrqAttr& attr, void* handle, Srq** out) {
+  const auto& dev = engine_->attr_;
+  if (attr.max_wr == 0 || attr.max_wr > dev.max_srq_wr || attr.max_sge > dev.max_srq_sge ||
+      attr.srq_limit > attr.max_wr)
+    return EINVAL;
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  if (engine_->srqs_.size() >= dev.max_srq) return ENOMEM;
+  auto srq = std::make_unique<Srq>();
+  srq->pd = pd;
+  srq->rq.Init(attr.max_wr, std::max<uint32_t>(attr.max_sge, 1));
+  srq->limit = attr.srq_limit;
+  srq->handle = handle;
+  ++pd->users;
+  *out = srq.get();
+  engine_->srqs_.push_back(std::move(srq));
+  return 0;
+}
+
+int Device::ModifySrq(Srq* srq, const SrqAttr& attr, uint32_t mask) {
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  if (mask & ~3u) return EINVAL;
+  if (mask & 1) {  // IBV_SRQ_MAX_WR: resize
+    if (attr.max_wr == 0 || attr.max_wr > engine_->attr_.max_srq_wr) return EINVAL;
+    if (!srq->rq.Resize(attr.max_wr)) return EINVAL;
+  }
+  if (mask & 2) {  // IBV_SRQ_LIMIT: arm the limit event
+    if (attr.srq_limit > srq->rq.wr_ids.size()) return EINVAL;
+    srq->limit = attr.srq_limit;
+  }
+  return 0;
+}
+
+int Device::QuerySrq(Srq* srq, SrqAttr* out) {
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  out->max_wr = static_cast<uint32_t>(srq->rq.wr_ids.size());
+  out->max_sge = srq->rq.max_sge;
+  out->srq_limit = srq->limit;
+  return 0;
+}
+
+int Device::DestroySrq(Srq* srq, uint32_t* async_events_reported) {
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  if (srq->users > 0) return EBUSY;
+  ForgetAsyncEvents(*engine_, AsyncObject::kSrq, srq->handle, async_events_reported);
+  --srq->pd->users;
+  if (srq->xrcd != nullptr) {
+    engine_->xrc_srqs_.erase(srq->srqn);
+    --srq->xrcd->users;
+    --srq->cq->users;
+  }
+  return EraseOwned(engine_->srqs_, srq) ? 0 : EINVAL;
+}
+
+int Device::PostSrqRecv(Srq* srq, const RecvWr& wr) {
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  if (wr.sges.size() > srq->rq.max_sge) return EINVAL;
+  if (srq->rq.Full()) return ENOMEM;
+  srq->rq.Push(wr);
+  return 0;
+}
+
+}  // namespace softrnic::engine
