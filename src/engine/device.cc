@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
+#include <new>
 
 #include "common/secure_random.h"
 #include "engine/device_internal.h"
@@ -333,8 +334,10 @@ int Device::DestroyAh(Ah* ah) {
 }
 
 int Device::CreateQp(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, QpCaps* caps,
-                     bool sq_sig_all, void* handle, Qp** out) {
-  return CreateQpWithQpn(pd, type, send_cq, recv_cq, srq, caps, sq_sig_all, handle, 0, out);
+                     bool sq_sig_all, void* handle, Qp** out,
+                     std::pmr::memory_resource* queue_memory) {
+  return CreateQpWithQpn(pd, type, send_cq, recv_cq, srq, caps, sq_sig_all, handle, 0, out,
+                         nullptr, queue_memory);
 }
 
 int Device::CreateGsiQp(Pd* pd, Cq* send_cq, Cq* recv_cq, QpCaps* caps, void* handle, Qp** out) {
@@ -343,7 +346,7 @@ int Device::CreateGsiQp(Pd* pd, Cq* send_cq, Cq* recv_cq, QpCaps* caps, void* ha
 
 int Device::CreateQpWithQpn(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq,
                             QpCaps* caps, bool sq_sig_all, void* handle, uint32_t fixed_qpn,
-                            Qp** out, Xrcd* xrcd) {
+                            Qp** out, Xrcd* xrcd, std::pmr::memory_resource* queue_memory) {
   const auto& dev = engine_->attr_;
   if (type != QpType::kRc && type != QpType::kUc && type != QpType::kUd &&
       type != QpType::kXrcSend && type != QpType::kXrcRecv)
@@ -369,9 +372,32 @@ int Device::CreateQpWithQpn(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* 
     return EINVAL;
   if (srq == nullptr && (caps->max_recv_wr > dev.max_qp_wr || caps->max_recv_sge > dev.max_sge))
     return EINVAL;
+  // Round up as hardware does; at least one of each so rings are valid.
+  caps->max_send_wr = std::max<uint32_t>(caps->max_send_wr, 1);
+  caps->max_send_sge = std::max<uint32_t>(caps->max_send_sge, 1);
+  if (srq || xrc != XrcRole::kNone) {
+    caps->max_recv_wr = 0;
+    caps->max_recv_sge = 0;
+  } else {
+    caps->max_recv_wr = std::max<uint32_t>(caps->max_recv_wr, 1);
+    caps->max_recv_sge = std::max<uint32_t>(caps->max_recv_sge, 1);
+  }
+  // The queues are allocated before the lock (device.h, queue memory); on
+  // an error below, `qp` frees them after the lock is released (declared
+  // first, destroyed last).
+  std::unique_ptr<Qp> qp;
+  try {
+    qp = std::make_unique<Qp>(QueueMemoryOrDefault(queue_memory));
+    qp->caps = *caps;
+    qp->sq.resize(caps->max_send_wr);
+    qp->sq_sges.resize(size_t{caps->max_send_wr} * qp->SgeStride());
+    qp->sq_inline.resize(size_t{caps->max_send_wr} * caps->max_inline_data);
+    if (!srq) qp->rq.Init(caps->max_recv_wr, caps->max_recv_sge);
+  } catch (const std::bad_alloc&) {
+    return ENOMEM;
+  }
   std::lock_guard<SpinMutex> lock(engine_->mu_);
   if (engine_->qps_.size() >= dev.max_qp) return ENOMEM;
-  auto qp = std::make_unique<Qp>();
   if (fixed_qpn != 0) {
     if (engine_->qps_.contains(fixed_qpn)) return EBUSY;
     qp->qpn = fixed_qpn;
@@ -388,21 +414,6 @@ int Device::CreateQpWithQpn(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* 
   qp->srq = srq;
   qp->handle = handle;
   qp->sq_sig_all = sq_sig_all;
-  // Round up as hardware does; at least one of each so rings are valid.
-  caps->max_send_wr = std::max<uint32_t>(caps->max_send_wr, 1);
-  caps->max_send_sge = std::max<uint32_t>(caps->max_send_sge, 1);
-  if (srq || xrc != XrcRole::kNone) {
-    caps->max_recv_wr = 0;
-    caps->max_recv_sge = 0;
-  } else {
-    caps->max_recv_wr = std::max<uint32_t>(caps->max_recv_wr, 1);
-    caps->max_recv_sge = std::max<uint32_t>(caps->max_recv_sge, 1);
-  }
-  qp->caps = *caps;
-  qp->sq.resize(caps->max_send_wr);
-  qp->sq_sges.resize(size_t{caps->max_send_wr} * qp->SgeStride());
-  qp->sq_inline.resize(size_t{caps->max_send_wr} * caps->max_inline_data);
-  if (!srq) qp->rq.Init(caps->max_recv_wr, caps->max_recv_sge);
   qp->attr.cap = *caps;
   if (pd) ++pd->users;
   if (send_cq) ++send_cq->users;
@@ -440,6 +451,7 @@ int Device::QueryQp(Qp* qp, QpAttr* out) {
 }
 
 int Device::DestroyQp(Qp* qp, uint32_t* async_events_reported, void* handle) {
+  std::unique_ptr<Qp> doomed;  // freed after the lock is released (queues.h)
   std::lock_guard<SpinMutex> lock(engine_->mu_);
   auto it = engine_->qps_.find(qp->qpn);
   if (it == engine_->qps_.end() || it->second.get() != qp) return EINVAL;
@@ -474,6 +486,7 @@ int Device::DestroyQp(Qp* qp, uint32_t* async_events_reported, void* handle) {
     if (qp->recv_cq) --qp->recv_cq->users;
     if (qp->srq) --qp->srq->users;
   }
+  doomed = std::move(it->second);
   engine_->qps_.erase(it);
   return 0;
 }

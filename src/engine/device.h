@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <memory_resource>
 #include <optional>
 #include <span>
 #include <string>
@@ -167,9 +168,20 @@ class Device {
   // event and returns the CQ's handle.
   int GetCqEvent(CompletionChannel* channel, void** cq_handle);
 
+  // Queue memory (CreateCq, CreateSrq, CreateQp): where the object keeps
+  // its entries (the completion ring; the receive WQEs; the send and
+  // receive WQEs), null for the engine's own. The verbs layer passes a
+  // parent domain's allocators here (ibv_alloc_parent_domain(3)). The
+  // resource is called before the engine lock is taken and after it is
+  // released, never under it (it may be application code); it must
+  // outlive the object. An allocation it fails (std::bad_alloc) fails the
+  // call with ENOMEM, with every block it gave before handed back.
+  //
   // cqe: at least this many entries (EINVAL if 0 or > max_cqe).
-  int CreateCq(uint32_t cqe, CompletionChannel* channel, void* handle, Cq** out);
+  int CreateCq(uint32_t cqe, CompletionChannel* channel, void* handle, Cq** out,
+               std::pmr::memory_resource* queue_memory = nullptr);
   uint32_t CqCapacity(const Cq* cq) const;
+  // The new ring comes from the CQ's queue memory (ENOMEM if it cannot).
   int ResizeCq(Cq* cq, uint32_t cqe);
   // EBUSY while QPs or SRQs use it. async_events_reported: see DestroyQp.
   int DestroyCq(Cq* cq, uint32_t* async_events_reported = nullptr);
@@ -178,8 +190,11 @@ class Device {
   int ArmCq(Cq* cq, bool solicited_only);
   void AckCqEvents(Cq* cq, unsigned n);
 
-  int CreateSrq(Pd* pd, const SrqAttr& attr, void* handle, Srq** out);
+  int CreateSrq(Pd* pd, const SrqAttr& attr, void* handle, Srq** out,
+                std::pmr::memory_resource* queue_memory = nullptr);
   // mask: 1 = max_wr (resize), 2 = srq_limit (IBV_SRQ_MAX_WR, IBV_SRQ_LIMIT).
+  // A resize takes the new queue from the SRQ's queue memory (ENOMEM if it
+  // cannot).
   int ModifySrq(Srq* srq, const SrqAttr& attr, uint32_t mask);
   int QuerySrq(Srq* srq, SrqAttr* out);
   // EBUSY while QPs use it. async_events_reported: see DestroyQp.
@@ -222,7 +237,8 @@ class Device {
   // caps is rounded up to what the QP really has (as ibv_create_qp does).
   // kXrcSend: recv_cq and srq are not used (may be null).
   int CreateQp(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, QpCaps* caps,
-               bool sq_sig_all, void* handle, Qp** out);
+               bool sq_sig_all, void* handle, Qp** out,
+               std::pmr::memory_resource* queue_memory = nullptr);
   // The General Services QP (QPN 1, IBA 3.9.1 / 13.5): a UD QP that carries
   // connection-management MADs (librdmacm). One per device; EBUSY if taken.
   int CreateGsiQp(Pd* pd, Cq* send_cq, Cq* recv_cq, QpCaps* caps, void* handle, Qp** out);
@@ -291,7 +307,7 @@ class Device {
   explicit Device(std::unique_ptr<Engine> engine);
   int CreateQpWithQpn(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, QpCaps* caps,
                       bool sq_sig_all, void* handle, uint32_t fixed_qpn, Qp** out,
-                      Xrcd* xrcd = nullptr);
+                      Xrcd* xrcd = nullptr, std::pmr::memory_resource* queue_memory = nullptr);
   std::unique_ptr<Engine> engine_;
 };
 

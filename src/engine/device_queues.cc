@@ -2,6 +2,7 @@
 // engine's queues.h objects (device.cc has the rest of Device).
 #include <algorithm>
 #include <cerrno>
+#include <new>
 
 #include "engine/device.h"
 #include "engine/device_internal.h"
@@ -39,12 +40,21 @@ int Device::GetCqEvent(CompletionChannel* channel, void** cq_handle) {
   return 0;
 }
 
-int Device::CreateCq(uint32_t cqe, CompletionChannel* channel, void* handle, Cq** out) {
+int Device::CreateCq(uint32_t cqe, CompletionChannel* channel, void* handle, Cq** out,
+                     std::pmr::memory_resource* queue_memory) {
   if (cqe == 0 || cqe > engine_->attr_.max_cqe) return EINVAL;
+  // The ring is allocated before the lock (device.h, queue memory); on an
+  // error below, `cq` frees it after the lock is released (declared first,
+  // destroyed last).
+  std::unique_ptr<Cq> cq;
+  try {
+    cq = std::make_unique<Cq>(QueueMemoryOrDefault(queue_memory));
+    cq->ring.resize(cqe);
+  } catch (const std::bad_alloc&) {
+    return ENOMEM;
+  }
   std::lock_guard<SpinMutex> lock(engine_->mu_);
   if (engine_->cqs_.size() >= engine_->attr_.max_cq) return ENOMEM;
-  auto cq = std::make_unique<Cq>();
-  cq->ring.resize(cqe);
   cq->channel = channel;
   cq->handle = handle;
   if (channel) ++channel->users;
@@ -57,11 +67,20 @@ uint32_t Device::CqCapacity(const Cq* cq) const { return static_cast<uint32_t>(c
 
 int Device::ResizeCq(Cq* cq, uint32_t cqe) {
   if (cqe == 0 || cqe > engine_->attr_.max_cqe) return EINVAL;
+  // The new ring is made before the lock; after it, `next` holds the old
+  // one (or, on EINVAL, the unused new one) and frees it.
+  std::pmr::vector<Completion> next(cq->memory());
+  try {
+    next.resize(cqe);
+  } catch (const std::bad_alloc&) {
+    return ENOMEM;
+  }
   std::lock_guard<SpinMutex> lock(engine_->mu_);
-  return cq->Resize(cqe) ? 0 : EINVAL;
+  return cq->ResizeInto(next) ? 0 : EINVAL;
 }
 
 int Device::DestroyCq(Cq* cq, uint32_t* async_events_reported) {
+  std::unique_ptr<Cq> doomed;  // freed after the lock is released
   std::lock_guard<SpinMutex> lock(engine_->mu_);
   if (cq->users > 0) return EBUSY;
   ForgetAsyncEvents(*engine_, AsyncObject::kCq, cq->handle, async_events_reported);
@@ -72,7 +91,8 @@ int Device::DestroyCq(Cq* cq, uint32_t* async_events_reported) {
     // dangling CQ is handed out (ibv_destroy_cq requires events acked).
     std::replace(pending.begin(), pending.end(), cq, static_cast<Cq*>(nullptr));
   }
-  return EraseOwned(engine_->cqs_, cq) ? 0 : EINVAL;
+  doomed = TakeOwned(engine_->cqs_, cq);
+  return doomed ? 0 : EINVAL;
 }
 
 int Device::PollCq(Cq* cq, int n, Completion* out) {
@@ -116,16 +136,23 @@ void Device::AckCqEvents(Cq* cq, unsigned n) {
   cq->events_acked += n;
 }
 
-int Device::CreateSrq(Pd* pd, const SrqAttr& attr, void* handle, Srq** out) {
+int Device::CreateSrq(Pd* pd, const SrqAttr& attr, void* handle, Srq** out,
+                      std::pmr::memory_resource* queue_memory) {
   const auto& dev = engine_->attr_;
   if (attr.max_wr == 0 || attr.max_wr > dev.max_srq_wr || attr.max_sge > dev.max_srq_sge ||
       attr.srq_limit > attr.max_wr)
     return EINVAL;
+  // Allocated before the lock, freed after it on error (as CreateCq).
+  std::unique_ptr<Srq> srq;
+  try {
+    srq = std::make_unique<Srq>(QueueMemoryOrDefault(queue_memory));
+    srq->rq.Init(attr.max_wr, std::max<uint32_t>(attr.max_sge, 1));
+  } catch (const std::bad_alloc&) {
+    return ENOMEM;
+  }
   std::lock_guard<SpinMutex> lock(engine_->mu_);
   if (engine_->srqs_.size() >= dev.max_srq) return ENOMEM;
-  auto srq = std::make_unique<Srq>();
   srq->pd = pd;
-  srq->rq.Init(attr.max_wr, std::max<uint32_t>(attr.max_sge, 1));
   srq->limit = attr.srq_limit;
   srq->handle = handle;
   ++pd->users;
@@ -135,12 +162,21 @@ int Device::CreateSrq(Pd* pd, const SrqAttr& attr, void* handle, Srq** out) {
 }
 
 int Device::ModifySrq(Srq* srq, const SrqAttr& attr, uint32_t mask) {
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
   if (mask & ~3u) return EINVAL;
+  // A resize's new queue is made before the lock; after it, `next` holds
+  // the old one (or the unused new one) and frees it. The memory and
+  // max_sge never change after creation: read without the lock.
+  RecvQueue next(srq->rq.memory());
   if (mask & 1) {  // IBV_SRQ_MAX_WR: resize
     if (attr.max_wr == 0 || attr.max_wr > engine_->attr_.max_srq_wr) return EINVAL;
-    if (!srq->rq.Resize(attr.max_wr)) return EINVAL;
+    try {
+      next.Init(attr.max_wr, srq->rq.max_sge);
+    } catch (const std::bad_alloc&) {
+      return ENOMEM;
+    }
   }
+  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  if ((mask & 1) && !srq->rq.ResizeInto(next)) return EINVAL;
   if (mask & 2) {  // IBV_SRQ_LIMIT: arm the limit event
     if (attr.srq_limit > srq->rq.wr_ids.size()) return EINVAL;
     srq->limit = attr.srq_limit;
@@ -157,6 +193,7 @@ int Device::QuerySrq(Srq* srq, SrqAttr* out) {
 }
 
 int Device::DestroySrq(Srq* srq, uint32_t* async_events_reported) {
+  std::unique_ptr<Srq> doomed;  // freed after the lock is released
   std::lock_guard<SpinMutex> lock(engine_->mu_);
   if (srq->users > 0) return EBUSY;
   ForgetAsyncEvents(*engine_, AsyncObject::kSrq, srq->handle, async_events_reported);
@@ -166,7 +203,8 @@ int Device::DestroySrq(Srq* srq, uint32_t* async_events_reported) {
     --srq->xrcd->users;
     --srq->cq->users;
   }
-  return EraseOwned(engine_->srqs_, srq) ? 0 : EINVAL;
+  doomed = TakeOwned(engine_->srqs_, srq);
+  return doomed ? 0 : EINVAL;
 }
 
 int Device::PostSrqRecv(Srq* srq, const RecvWr& wr) {

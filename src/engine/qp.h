@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <memory_resource>
 #include <vector>
 
 #include "engine/congestion_control.h"
@@ -264,6 +265,11 @@ enum class XrcRole : uint8_t { kNone, kSend, kRecv };
 
 class Qp {
  public:
+  // memory: where the send queue (sq, sq_sges, sq_inline) and the receive
+  // queue keep their entries (queues.h, "Queue memory").
+  explicit Qp(std::pmr::memory_resource* memory = DefaultQueueMemory())
+      : sq(memory), sq_sges(memory), sq_inline(memory), rq(memory) {}
+
   // Identity and wiring.
   uint32_t qpn = 0;
   QpType type = QpType::kRc;
@@ -292,9 +298,9 @@ class Qp {
   bool peer_on_host = false;
 
   // Send queue: a ring indexed by monotonically increasing counters.
-  std::vector<SendWqe> sq;
-  std::vector<Sge> sq_sges;           // caps.max_send_sge per slot
-  std::vector<uint8_t> sq_inline;     // caps.max_inline_data per slot
+  std::pmr::vector<SendWqe> sq;
+  std::pmr::vector<Sge> sq_sges;           // caps.max_send_sge per slot
+  std::pmr::vector<uint8_t> sq_inline;     // caps.max_inline_data per slot
   uint64_t sq_head = 0;  // oldest WQE not yet completed (completer)
   uint64_t sq_next = 0;  // requester: WQE being (re)sent
   uint64_t sq_tail = 0;  // next free slot (posting)

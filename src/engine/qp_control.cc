@@ -288,7 +288,9 @@ void Engine::ResetQp(Qp* qp) {
   fresh.cap = caps;
   qp->attr = fresh;
   qp->sq_head = qp->sq_next = qp->sq_tail = 0;
-  if (!qp->srq) qp->rq.Init(caps.max_recv_wr, caps.max_recv_sge);
+  // Emptied in place: the queue keeps its memory (which may be the
+  // application's, queues.h) and nothing is allocated under the lock.
+  qp->rq.Clear();
   // Every role back to its initial state: a reused QP behaves as a fresh
   // one (qp.h). The shared-memory path state stays (qp.h, ShmPathState).
   qp->req = {};

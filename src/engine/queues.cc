@@ -1,5 +1,7 @@
 #include "engine/queues.h"
 
+#include <utility>
+
 namespace softrnic::engine {
 
 void CompletionChannel::Notify(Cq* cq) {
@@ -47,10 +49,10 @@ void Cq::RemoveQp(uint32_t qpn) {
   count = kept;
 }
 
-bool Cq::Resize(uint32_t entries) {
-  if (entries < count) return false;
-  std::vector<Completion> next(entries);
+bool Cq::ResizeInto(std::pmr::vector<Completion>& next) {
+  if (next.size() < count) return false;
   for (size_t i = 0; i < count; ++i) next[i] = ring[(head + i) % ring.size()];
+  // Same resource: the swap exchanges the buffers, it copies nothing.
   ring.swap(next);
   head = 0;
   return true;
@@ -78,16 +80,19 @@ void RecvQueue::Pop() {
   --count;
 }
 
-bool RecvQueue::Resize(uint32_t capacity) {
-  if (capacity < count) return false;
-  RecvQueue next;
-  next.Init(capacity, max_sge);
+bool RecvQueue::ResizeInto(RecvQueue& next) {
+  if (next.capacity() < count || next.max_sge != max_sge) return false;
   while (!Empty()) {
     RecvWr wr{FrontWrId(), {FrontSges(), FrontNumSge()}};
     next.Push(wr);
     Pop();
   }
-  *this = std::move(next);
+  // Same resource: the swaps exchange the buffers, they copy nothing.
+  wr_ids.swap(next.wr_ids);
+  num_sge.swap(next.num_sge);
+  sges.swap(next.sges);
+  std::swap(head, next.head);
+  std::swap(count, next.count);
   return true;
 }
 

@@ -3,10 +3,21 @@
 // Thread-safety: not synchronised; the engine calls these under its lock.
 // CompletionChannel's fd is read by application threads without the lock
 // (see GetCqEvent in engine.cc).
+//
+// Queue memory: the entries of a CQ, a receive queue (and so an SRQ) and a
+// QP's send queue live in memory from the std::pmr::memory_resource the
+// object was made with: the engine's own (operator new) unless the verbs
+// layer passes a parent domain's allocators (ibv_alloc_parent_domain(3),
+// verbs/domain_allocator.h). Each array is one allocation, made when the
+// object is made or resized and given back when it is destroyed or resized;
+// never while posting or polling. The resource may run application code, so
+// Device allocates before it takes the engine lock and frees after it let
+// go (device_queues.cc, device.cc).
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <memory_resource>
 #include <vector>
 
 #include "engine/event_pipe.h"
@@ -42,19 +53,30 @@ class CompletionChannel {
   int users = 0;
 };
 
+// The engine's own queue memory.
+inline std::pmr::memory_resource* DefaultQueueMemory() { return std::pmr::new_delete_resource(); }
+
 class Cq {
  public:
+  explicit Cq(std::pmr::memory_resource* memory = DefaultQueueMemory()) : ring(memory) {}
+
   // Appends a completion; returns false on overflow (the entry is lost and
   // the CQ is marked in error, IBA 11.4.2.1: CQ overrun is an async error).
   bool Push(const Completion& c, bool solicited);
   int Poll(int n, Completion* out);
   uint32_t capacity() const { return static_cast<uint32_t>(ring.size()); }
-  bool Resize(uint32_t entries);
+  std::pmr::memory_resource* memory() const { return ring.get_allocator().resource(); }
+  // Resizing in two steps, so that no allocator runs under the engine lock:
+  // the caller makes `next` (the new size, from memory()) before, this
+  // moves the waiting completions into it and swaps it with the ring, and
+  // the caller frees the old ring, now in `next`, after. False (nothing
+  // changed) if more completions wait than `next` holds.
+  bool ResizeInto(std::pmr::vector<Completion>& next);
   // Drops the completions of QP `qpn` not yet polled, keeping the order of
   // the others (a QP moved to Reset: qp_control.cc).
   void RemoveQp(uint32_t qpn);
 
-  std::vector<Completion> ring;
+  std::pmr::vector<Completion> ring;
   size_t head = 0;
   size_t count = 0;
   CompletionChannel* channel = nullptr;
@@ -74,7 +96,15 @@ class Cq {
 // posting).
 class RecvQueue {
  public:
+  explicit RecvQueue(std::pmr::memory_resource* memory = DefaultQueueMemory())
+      : wr_ids(memory), num_sge(memory), sges(memory) {}
+
+  // Allocates the ring (from memory()); empty.
   void Init(uint32_t capacity, uint32_t max_sge);
+  // Empties it (IBA 10.3.1.1, a QP to RESET) without allocating.
+  void Clear() { head = count = 0; }
+  uint32_t capacity() const { return static_cast<uint32_t>(wr_ids.size()); }
+  std::pmr::memory_resource* memory() const { return wr_ids.get_allocator().resource(); }
   bool Full() const { return count == wr_ids.size(); }
   bool Empty() const { return count == 0; }
   // REQUIRES: !Full() and wr.sges.size() <= max_sge.
@@ -83,11 +113,15 @@ class RecvQueue {
   const Sge* FrontSges() const { return &sges[head * max_sge]; }
   uint32_t FrontNumSge() const { return num_sge[head]; }
   void Pop();
-  bool Resize(uint32_t capacity);
+  // Resizing in two steps, as Cq::ResizeInto: `next` was Init()ed with the
+  // new capacity and the same max_sge from memory(); the waiting WQEs move
+  // into it, in order, and it becomes this queue, `next` the old one.
+  // False (nothing changed) if more WQEs wait than `next` holds.
+  bool ResizeInto(RecvQueue& next);
 
-  std::vector<uint64_t> wr_ids;
-  std::vector<uint32_t> num_sge;
-  std::vector<Sge> sges;
+  std::pmr::vector<uint64_t> wr_ids;
+  std::pmr::vector<uint32_t> num_sge;
+  std::pmr::vector<Sge> sges;
   uint32_t max_sge = 0;
   size_t head = 0;
   size_t count = 0;
@@ -108,6 +142,8 @@ class Xrcd {
 
 class Srq {
  public:
+  explicit Srq(std::pmr::memory_resource* memory = DefaultQueueMemory()) : rq(memory) {}
+
   Pd* pd = nullptr;
   // XRC SRQs (ibv_create_srq_ex, IBV_SRQT_XRC): the domain, the CQ their
   // receive completions go to, and the number XRC requests name.

@@ -128,8 +128,11 @@ uint8_t ExReadDlidPathBits(ibv_cq_ex* c) { return ToCq(c)->cur->dlid_path_bits; 
 
 // ---- CQ creation (shared by ibv_create_cq and create_cq_ex) ----------------
 
+// memory: the parent domain's CQ allocator (IBV_CQ_INIT_ATTR_MASK_PD), or
+// null for the engine's own.
 ibv_cq_ex* CreateCqCommon(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_channel* channel,
-                          int comp_vector, bool is_ex, uint64_t wc_flags) {
+                          int comp_vector, bool is_ex, uint64_t wc_flags,
+                          std::pmr::memory_resource* memory = nullptr) {
   if (!ctx || cqe <= 0) return FailNull<ibv_cq_ex>(EINVAL);
   if (comp_vector < 0 || comp_vector >= ctx->num_comp_vectors) return FailNull<ibv_cq_ex>(EINVAL);
   if (channel && channel->context != ctx) return FailNull<ibv_cq_ex>(EINVAL);
@@ -137,7 +140,7 @@ ibv_cq_ex* CreateCqCommon(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_
   eng::CompletionChannel* ech = channel ? reinterpret_cast<CompChannel*>(channel)->e : nullptr;
   auto* cq = NewFilledByEngine<Cq>([&](Cq* w) {
     std::memset(&w->cq, 0, sizeof(w->cq));
-    return dev->CreateCq(static_cast<uint32_t>(cqe), ech, &w->cq, &w->e);
+    return dev->CreateCq(static_cast<uint32_t>(cqe), ech, &w->cq, &w->e, memory);
   });
   if (!cq) return nullptr;
   cq->dev = dev;
@@ -178,7 +181,7 @@ ibv_cq_ex* CreateCqExOp(ibv_context* ctx, ibv_cq_init_attr_ex* attr) noexcept {
     // Timestamps, CVLAN, flow tag and tag matching are not produced.
     if (attr->wc_flags & ~uint64_t(IBV_WC_STANDARD_FLAGS)) return FailNull<ibv_cq_ex>(EOPNOTSUPP);
     // ibv_create_cq_ex(3): parent_domain must be a parent domain of this
-    // context. The CQ's memory is the engine's either way (parent_domain.cc).
+    // context; its allocators, if it has them, give the completion ring.
     if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) &&
         (!attr->parent_domain || attr->parent_domain->context != ctx ||
          !reinterpret_cast<Pd*>(attr->parent_domain)->is_parent()))
@@ -186,10 +189,12 @@ ibv_cq_ex* CreateCqExOp(ibv_context* ctx, ibv_cq_init_attr_ex* attr) noexcept {
     if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
         (attr->flags & ~uint32_t(IBV_CREATE_CQ_ATTR_SINGLE_THREADED)))
       return FailNull<ibv_cq_ex>(EOPNOTSUPP);
+    const bool on_domain = (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) != 0;
     ibv_cq_ex* cq = CreateCqCommon(ctx, static_cast<int>(attr->cqe), attr->cq_context,
                                    attr->channel, static_cast<int>(attr->comp_vector), true,
-                                   attr->wc_flags);
-    if (cq && (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD)) {
+                                   attr->wc_flags,
+                                   on_domain ? CqMemory(attr->parent_domain) : nullptr);
+    if (cq && on_domain) {
       ToCq(cq)->domain = attr->parent_domain;
       HoldDomain(attr->parent_domain);
     }

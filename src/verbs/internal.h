@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "engine/device.h"
+#include "verbs/domain_allocator.h"
 
 // verbs.h turns these names into macros / inline wrappers; the library must
 // define the real exported functions under the plain names.
@@ -76,8 +77,27 @@ struct Pd {
   void* pd_context = nullptr;   // IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT
   std::atomic<int> parents{0};  // parent domains built on this PD
   std::atomic<int> objects{0};  // a parent domain's live QPs, CQs, SRQs, MRs, AHs
+  // IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS with both functions: the memory
+  // of the queues made on it (domain_allocator.h); null otherwise.
+  std::unique_ptr<DomainAllocators> allocators;
   bool is_parent() const { return protection != nullptr; }
 };
+
+// Where the entries of a QP, an SRQ or a CQ made on `pd` live: its parent
+// domain's allocator for that resource type, or null (the engine's own
+// memory) for a PD, a parent domain without allocators, or no domain.
+inline std::pmr::memory_resource* QpMemory(ibv_pd* pd) {
+  auto* p = reinterpret_cast<Pd*>(pd);
+  return p && p->allocators ? &p->allocators->qp : nullptr;
+}
+inline std::pmr::memory_resource* SrqMemory(ibv_pd* pd) {
+  auto* p = reinterpret_cast<Pd*>(pd);
+  return p && p->allocators ? &p->allocators->srq : nullptr;
+}
+inline std::pmr::memory_resource* CqMemory(ibv_pd* pd) {
+  auto* p = reinterpret_cast<Pd*>(pd);
+  return p && p->allocators ? &p->allocators->cq : nullptr;
+}
 
 // Objects made on a parent domain hold it: ibv_dealloc_pd of it fails with
 // EBUSY until they are destroyed (ibv_alloc_parent_domain(3)), as a PD's

@@ -7,11 +7,11 @@
 // domain belong to its protection domain: ibv_reg_mr, ibv_create_qp,
 // ibv_create_srq and ibv_create_cq_ex (IBV_CQ_INIT_ATTR_MASK_PD) accept it.
 //
-// Custom allocators (IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS) are refused
-// with EOPNOTSUPP: the engine keeps queue memory in its own containers and
-// cannot yet place it in memory the application hands out, and claiming
-// the allocators while never calling them would be a lie to applications
-// that rely on where their queues live (huge pages, NUMA placement).
+// Custom allocators (IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS) are honoured:
+// the CQs, QPs and SRQs made on the parent domain keep their entries in
+// memory from its alloc and give it back through its free
+// (domain_allocator.h). As in mlx5, allocators are used only when both
+// functions are given; PD_CONTEXT sets what they are handed.
 #include "verbs/internal.h"
 
 using namespace softrnic::verbs;
@@ -39,7 +39,6 @@ ibv_pd* AllocParentDomainOp(ibv_context* ctx, ibv_parent_domain_init_attr* attr)
   constexpr uint32_t kKnown =
       IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
   if (attr->comp_mask & ~kKnown) return FailNull<ibv_pd>(EINVAL);
-  if (attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS) return FailNull<ibv_pd>(EOPNOTSUPP);
   auto* protection = reinterpret_cast<Pd*>(attr->pd);
   if (protection->is_parent()) return FailNull<ibv_pd>(EINVAL);  // "a protection domain"
   if (attr->td && attr->td->context != ctx) return FailNull<ibv_pd>(EINVAL);
@@ -51,6 +50,14 @@ ibv_pd* AllocParentDomainOp(ibv_context* ctx, ibv_parent_domain_init_attr* attr)
   parent->td = reinterpret_cast<Td*>(attr->td);
   if (attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT)
     parent->pd_context = attr->pd_context;
+  if ((attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS) && attr->alloc && attr->free) {
+    parent->allocators = std::unique_ptr<DomainAllocators>(new (std::nothrow) DomainAllocators(
+        &parent->pd, attr->alloc, attr->free, parent->pd_context));
+    if (!parent->allocators) {
+      delete parent;
+      return FailNull<ibv_pd>(ENOMEM);
+    }
+  }
   ++protection->parents;
   if (parent->td) ++parent->td->parents;
   return &parent->pd;

@@ -30,7 +30,7 @@ ibv_qp* CreateQpCommon(ibv_qp_init_attr_ex* attr, bool with_ex, uint64_t send_op
     return dev->CreateQp(reinterpret_cast<Pd*>(attr->pd)->e, static_cast<eng::QpType>(attr->qp_type),
                          ToCq(attr->send_cq)->e,
                          attr->recv_cq ? ToCq(attr->recv_cq)->e : nullptr, esrq, caps,
-                         attr->sq_sig_all != 0, &w->qpx.qp_base, &w->e);
+                         attr->sq_sig_all != 0, &w->qpx.qp_base, &w->e, QpMemory(attr->pd));
   });
   if (!qp) return nullptr;
   if (with_ex) {

@@ -15,7 +15,9 @@ SOFTRNIC_EXPORT ibv_srq* ibv_create_srq(ibv_pd* ibpd, ibv_srq_init_attr* init) {
     eng::Device* dev = DevOf(ibpd->context);
     eng::SrqAttr a{init->attr.max_wr, init->attr.max_sge, init->attr.srq_limit};
     auto* srq = NewFilledByEngine<Srq>(
-        [&](Srq* w) { return dev->CreateSrq(reinterpret_cast<Pd*>(ibpd)->e, a, &w->srq, &w->e); });
+        [&](Srq* w) {
+          return dev->CreateSrq(reinterpret_cast<Pd*>(ibpd)->e, a, &w->srq, &w->e, SrqMemory(ibpd));
+        });
     if (!srq) return nullptr;
     srq->dev = dev;
     // Report the real sizes back, as ibv_create_srq(3) promises.

@@ -8,7 +8,8 @@ The responder registers an explicit ODP region of pages nobody touched, an
 implicit ODP region (the whole address space), a device-memory region
 (zero-based), binds a type 1 window (ibv_bind_mw) and a zero-based type 2
 window (IBV_WR_BIND_MW) over a region that grants no remote right itself,
-and makes its QP and extended CQ on a parent domain. The
+and makes its QP and extended CQ on a parent domain with custom allocators
+(their queues in memory from posix_memalign). The
 requester (plain memory, an ODP buffer it prefetches with ibv_advise_mr)
 writes, reads and adds into each of them, then writes through the implicit
 key into memory the responder mapped after registering it, and last into
@@ -25,7 +26,6 @@ usage: pyverbs_memory.py                   both sides, the responder as a
        pyverbs_memory.py --connect ADDR:PORT    the requester
 Exit 0 if every check passes, 1 if not. LD_LIBRARY_PATH must point at
 softrnic's libraries."""
-import errno
 import json
 import mmap as pymmap
 import socket
@@ -141,20 +141,31 @@ def responder(listen):
     f = conn.makefile("r")
     with Context(name="softrnic0") as ctx:
         pd = PD(ctx)
-        # Parent domain: custom allocators are refused (parent_domain.cc),
-        # a parent domain without them carries the QP and its CQ.
-        try:
-            ParentDomain(ctx, attr=ParentDomainInitAttr(
-                pd=pd, pd_context=ParentDomainContext(pd, lambda *a: 0, lambda *a: None)))
-            check("parent domain with allocators refused", False)
-        except PyverbsRDMAError as ex:
-            check("parent domain with allocators: EOPNOTSUPP (%d)" % ex.error_code,
-                  ex.error_code == errno.EOPNOTSUPP)
-        parent = ParentDomain(ctx, attr=ParentDomainInitAttr(pd=pd))
+        # Parent domain with custom allocators (as rdma-core's
+        # tests/test_parent_domain.py makes them): its QP and extended CQ
+        # keep their entries in memory from posix_memalign, and every
+        # request below goes through them.
+        blocks = []
+
+        def alloc(pd_, context, size, alignment, resource_type):
+            p = mem.posix_memalign(size, alignment)
+            blocks.append(p)
+            return p
+
+        def free(pd_, context, ptr, resource_type):
+            blocks.remove(ptr)
+            mem.free(ptr)
+
+        # Kept while the parent domain lives: pyverbs hands the C library a
+        # borrowed pointer to it.
+        pd_ctx = ParentDomainContext(pd, alloc, free)
+        parent = ParentDomain(ctx, attr=ParentDomainInitAttr(pd=pd, pd_context=pd_ctx))
         cq = CQEX(ctx, CqInitAttrEx(cqe=64, wc_flags=e.IBV_WC_STANDARD_FLAGS, parent_domain=parent,
                                     comp_mask=e.IBV_CQ_INIT_ATTR_MASK_FLAGS |
                                     e.IBV_CQ_INIT_ATTR_MASK_PD))
         qp = make_qp(parent, cq)
+        check("the parent domain's CQ and QP in the allocator's memory (%d blocks)" % len(blocks),
+              len(blocks) >= 2)
 
         npages = 8
         odp_addr = mem.mmap(length=npages * PAGE)

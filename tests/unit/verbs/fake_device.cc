@@ -320,10 +320,12 @@ int Device::GetCqEvent(CompletionChannel* channel, void** cq_handle) {
   return 0;
 }
 
-int Device::CreateCq(uint32_t cqe, CompletionChannel* channel, void* handle, Cq** out) {
+int Device::CreateCq(uint32_t cqe, CompletionChannel* channel, void* handle, Cq** out,
+                     std::pmr::memory_resource* queue_memory) {
   Fake& f = F();
   if (int rc = f.Enter("CreateCq")) return rc;
   auto cq = std::make_unique<Cq>();
+  cq->queue_memory = queue_memory;
   cq->handle = handle;
   cq->requested = cqe;
   cq->capacity = cqe + f.cq_extra;
@@ -378,10 +380,12 @@ void Device::AckCqEvents(Cq* cq, unsigned n) {
   cq->acked_events += n;
 }
 
-int Device::CreateSrq(Pd* pd, const SrqAttr& attr, void* handle, Srq** out) {
+int Device::CreateSrq(Pd* pd, const SrqAttr& attr, void* handle, Srq** out,
+                      std::pmr::memory_resource* queue_memory) {
   Fake& f = F();
   if (int rc = f.Enter("CreateSrq")) return rc;
   auto srq = std::make_unique<Srq>();
+  srq->queue_memory = queue_memory;
   srq->handle = handle;
   srq->pd = pd;
   srq->attr = attr;
@@ -471,10 +475,12 @@ std::unique_ptr<Qp> NewQp(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* sr
 }  // namespace
 
 int Device::CreateQp(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, QpCaps* caps,
-                     bool sq_sig_all, void* handle, Qp** out) {
+                     bool sq_sig_all, void* handle, Qp** out,
+                     std::pmr::memory_resource* queue_memory) {
   Fake& f = F();
   if (int rc = f.Enter("CreateQp")) return rc;
   auto qp = NewQp(pd, type, send_cq, recv_cq, srq, caps, sq_sig_all, handle, f.next_qpn++);
+  qp->queue_memory = queue_memory;
   *out = qp.get();
   std::lock_guard<std::mutex> lock(f.mu_);
   f.qps_.push_back(std::move(qp));

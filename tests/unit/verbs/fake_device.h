@@ -24,6 +24,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <memory_resource>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -88,6 +89,7 @@ class Cq {
   int arm_calls = 0;
   bool solicited_only = false;
   unsigned acked_events = 0;
+  std::pmr::memory_resource* queue_memory = nullptr;  // as CreateCq was given it
 };
 
 class Srq {
@@ -97,6 +99,7 @@ class Srq {
   SrqAttr attr;
   uint32_t last_modify_mask = 0;
   std::vector<verbs_test::PostedRecv> recvs;
+  std::pmr::memory_resource* queue_memory = nullptr;  // as CreateSrq was given it
 };
 
 class Ah {
@@ -116,6 +119,7 @@ class Qp {
   Cq* recv_cq = nullptr;
   Srq* srq = nullptr;
   QpCaps caps;  // as requested
+  std::pmr::memory_resource* queue_memory = nullptr;  // as CreateQp was given it
   bool sq_sig_all = false;
   uint32_t qpn = 0;
   QpAttr attr;                  // what ModifyQp last stored / QueryQp reports
