@@ -15,6 +15,15 @@ fi
 PY=/usr/bin/python3
 $PY -c "import pyverbs.pd" 2>/dev/null || { echo "python3-pyverbs not installed" >&2; exit 77; }
 HERE=$(cd "$(dirname "$0")" && pwd)
+# Sanitizer builds preload the ASan runtime into python (tests/integration/
+# CMakeLists.txt). Its __cxa_throw interceptor binds the real function when
+# it starts, and python links no libstdc++: the std::bad_alloc a NULL from
+# the allocator becomes (domain_allocator.cc) would then stop ASan with
+# "CHECK failed ... real___cxa_throw". Preloading libstdc++ too gives it one.
+if [[ "${LD_PRELOAD:-}" == *libasan* ]]; then
+  stdcxx=$(g++ -print-file-name=libstdc++.so.6 2>/dev/null)
+  [[ -f "$stdcxx" ]] && export LD_PRELOAD="$LD_PRELOAD:$(realpath "$stdcxx")"
+fi
 # One process, two QPs on one device: over UDP (RoCE v2 through the
 # kernel). The shared-memory path needs two processes: pyverbs_memory.py
 # (verbs_memory_features_pyverbs) makes its responder's QP and CQ on a
