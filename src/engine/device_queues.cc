@@ -198,11 +198,7 @@ int Device::DestroySrq(Srq* srq, uint32_t* async_events_reported) {
   if (srq->users > 0) return EBUSY;
   ForgetAsyncEvents(*engine_, AsyncObject::kSrq, srq->handle, async_events_reported);
   --srq->pd->users;
-  if (srq->xrcd != nullptr) {
-    engine_->xrc_srqs_.erase(srq->srqn);
-    --srq->xrcd->users;
-    --srq->cq->users;
-  }
+  if (srq->xrcd != nullptr) engine_->ForgetXrcSrq(srq);
   doomed = TakeOwned(engine_->srqs_, srq);
   return doomed ? 0 : EINVAL;
 }

@@ -74,6 +74,8 @@ std::string Engine::CaptureDescription() const {
 }
 
 Engine::~Engine() {
+  // First: its server thread takes mu_ and serves from the SRQ tables.
+  xrc_share_.reset();
   StopProgressThread();
   // Regions never deregistered: revoke peers' direct access; the pages stay
   // on their memfd (ReleaseRegion says why).

@@ -33,6 +33,7 @@
 #include "engine/queues.h"
 #include "engine/stats.h"
 #include "engine/wr_opcode.h"
+#include "engine/xrc_share.h"
 #include "transport/peer_memory.h"
 #include "transport/transport.h"
 #include "wire/packet.h"
@@ -71,6 +72,9 @@ class Engine {
   // XRC (xrc.cc): the domains, and the XRC SRQs by the number requests name.
   std::vector<std::unique_ptr<Xrcd>> xrcds_;
   std::unordered_map<uint32_t, Srq*> xrc_srqs_;
+  // XRC domains shared with other processes (xrc_share.h): made when an SRQ
+  // or a receive QP of a domain opened by file first needs it.
+  std::unique_ptr<XrcShare> xrc_share_;
   std::vector<std::unique_ptr<Ah>> ahs_;
   std::unordered_map<uint32_t, std::unique_ptr<Qp>> qps_;
   MrTable mr_table_;
@@ -350,6 +354,8 @@ class Engine {
   // if any, so that its receive WQE can still complete in error.
   bool BindXrcTarget(Qp* qp, const wire::Packet& pkt);
   void UnbindXrcTarget(Qp* qp);
+  // DestroySrq's XRC part: the number leaves the tables and the registry.
+  void ForgetXrcSrq(Srq* srq);
   // The packet opcode an RC opcode becomes on qp (XRC QPs: the XRC one).
   static uint8_t OnWire(const Qp* qp, uint8_t rc_opcode);
 

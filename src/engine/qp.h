@@ -177,6 +177,9 @@ struct RespState {
   // XRC receive QPs: the XRC SRQ the receive WQE being filled came from
   // (its completion goes to that SRQ's CQ).
   uint32_t xrc_srqn = 0;
+  // ... and that SRQ is another process's (xrc_share.h): the receive WQE is
+  // taken, filled and completed there.
+  bool xrc_remote = false;
   // Coalesced ACK to send at the end of the receive burst.
   bool ack_pending = false;
   uint32_t ack_psn = 0;

@@ -116,6 +116,12 @@ bool Engine::TakeRecvWqe(Qp* qp) {
 }
 
 std::optional<Engine::Refusal> Engine::ScatterToRecv(Qp* qp, const uint8_t* data, uint32_t len) {
+  if (qp->resp.xrc_remote) {
+    // The WQE is another process's: it places the data (xrc_share.h).
+    const std::optional<int> r = xrc_share_->Scatter(qp, data, len);
+    if (r) return static_cast<Refusal>(*r);
+    return std::nullopt;
+  }
   uint64_t capacity = 0;
   for (uint32_t i = 0; i < qp->resp.recv_num_sge; ++i) capacity += qp->resp.recv_sges[i].length;
   if (qp->resp.recv_offset + uint64_t{len} > capacity) return Refusal::kRecvTooShort;
@@ -141,6 +147,11 @@ void Engine::CompleteRecv(Qp* qp, WcStatus status, WcOpcode opcode, uint32_t byt
   c.sl = sl;
   qp->resp.recv_active = false;
   if (status != WcStatus::kSuccess) CountErrorCompletion(qp, status, false);
+  if (qp->resp.xrc_remote) {
+    // To the CQ of another process's SRQ (xrc_share.h), before the ACK.
+    xrc_share_->Complete(qp, c, solicited);
+    return;
+  }
   Cq* cq = qp->recv_cq;
   if (cq == nullptr && qp->xrc == XrcRole::kRecv) {
     // Flushed outside a request (xrc.cc): the SRQ the WQE came from.
@@ -502,7 +513,16 @@ bool Engine::CheckRecvWqe(Qp* qp, const wire::Packet& pkt) {
   const wire::OpcodeInfo& info = *pkt.info;
   const bool needs_wqe = info.has(wire::kIsSend) ? info.has(wire::kFirst)
                                                  : info.has(wire::kIsWrite) && info.imm_offset != 0;
-  if (needs_wqe && !qp->resp.recv_active && !TakeRecvWqe(qp)) {
+  if (needs_wqe && !qp->resp.recv_active && qp->resp.xrc_remote) {
+    // Another process's XRC SRQ (xrc_share.h): empty (or its process not
+    // taking requests) is RNR as here; an SRQ gone meanwhile is invalid.
+    const XrcShare::TakeResult r = xrc_share_->Take(qp);
+    if (r != XrcShare::TakeResult::kOk) {
+      RefuseRequest(qp, pkt.bth.psn(),
+                    r == XrcShare::TakeResult::kEmpty ? Refusal::kNoRecvWqe : Refusal::kInvalid);
+      return false;
+    }
+  } else if (needs_wqe && !qp->resp.recv_active && !TakeRecvWqe(qp)) {
     RefuseRequest(qp, pkt.bth.psn(), Refusal::kNoRecvWqe);
     return false;
   }

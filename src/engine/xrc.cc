@@ -21,6 +21,7 @@
 
 #include "common/secure_random.h"
 #include "engine/engine.h"
+#include "engine/xrc_share.h"
 
 namespace softrnic::engine {
 namespace {
@@ -91,6 +92,12 @@ int Device::CreateXrcSrq(Pd* pd, Xrcd* xrcd, Cq* cq, const SrqAttr& attr, void* 
   srq->xrcd = xrcd;
   srq->cq = cq;
   srq->srqn = FreshSrqn(*engine_);
+  if (xrcd->has_inode) {
+    // A domain opened by file is shared with this user's other processes
+    // that open it (xrc_share.h): the number must be free in all of them.
+    if (!engine_->xrc_share_) engine_->xrc_share_ = std::make_unique<XrcShare>(engine_.get());
+    while (!engine_->xrc_share_->Reserve(*xrcd, srq->srqn)) srq->srqn = FreshSrqn(*engine_);
+  }
   ++xrcd->users;
   ++cq->users;
   engine_->xrc_srqs_[srq->srqn] = srq;
@@ -120,6 +127,13 @@ int Device::OpenXrcRecvQp(Xrcd* xrcd, uint32_t qpn, void* handle, Qp** out) {
 
 // --- Engine: the data path ---
 
+void Engine::ForgetXrcSrq(Srq* srq) {
+  xrc_srqs_.erase(srq->srqn);
+  if (srq->xrcd->has_inode && xrc_share_) xrc_share_->Unpublish(*srq->xrcd, srq->srqn);
+  --srq->xrcd->users;
+  --srq->cq->users;
+}
+
 Srq* Engine::FindXrcSrq(uint32_t srqn) const {
   auto it = xrc_srqs_.find(srqn);
   return it == xrc_srqs_.end() ? nullptr : it->second;
@@ -131,12 +145,25 @@ bool Engine::BindXrcTarget(Qp* qp, const wire::Packet& pkt) {
   // The XRCETH must name an XRC SRQ of the receive QP's own domain; any
   // other number is an Invalid Request (IBA 9.7, XRC responder checks),
   // NAKed by the caller.
-  const bool ok = srq != nullptr && srq->xrcd == qp->xrcd;
-  if (ok) {
+  if (srq != nullptr && srq->xrcd != qp->xrcd) srq = nullptr;
+  bool ok = srq != nullptr;
+  if (!qp->resp.recv_active) {
+    // A message starts: its SRQ is this process's, or, in a domain opened
+    // by file, another process's of this user (xrc_share.h; SENDs only).
+    qp->resp.xrc_remote = false;
+    if (!ok && qp->xrcd->has_inode && pkt.info->has(wire::kIsSend)) {
+      if (!xrc_share_) xrc_share_ = std::make_unique<XrcShare>(this);
+      ok = qp->resp.xrc_remote = xrc_share_->BindRemote(qp, srqn);
+    }
+    if (ok) qp->resp.xrc_srqn = srqn;
+  } else if (qp->resp.xrc_remote) {
+    // The later packets of a message into another process's SRQ name it
+    // again; the WQE stays there either way.
+    ok = srqn == qp->resp.xrc_srqn;
+    srq = nullptr;
+  } else if (!ok) {
     // A message's later packets complete the WQE its first packet took.
-    if (!qp->resp.recv_active) qp->resp.xrc_srqn = srqn;
-  } else {
-    srq = qp->resp.recv_active ? FindXrcSrq(qp->resp.xrc_srqn) : nullptr;
+    srq = FindXrcSrq(qp->resp.xrc_srqn);
     if (srq != nullptr && srq->xrcd != qp->xrcd) srq = nullptr;
   }
   qp->srq = srq;
