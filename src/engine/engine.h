@@ -356,6 +356,9 @@ class Engine {
   void UnbindXrcTarget(Qp* qp);
   // DestroySrq's XRC part: the number leaves the tables and the registry.
   void ForgetXrcSrq(Srq* srq);
+  // ExecuteSend for a receive QP whose message goes to another process's
+  // XRC SRQ (xrc_share.h).
+  bool ExecuteRemoteSend(Qp* qp, const wire::Packet& pkt);
   // The packet opcode an RC opcode becomes on qp (XRC QPs: the XRC one).
   static uint8_t OnWire(const Qp* qp, uint8_t rc_opcode);
 

@@ -125,6 +125,9 @@ bool Engine::PollOnceLocked() {
     // others exist (udp_transport.cc), so only a short half means drained.
     if (n < kRxBurst / 2) break;
   }
+  // Other processes' receive QPs delivering into this device's XRC SRQs
+  // (xrc_share.h): taken here too, so a polling application serves them.
+  if (xrc_share_ && xrc_share_->ServeLocked()) did = true;
   const Clock::time_point now = Clock::now();
   last_pass_ = now;
   if (now >= next_timer_check_) {

@@ -116,12 +116,6 @@ bool Engine::TakeRecvWqe(Qp* qp) {
 }
 
 std::optional<Engine::Refusal> Engine::ScatterToRecv(Qp* qp, const uint8_t* data, uint32_t len) {
-  if (qp->resp.xrc_remote) {
-    // The WQE is another process's: it places the data (xrc_share.h).
-    const std::optional<int> r = xrc_share_->Scatter(qp, data, len);
-    if (r) return static_cast<Refusal>(*r);
-    return std::nullopt;
-  }
   uint64_t capacity = 0;
   for (uint32_t i = 0; i < qp->resp.recv_num_sge; ++i) capacity += qp->resp.recv_sges[i].length;
   if (qp->resp.recv_offset + uint64_t{len} > capacity) return Refusal::kRecvTooShort;
@@ -612,6 +606,8 @@ bool Engine::Execute(Qp* qp, const wire::Packet& pkt, uint8_t* atomic_target) {
 }
 
 bool Engine::ExecuteSend(Qp* qp, const wire::Packet& pkt) {
+  // Into another process's XRC SRQ (xrc.cc, xrc_share.h).
+  if (qp->resp.xrc_remote) return ExecuteRemoteSend(qp, pkt);
   const wire::OpcodeInfo& info = *pkt.info;
   const uint32_t psn = pkt.bth.psn();
   if (const auto refusal = ScatterToRecv(qp, pkt.payload, pkt.payload_length)) {

@@ -22,6 +22,7 @@
 #include "common/secure_random.h"
 #include "engine/engine.h"
 #include "engine/xrc_share.h"
+#include "wire/opcode.h"
 
 namespace softrnic::engine {
 namespace {
@@ -170,6 +171,51 @@ bool Engine::BindXrcTarget(Qp* qp, const wire::Packet& pkt) {
   qp->pd = srq != nullptr ? srq->pd : nullptr;
   qp->recv_cq = srq != nullptr ? srq->cq : nullptr;
   return ok;
+}
+
+bool Engine::ExecuteRemoteSend(Qp* qp, const wire::Packet& pkt) {
+  const wire::OpcodeInfo& info = *pkt.info;
+  const uint32_t psn = pkt.bth.psn();
+  if (info.ieth_offset) {
+    // SEND with Invalidate names a memory window of the owner's: not
+    // forwarded (xrc_share.h), an Invalid Request as an unknown R_Key is.
+    ResponderError(qp, wire::NakCode::kInvalidRequest, psn, WcStatus::kRemInvReqErr);
+    return false;
+  }
+  const bool last = info.has(wire::kLast);
+  Completion c;
+  c.status = WcStatus::kSuccess;
+  c.opcode = WcOpcode::kRecv;
+  c.byte_len = qp->resp.recv_offset + pkt.payload_length;
+  if (info.imm_offset) {
+    c.wc_flags = kWcWithImm;
+    c.imm_data = pkt.imm().raw();
+  }
+  switch (xrc_share_->Deliver(qp, pkt.payload, pkt.payload_length, last ? &c : nullptr,
+                              pkt.bth.solicited())) {
+    case XrcShare::DeliverResult::kOk: break;
+    case XrcShare::DeliverResult::kNotTaken:
+      // Its process did not take it in time: dropped, PSN not consumed, as
+      // if lost; the requester resends it.
+      ++stats_.rx_dropped_no_recv;
+      return false;
+    case XrcShare::DeliverResult::kTooShort:
+      RefuseRequest(qp, psn, Refusal::kRecvTooShort);
+      return false;
+    case XrcShare::DeliverResult::kBadBuffer:
+      RefuseRequest(qp, psn, Refusal::kRecvBadBuffer);
+      return false;
+    case XrcShare::DeliverResult::kGone:
+      RefuseRequest(qp, psn, Refusal::kInvalid);
+      return false;
+  }
+  qp->resp.recv_offset += pkt.payload_length;
+  qp->resp.in_message = last ? InMessage::kNone : InMessage::kSend;
+  if (last) {
+    ++qp->resp.msn;
+    qp->resp.recv_active = false;
+  }
+  return true;
 }
 
 void Engine::UnbindXrcTarget(Qp* qp) {

@@ -42,7 +42,8 @@ constexpr auto kClaimWait = std::chrono::milliseconds(20);
 // taken for gone (stopped or dead in the middle).
 constexpr auto kServeWait = std::chrono::seconds(2);
 
-enum Op : uint32_t { kOpTake = 1, kOpScatter = 2, kOpComplete = 3 };
+// kOpDeliver: scatter at offset, and complete when `complete` is set.
+enum Op : uint32_t { kOpTake = 1, kOpDeliver = 2, kOpComplete = 3 };
 enum State : uint32_t { kFree = 0, kRequest = 1, kClaimed = 2, kDone = 3 };
 // Results; kRefused* carry the responder's local refusal.
 enum Result : uint32_t {
@@ -79,6 +80,8 @@ struct XrcShare::Request {
   uint32_t offset = 0;
   uint32_t len = 0;
   uint32_t solicited = 0;
+  uint32_t complete = 0;
+  uint32_t reserved = 0;
   uint64_t forwarder = 0;
   uint64_t dom_dev = 0;
   uint64_t dom_ino = 0;
@@ -172,9 +175,8 @@ bool XrcShare::EnsureMailbox() {
   server_ = std::thread([this] {
     while (!stop_.load()) {
       const uint32_t seen = box_->doorbell.load();
-      bool pending = false;
-      for (Slot& s : box_->slot) pending |= s.state.load(std::memory_order_acquire) == kRequest;
-      if (pending) {
+      if (seen != served_doorbell_.load(std::memory_order_relaxed)) {
+        // New requests (an engine pass of this device may take them first).
         std::lock_guard<SpinMutex> lock(engine_->mu_);
         ServeLocked();
         continue;
@@ -354,6 +356,11 @@ uint32_t XrcShare::Call(Peer& peer, const Request& req, const uint8_t* payload) 
 
 bool XrcShare::ServeLocked() {
   if (box_ == nullptr) return false;
+  // A forwarder stores kRequest, then bumps the doorbell: a count this
+  // scan has seen means every request before it is visible to the scan.
+  const uint32_t bell = box_->doorbell.load(std::memory_order_acquire);
+  if (bell == served_doorbell_.load(std::memory_order_relaxed)) return false;
+  served_doorbell_.store(bell, std::memory_order_relaxed);
   bool served = false;
   for (Slot& s : box_->slot) {
     uint32_t expected = kRequest;
@@ -409,7 +416,7 @@ uint32_t XrcShare::Serve(const Request& req, const uint8_t* payload) {
       held_[key] = std::move(h);
       return kOk;
     }
-    case kOpScatter: {
+    case kOpDeliver: {
       auto it = held_.find(key);
       if (it == held_.end() || it->second.srqn != req.srqn) return kGone;
       Held& h = it->second;
@@ -418,7 +425,8 @@ uint32_t XrcShare::Serve(const Request& req, const uint8_t* payload) {
       if (uint64_t{req.offset} + req.len > capacity) return kTooShort;
       if (!engine_->ScatterSges(srq->pd, h.sges.data(), h.num_sge, req.offset, payload, req.len))
         return kBadBuffer;
-      return kOk;
+      if (req.complete == 0) return kOk;
+      [[fallthrough]];
     }
     case kOpComplete: {
       auto it = held_.find(key);
@@ -457,12 +465,13 @@ XrcShare::TakeResult XrcShare::Take(Qp* qp) {
   }
 }
 
-std::optional<int> XrcShare::Scatter(Qp* qp, const uint8_t* data, uint32_t len) {
+XrcShare::DeliverResult XrcShare::Deliver(Qp* qp, const uint8_t* data, uint32_t len,
+                                          const Completion* last, bool solicited) {
   auto it = bound_.find(qp->qpn);
-  if (len > kMaxPayload || it == bound_.end())
-    return static_cast<int>(Engine::Refusal::kRecvBadBuffer);
+  if (it == bound_.end()) return DeliverResult::kGone;
+  if (len > kMaxPayload) return DeliverResult::kBadBuffer;
   Request req;
-  req.op = kOpScatter;
+  req.op = kOpDeliver;
   req.srqn = qp->resp.xrc_srqn;
   req.qpn = qp->qpn;
   req.offset = qp->resp.recv_offset;
@@ -470,13 +479,17 @@ std::optional<int> XrcShare::Scatter(Qp* qp, const uint8_t* data, uint32_t len) 
   req.forwarder = self_id_;
   req.dom_dev = qp->xrcd->inode_dev;
   req.dom_ino = qp->xrcd->inode;
+  if (last != nullptr) {
+    req.complete = 1;
+    req.solicited = solicited ? 1 : 0;
+    req.completion = *last;
+  }
   switch (Call(*it->second, req, data)) {
-    case kOk: qp->resp.recv_offset += len; return std::nullopt;
-    case kTooShort: return static_cast<int>(Engine::Refusal::kRecvTooShort);
-    case kBadBuffer: return static_cast<int>(Engine::Refusal::kRecvBadBuffer);
-    // The SRQ went, or its owner did not answer: the message cannot be
-    // placed; the requester learns it as the buffer failing.
-    default: return static_cast<int>(Engine::Refusal::kRecvBadBuffer);
+    case kOk: return DeliverResult::kOk;
+    case kNotTaken: return DeliverResult::kNotTaken;
+    case kTooShort: return DeliverResult::kTooShort;
+    case kBadBuffer: return DeliverResult::kBadBuffer;
+    default: return DeliverResult::kGone;
   }
 }
 

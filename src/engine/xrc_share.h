@@ -44,10 +44,16 @@
 // or withdrawn, never both) and answered as an empty SRQ: RNR, retried by
 // the requester. An owner that took a request and died is an SRQ gone.
 //
-// Only SENDs (with immediate, with invalidate) are forwarded: an RDMA WRITE,
-// READ or atomic naming an SRQ of another process would need the owner's
-// memory for the requester's rkey and is an Invalid Request (not built;
-// docs/user-guide.md, XRC limits).
+// Only SENDs and SENDs with immediate are forwarded: an RDMA WRITE, READ or
+// atomic naming an SRQ of another process would need the owner's memory for
+// the requester's rkey, and a SEND with Invalidate the owner's memory
+// windows; they are Invalid Requests (not built; docs/user-guide.md, XRC).
+//
+// A packet after the first that the owner does not take in time (stopped,
+// or busy under its lock for kClaimWait) is dropped without consuming its
+// PSN, as if lost: the requester resends it (at once after the PSN sequence
+// NAK the next packet draws, else at its timeout). The last packet's data
+// and the WQE's completion are one call, so an ACK always means completed.
 //
 // Thread-safety: every method REQUIRES the engine lock (mu_), except the
 // server thread's loop, which takes it.
@@ -96,13 +102,18 @@ class XrcShare {
   // The responder's three steps against the bound remote SRQ.
   enum class TakeResult { kOk, kEmpty, kGone };
   TakeResult Take(Qp* qp);
-  // nullopt, or the refusal code the local ScatterToRecv would give
-  // (Engine::Refusal as an int, to keep engine.h out of this header).
-  std::optional<int> Scatter(Qp* qp, const uint8_t* data, uint32_t len);
+  // One packet's payload into the WQE taken, at the message's offset; with
+  // `last` (not null) the WQE also completes, with *last's status, flags
+  // and immediate, in the same call: the owner does both or neither.
+  enum class DeliverResult { kOk, kNotTaken, kTooShort, kBadBuffer, kGone };
+  DeliverResult Deliver(Qp* qp, const uint8_t* data, uint32_t len, const Completion* last,
+                        bool solicited);
+  // The WQE completes in error (the receive QP failed mid-message).
   void Complete(Qp* qp, const Completion& c, bool solicited);
 
-  // Serves the requests waiting in this device's mailbox. Returns whether
-  // it served any.
+  // Serves the requests waiting in this device's mailbox (the server
+  // thread, every engine pass, and a forwarder while it waits). Returns
+  // whether it served any.
   bool ServeLocked();
 
   struct Mailbox;  // xrc_share.cc
@@ -145,6 +156,9 @@ class XrcShare {
   size_t box_bytes_ = 0;
   dev_t box_dev_ = 0;
   ino_t box_ino_ = 0;
+  // The mailbox's doorbell count the last scan saw: a pass with no new
+  // request costs one load.
+  std::atomic<uint32_t> served_doorbell_{0};
   std::thread server_;
   std::atomic<bool> stop_{false};
   std::vector<std::string> published_;
