@@ -10,8 +10,10 @@
  * too short completes LOC_LEN_ERR there and the sender gets REM_INV_REQ_ERR;
  * an SRQ of another domain of the owner, one of its anonymous domain, a
  * number nobody has, and a receive QP of an anonymous domain naming the
- * shared SRQ all give REM_INV_REQ_ERR and deliver nothing; as root, an SRQ
- * of the same file owned by another user (nobody) is not reachable either.
+ * shared SRQ all give REM_INV_REQ_ERR and deliver nothing; an owner stopped
+ * with SIGSTOP holds the sender in RNR until SIGCONT, then gets the
+ * message; the number of an owner that exited is REM_INV_REQ_ERR; as root,
+ * an SRQ of the same file owned by another user (nobody) is not reachable.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -366,10 +368,47 @@ int main(void) {
   n = owner_poll(&c, 1, 5000, w);
   CHECK(n == 1 && w[0].status == IBV_WC_SUCCESS && w[0].data_ok && w[0].byte_len == 1500,
         "delivered after errors (%d)", n);
+  /* 6. An owner stopped (SIGSTOP) takes nothing: the sender is told RNR
+   * until it continues, then the message is delivered. */
+  REQUIRE(owner_post(&c, 0, 1, 4096) == 0, "post");
+  kill(c.pid, SIGSTOP);
+  {
+    for (unsigned j = 0; j < 3000; ++j) sbuf[j] = (unsigned char)(j * 7 + 0x66);
+    struct ibv_sge sge = {(uintptr_t)sbuf, 3000, smr->lkey};
+    struct ibv_send_wr wr, *bad;
+    memset(&wr, 0, sizeof(wr));
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.qp_type.xrc.remote_srqn = c.srqn[0];
+    CHECK(ibv_post_send(p.send, &wr, &bad) == 0, "post to a stopped owner");
+    struct ibv_wc wc;
+    double until = now_s() + 0.3;
+    int early = 0;
+    while (now_s() < until) early += ibv_poll_cq(scq, 1, &wc);
+    CHECK(early == 0, "no completion while the owner is stopped");
+    kill(c.pid, SIGCONT);
+    CHECK(poll_n(scq, 1, &wc) == 1 && wc.status == IBV_WC_SUCCESS, "after SIGCONT: %s",
+          ibv_wc_status_str(wc.status));
+    n = owner_poll(&c, 1, 5000, w);
+    CHECK(n == 1 && w[0].status == IBV_WC_SUCCESS && w[0].byte_len == 3000 && w[0].data_ok,
+          "delivered after SIGCONT (%d)", n);
+  }
   free_pair(&p);
-  stop_owner(&c);
+  const uint32_t dead_srqn = c.srqn[0];
+  /* 7. The owner crashes (its registry link stays behind): its number is
+   * nobody's. */
+  kill(c.pid, SIGKILL);
+  waitpid(c.pid, NULL, 0);
+  fclose(c.cmd);
+  fclose(c.resp);
+  REQUIRE(make_pair(xf, &p) == 0, "pair");
+  st = send_to(&p, dead_srqn, 64, 0x70, 0);
+  CHECK(st == IBV_WC_REM_INV_REQ_ERR, "SRQ of an exited process: %s", ibv_wc_status_str(st));
+  free_pair(&p);
 
-  /* 6. Another user's SRQ of the same file is never reachable. */
+  /* 8. Another user's SRQ of the same file is never reachable. */
   struct passwd *nobody = getpwnam("nobody");
   if (geteuid() == 0 && nobody) {
     struct child u;
