@@ -74,9 +74,10 @@ std::string Engine::CaptureDescription() const {
 }
 
 Engine::~Engine() {
-  // First: its server thread takes mu_ and serves from the SRQ tables.
-  xrc_share_.reset();
   StopProgressThread();
+  // Before anything is torn down: its server thread takes mu_ and serves
+  // from the SRQ tables (and the progress thread, stopped now, called it).
+  xrc_share_.reset();
   // Regions never deregistered: revoke peers' direct access; the pages stay
   // on their memfd (ReleaseRegion says why).
   for (auto& mr : mrs_) {

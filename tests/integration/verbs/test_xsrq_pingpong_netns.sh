@@ -48,7 +48,33 @@ run_case() {  # run_case NAME [capture] ARGS...
   fi
 }
 
+# run_multi NAME N ARGS...: a server in B with -c N, N clients in A at
+# once. The server sends client i's messages over client j's receive QP:
+# the clients' processes in A share the XRC domain of /tmp/xrc_domain
+# (src/engine/xrc_share.h); across the veth nothing differs from -c 1.
+run_multi() {
+  local name=$1 n=$2 i ok=1; shift 2
+  start_bg srv 90 run_in_ns $B ibv_xsrq_pingpong -g 0 -c "$n" "$@"
+  wait_until 5 ip netns exec $B ss -ltn 2>/dev/null | grep -q ':18515 ' || sleep 0.5
+  for (( i = 1; i <= n; i++ )); do
+    start_bg "cli$i" 90 run_in_ns $A ibv_xsrq_pingpong -g 0 "$@" $IPB
+  done
+  for (( i = 1; i <= n; i++ )); do
+    wait_bg "cli$i" 90 && bg_log "cli$i" | grep -qx success || { ok=0; bg_log "cli$i" | tail -5 >&2; }
+  done
+  wait_bg srv 30 && bg_log srv | grep -qx success || { ok=0; bg_log srv | tail -5 >&2; }
+  if (( ok )); then
+    log "PASS $name"
+  else
+    fail=$((fail + 1))
+    log "FAIL $name"
+    kill_bg srv
+    for (( i = 1; i <= n; i++ )); do kill_bg "cli$i"; done
+  fi
+}
+
 run_case "1 MiB mtu 4096" -s 1048576 -m 4096 -n 10
+run_multi "-c 3 (clients share the XRC domain)" 3 -n 50
 run_case "events (-e)" -e -s 100 -n 100
 run_case "4096 bytes, server captured" capture -n 100  # last: its logs are read below
 
