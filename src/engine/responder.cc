@@ -507,16 +507,10 @@ bool Engine::CheckRecvWqe(Qp* qp, const wire::Packet& pkt) {
   const wire::OpcodeInfo& info = *pkt.info;
   const bool needs_wqe = info.has(wire::kIsSend) ? info.has(wire::kFirst)
                                                  : info.has(wire::kIsWrite) && info.imm_offset != 0;
-  if (needs_wqe && !qp->resp.recv_active && qp->resp.xrc_remote) {
-    // Another process's XRC SRQ (xrc_share.h): empty (or its process not
-    // taking requests) is RNR as here; an SRQ gone meanwhile is invalid.
-    const XrcShare::TakeResult r = xrc_share_->Take(qp);
-    if (r != XrcShare::TakeResult::kOk) {
-      RefuseRequest(qp, pkt.bth.psn(),
-                    r == XrcShare::TakeResult::kEmpty ? Refusal::kNoRecvWqe : Refusal::kInvalid);
-      return false;
-    }
-  } else if (needs_wqe && !qp->resp.recv_active && !TakeRecvWqe(qp)) {
+  // Another process's XRC SRQ (xrc_share.h): the WQE is taken there with
+  // the first packet's data, in one call (ExecuteRemoteSend).
+  if (qp->resp.xrc_remote) return true;
+  if (needs_wqe && !qp->resp.recv_active && !TakeRecvWqe(qp)) {
     RefuseRequest(qp, pkt.bth.psn(), Refusal::kNoRecvWqe);
     return false;
   }

@@ -182,22 +182,44 @@ bool Engine::ExecuteRemoteSend(Qp* qp, const wire::Packet& pkt) {
     ResponderError(qp, wire::NakCode::kInvalidRequest, psn, WcStatus::kRemInvReqErr);
     return false;
   }
+  const bool first = info.has(wire::kFirst);
   const bool last = info.has(wire::kLast);
+  // A later packet of a message whose receive failed: dropped (responder.cc
+  // CheckRecvWqe does the same for a local SRQ).
+  if (!first && !qp->resp.recv_active) return false;
+  const bool take = !qp->resp.recv_active;
   Completion c;
   c.status = WcStatus::kSuccess;
   c.opcode = WcOpcode::kRecv;
-  c.byte_len = qp->resp.recv_offset + pkt.payload_length;
+  c.byte_len = (take ? 0 : qp->resp.recv_offset) + pkt.payload_length;
   if (info.imm_offset) {
     c.wc_flags = kWcWithImm;
     c.imm_data = pkt.imm().raw();
   }
-  switch (xrc_share_->Deliver(qp, pkt.payload, pkt.payload_length, last ? &c : nullptr,
-                              pkt.bth.solicited())) {
+  const XrcShare::DeliverResult r = xrc_share_->Deliver(
+      qp, take, pkt.payload, pkt.payload_length, last ? &c : nullptr, pkt.bth.solicited());
+  if (take && (r == XrcShare::DeliverResult::kOk || r == XrcShare::DeliverResult::kTooShort ||
+               r == XrcShare::DeliverResult::kBadBuffer)) {
+    // The owner holds a WQE for this message now (an error completes it).
+    qp->resp.recv_active = true;
+    qp->resp.recv_offset = 0;
+  }
+  switch (r) {
     case XrcShare::DeliverResult::kOk: break;
+    case XrcShare::DeliverResult::kEmpty:
+      // IBA 9.7.5.1.6: no receive WQE -> RNR NAK; the PSN is not consumed.
+      RefuseRequest(qp, psn, Refusal::kNoRecvWqe);
+      return false;
     case XrcShare::DeliverResult::kNotTaken:
-      // Its process did not take it in time: dropped, PSN not consumed, as
-      // if lost; the requester resends it.
-      ++stats_.rx_dropped_no_recv;
+      // Its process did not take it in time (stopped, or busy): nothing
+      // happened there. A first packet is told RNR like an empty SRQ; a
+      // later one is dropped, PSN not consumed, as if lost: the requester
+      // resends it.
+      if (take) {
+        RefuseRequest(qp, psn, Refusal::kNoRecvWqe);
+      } else {
+        ++stats_.rx_dropped_no_recv;
+      }
       return false;
     case XrcShare::DeliverResult::kTooShort:
       RefuseRequest(qp, psn, Refusal::kRecvTooShort);

@@ -33,19 +33,23 @@ constexpr uint32_t kVersion = 1;
 constexpr int kSlots = 16;
 // The largest payload of one packet: the largest path MTU.
 constexpr uint32_t kMaxPayload = 4096;
-// How long a forwarder leaves a request for the owner to take before it
-// withdraws it and answers RNR (the owner is stopped, or busy under its
-// lock). The requester retries after its RNR timer.
-constexpr auto kClaimWait = std::chrono::milliseconds(20);
-// How long a forwarder waits for a request the owner took: the owner works
-// on it under its lock, which takes microseconds; past this the owner is
-// taken for gone (stopped or dead in the middle).
+// How long a forwarder leaves a message's first packet for the owner to
+// take before it withdraws it and answers RNR (the owner is stopped, or
+// busy: on a loaded 2-vCPU host a runnable thread can wait tens of ms for
+// a CPU). The requester retries after its RNR timer.
+constexpr auto kTakeWait = std::chrono::milliseconds(100);
+// How long a forwarder waits for a later packet (its message's WQE is held
+// there, so giving up costs a retransmission: only for an owner that does
+// not run at all) and for a request the owner took (it works on it under
+// its lock, which takes microseconds; past this the owner is taken for
+// gone, stopped or dead in the middle).
 constexpr auto kServeWait = std::chrono::seconds(2);
 
-// kOpDeliver: scatter at offset, and complete when `complete` is set.
-enum Op : uint32_t { kOpTake = 1, kOpDeliver = 2, kOpComplete = 3 };
+// kOpDeliver: take a WQE first when `take` is set, scatter at offset,
+// complete when `complete` is set. kOpComplete: complete (in error).
+enum Op : uint32_t { kOpDeliver = 2, kOpComplete = 3 };
 enum State : uint32_t { kFree = 0, kRequest = 1, kClaimed = 2, kDone = 3 };
-// Results; kRefused* carry the responder's local refusal.
+// Results (kNotTaken: withdrawn by the forwarder, nothing happened).
 enum Result : uint32_t {
   kOk = 1,
   kEmpty = 2,
@@ -81,7 +85,7 @@ struct XrcShare::Request {
   uint32_t len = 0;
   uint32_t solicited = 0;
   uint32_t complete = 0;
-  uint32_t reserved = 0;
+  uint32_t take = 0;
   uint64_t forwarder = 0;
   uint64_t dom_dev = 0;
   uint64_t dom_ino = 0;
@@ -296,7 +300,8 @@ bool XrcShare::BindRemote(const Qp* qp, uint32_t srqn) {
   return true;
 }
 
-uint32_t XrcShare::Call(Peer& peer, const Request& req, const uint8_t* payload) {
+uint32_t XrcShare::Call(Peer& peer, const Request& req, const uint8_t* payload,
+                        std::chrono::milliseconds claim_wait) {
   Mailbox* box = peer.box;
   Slot* slot = nullptr;
   for (Slot& s : box->slot) {
@@ -334,7 +339,7 @@ uint32_t XrcShare::Call(Peer& peer, const Request& req, const uint8_t* payload) 
       break;
     }
     const auto waited = Clock::now() - start;
-    if (st == kRequest && waited >= kClaimWait) {
+    if (st == kRequest && waited >= claim_wait) {
       uint32_t expected = kRequest;
       if (slot->state.compare_exchange_strong(expected, kFree)) {
         result = kNotTaken;  // withdrawn: the owner will never act on it
@@ -387,36 +392,36 @@ uint32_t XrcShare::Serve(const Request& req, const uint8_t* payload) {
     return kGone;
   const HeldKey key{req.forwarder, req.qpn};
   switch (req.op) {
-    case kOpTake: {
-      if (auto old = held_.find(key); old != held_.end()) {
-        // The forwarder abandoned that message (its QP was reset): the WQE
-        // completes flushed, as a local one would on the way to Error.
-        Completion c;
-        c.wr_id = old->second.wr_id;
-        c.status = WcStatus::kWrFlushErr;
-        c.opcode = WcOpcode::kRecv;
-        c.qp_num = req.qpn;
-        if (Srq* o = engine_->FindXrcSrq(old->second.srqn); o != nullptr && !o->cq->Push(c, false))
-          engine_->ReportCqOverflow(o->cq);
-        held_.erase(old);
-      }
-      RecvQueue& rq = srq->rq;
-      if (rq.Empty()) return kEmpty;
-      Held h;
-      h.srqn = req.srqn;
-      h.wr_id = rq.FrontWrId();
-      h.num_sge = rq.FrontNumSge();
-      h.sges.assign(rq.FrontSges(), rq.FrontSges() + h.num_sge);
-      rq.Pop();
-      if (srq->limit > 0 && rq.count < srq->limit) {
-        // IBA 10.2.9.3: the limit event fires once, then the limit disarms.
-        srq->limit = 0;
-        engine_->PostAsyncEvent(AsyncEventType::kSrqLimitReached, srq->handle);
-      }
-      held_[key] = std::move(h);
-      return kOk;
-    }
     case kOpDeliver: {
+      if (req.take != 0) {
+        if (auto old = held_.find(key); old != held_.end()) {
+          // The forwarder abandoned that message (its QP was reset): the
+          // WQE completes flushed, as a local one would on the way to Error.
+          Completion c;
+          c.wr_id = old->second.wr_id;
+          c.status = WcStatus::kWrFlushErr;
+          c.opcode = WcOpcode::kRecv;
+          c.qp_num = req.qpn;
+          if (Srq* o = engine_->FindXrcSrq(old->second.srqn);
+              o != nullptr && !o->cq->Push(c, false))
+            engine_->ReportCqOverflow(o->cq);
+          held_.erase(old);
+        }
+        RecvQueue& rq = srq->rq;
+        if (rq.Empty()) return kEmpty;
+        Held h;
+        h.srqn = req.srqn;
+        h.wr_id = rq.FrontWrId();
+        h.num_sge = rq.FrontNumSge();
+        h.sges.assign(rq.FrontSges(), rq.FrontSges() + h.num_sge);
+        rq.Pop();
+        if (srq->limit > 0 && rq.count < srq->limit) {
+          // IBA 10.2.9.3: the limit event fires once, then the limit disarms.
+          srq->limit = 0;
+          engine_->PostAsyncEvent(AsyncEventType::kSrqLimitReached, srq->handle);
+        }
+        held_[key] = std::move(h);
+      }
       auto it = held_.find(key);
       if (it == held_.end() || it->second.srqn != req.srqn) return kGone;
       Held& h = it->second;
@@ -444,28 +449,7 @@ uint32_t XrcShare::Serve(const Request& req, const uint8_t* payload) {
 
 // --- The forwarder's side: the responder's steps for a remote SRQ ---
 
-XrcShare::TakeResult XrcShare::Take(Qp* qp) {
-  auto it = bound_.find(qp->qpn);
-  if (it == bound_.end()) return TakeResult::kGone;
-  Request req;
-  req.op = kOpTake;
-  req.srqn = qp->resp.xrc_srqn;
-  req.qpn = qp->qpn;
-  req.forwarder = self_id_;
-  req.dom_dev = qp->xrcd->inode_dev;
-  req.dom_ino = qp->xrcd->inode;
-  switch (Call(*it->second, req, nullptr)) {
-    case kOk:
-      qp->resp.recv_active = true;
-      qp->resp.recv_offset = 0;
-      return TakeResult::kOk;
-    case kEmpty:
-    case kNotTaken: return TakeResult::kEmpty;
-    default: return TakeResult::kGone;
-  }
-}
-
-XrcShare::DeliverResult XrcShare::Deliver(Qp* qp, const uint8_t* data, uint32_t len,
+XrcShare::DeliverResult XrcShare::Deliver(Qp* qp, bool take, const uint8_t* data, uint32_t len,
                                           const Completion* last, bool solicited) {
   auto it = bound_.find(qp->qpn);
   if (it == bound_.end()) return DeliverResult::kGone;
@@ -474,8 +458,9 @@ XrcShare::DeliverResult XrcShare::Deliver(Qp* qp, const uint8_t* data, uint32_t 
   req.op = kOpDeliver;
   req.srqn = qp->resp.xrc_srqn;
   req.qpn = qp->qpn;
-  req.offset = qp->resp.recv_offset;
+  req.offset = take ? 0 : qp->resp.recv_offset;
   req.len = len;
+  req.take = take ? 1 : 0;
   req.forwarder = self_id_;
   req.dom_dev = qp->xrcd->inode_dev;
   req.dom_ino = qp->xrcd->inode;
@@ -484,8 +469,11 @@ XrcShare::DeliverResult XrcShare::Deliver(Qp* qp, const uint8_t* data, uint32_t 
     req.solicited = solicited ? 1 : 0;
     req.completion = *last;
   }
-  switch (Call(*it->second, req, data)) {
+  switch (Call(*it->second, req, data,
+               take ? kTakeWait
+                    : std::chrono::duration_cast<std::chrono::milliseconds>(kServeWait))) {
     case kOk: return DeliverResult::kOk;
+    case kEmpty: return DeliverResult::kEmpty;
     case kNotTaken: return DeliverResult::kNotTaken;
     case kTooShort: return DeliverResult::kTooShort;
     case kBadBuffer: return DeliverResult::kBadBuffer;
@@ -505,7 +493,7 @@ void XrcShare::Complete(Qp* qp, const Completion& c, bool solicited) {
   req.dom_dev = qp->xrcd->inode_dev;
   req.dom_ino = qp->xrcd->inode;
   req.completion = c;
-  Call(*it->second, req, nullptr);
+  Call(*it->second, req, nullptr, std::chrono::duration_cast<std::chrono::milliseconds>(kServeWait));
 }
 
 }  // namespace softrnic::engine

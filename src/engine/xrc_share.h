@@ -39,20 +39,20 @@
 // a futex in the mailbox, takes the owner's engine lock and serves. Two
 // processes forwarding to each other at once cannot deadlock: a waiter
 // serves its own mailbox while it waits (it holds its own lock). A request
-// the owner has not taken within kClaimWait (the owner is stopped, or its
-// lock busy) is withdrawn (a CAS on the slot state, so it is either served
-// or withdrawn, never both) and answered as an empty SRQ: RNR, retried by
-// the requester. An owner that took a request and died is an SRQ gone.
+// the owner has not taken in time (kTakeWait for a first packet, kServeWait
+// for a later one: the owner is stopped, or busy) is withdrawn (a CAS on
+// the slot state, so it is either served or withdrawn, never both); a first
+// packet is then answered as an empty SRQ would be: RNR, retried by the
+// requester. An owner that took a request and died is an SRQ gone.
 //
 // Only SENDs and SENDs with immediate are forwarded: an RDMA WRITE, READ or
 // atomic naming an SRQ of another process would need the owner's memory for
 // the requester's rkey, and a SEND with Invalidate the owner's memory
 // windows; they are Invalid Requests (not built; docs/user-guide.md, XRC).
 //
-// A packet after the first that the owner does not take in time (stopped,
-// or busy under its lock for kClaimWait) is dropped without consuming its
-// PSN, as if lost: the requester resends it (at once after the PSN sequence
-// NAK the next packet draws, else at its timeout). The last packet's data
+// A packet after the first that the owner does not take within kServeWait
+// (stopped, or busy) is dropped without consuming its PSN, as if lost: the
+// requester resends it. The last packet's data
 // and the WQE's completion are one call, so an ACK always means completed.
 //
 // Thread-safety: every method REQUIRES the engine lock (mu_), except the
@@ -62,6 +62,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -99,15 +100,14 @@ class XrcShare {
   // the registry names no live process of this user for it.
   bool BindRemote(const Qp* qp, uint32_t srqn);
 
-  // The responder's three steps against the bound remote SRQ.
-  enum class TakeResult { kOk, kEmpty, kGone };
-  TakeResult Take(Qp* qp);
-  // One packet's payload into the WQE taken, at the message's offset; with
-  // `last` (not null) the WQE also completes, with *last's status, flags
-  // and immediate, in the same call: the owner does both or neither.
-  enum class DeliverResult { kOk, kNotTaken, kTooShort, kBadBuffer, kGone };
-  DeliverResult Deliver(Qp* qp, const uint8_t* data, uint32_t len, const Completion* last,
-                        bool solicited);
+  // One packet's payload into the bound remote SRQ's WQE at the message's
+  // offset. With `take` (a message's first packet), a receive WQE is taken
+  // first, in the same call (kEmpty: none). With `last` (not null) the WQE
+  // also completes, with *last's status, flags and immediate, in the same
+  // call: the owner does all of it or (kEmpty, kNotTaken, kGone) none.
+  enum class DeliverResult { kOk, kEmpty, kNotTaken, kTooShort, kBadBuffer, kGone };
+  DeliverResult Deliver(Qp* qp, bool take, const uint8_t* data, uint32_t len,
+                        const Completion* last, bool solicited);
   // The WQE completes in error (the receive QP failed mid-message).
   void Complete(Qp* qp, const Completion& c, bool solicited);
 
@@ -142,7 +142,8 @@ class XrcShare {
   std::string LinkName(const Xrcd& xrcd, uint32_t srqn) const;
   Peer* Attach(int fd, pid_t pid);
   // One call into a peer's mailbox; the result code (xrc_share.cc).
-  uint32_t Call(Peer& peer, const Request& req, const uint8_t* payload);
+  uint32_t Call(Peer& peer, const Request& req, const uint8_t* payload,
+                std::chrono::milliseconds claim_wait);
   uint32_t Serve(const Request& req, const uint8_t* payload);
 
   Engine* engine_;
