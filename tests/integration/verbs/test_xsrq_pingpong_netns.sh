@@ -52,12 +52,18 @@ run_case() {  # run_case NAME [capture] ARGS...
 # once. The server sends client i's messages over client j's receive QP:
 # the clients' processes in A share the XRC domain of /tmp/xrc_domain
 # (src/engine/xrc_share.h); across the veth nothing differs from -c 1.
+# Each client process has an address of its own in A (10.244.0.1<i>), as
+# several processes of one host reachable from another need
+# (docs/addressing.md, "Reaching another host").
 run_multi() {
   local name=$1 n=$2 i ok=1; shift 2
+  for (( i = 1; i <= n; i++ )); do
+    ip -n $A addr replace 10.244.0.1$i/24 dev veth0 || die "address for client $i"
+  done
   start_bg srv 90 run_in_ns $B ibv_xsrq_pingpong -g 0 -c "$n" "$@"
   wait_until 5 ip netns exec $B ss -ltn 2>/dev/null | grep -q ':18515 ' || sleep 0.5
   for (( i = 1; i <= n; i++ )); do
-    start_bg "cli$i" 90 run_in_ns $A ibv_xsrq_pingpong -g 0 "$@" $IPB
+    start_bg "cli$i" 90 run_in_ns $A env SOFTRNIC_BIND=10.244.0.1$i ibv_xsrq_pingpong -g 0 "$@" $IPB
   done
   for (( i = 1; i <= n; i++ )); do
     wait_bg "cli$i" 90 && bg_log "cli$i" | grep -qx success || { ok=0; bg_log "cli$i" | tail -5 >&2; }
