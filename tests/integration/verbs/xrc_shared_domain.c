@@ -17,6 +17,7 @@
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <pwd.h>
 #include <signal.h>
@@ -162,6 +163,33 @@ static int owner_poll(struct child *c, int n, int ms, struct owner_wc *out) {
       out[got++] = w;
   }
   return -1;
+}
+
+/* Whether every thread of pid is stopped (state T), waiting up to 5 s. */
+static int wait_stopped(pid_t pid) {
+  char dir[64];
+  snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+  for (double until = now_s() + 5; now_s() < until; usleep(1000)) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int running = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+      if (e->d_name[0] == '.') continue;
+      char path[384], buf[512];
+      snprintf(path, sizeof(path), "%s/%s/stat", dir, e->d_name);
+      FILE *f = fopen(path, "r");
+      if (!f) continue;
+      size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+      fclose(f);
+      buf[n] = 0;
+      const char *p = strrchr(buf, ')'); /* "pid (comm) S ..." */
+      if (p && p[1] == ' ' && p[2] != 'T' && p[2] != 't') running = 1;
+    }
+    closedir(d);
+    if (!running) return 1;
+  }
+  return 0;
 }
 
 static void stop_owner(struct child *c) {
@@ -372,6 +400,8 @@ int main(void) {
    * until it continues, then the message is delivered. */
   REQUIRE(owner_post(&c, 0, 1, 4096) == 0, "post");
   kill(c.pid, SIGSTOP);
+  /* kill() returns before every thread has stopped. */
+  CHECK(wait_stopped(c.pid), "owner stopped");
   {
     for (unsigned j = 0; j < 3000; ++j) sbuf[j] = (unsigned char)(j * 7 + 0x66);
     struct ibv_sge sge = {(uintptr_t)sbuf, 3000, smr->lkey};
