@@ -31,7 +31,9 @@ for transport in shm udp; do
     start_bg cli 60 env SOFTRNIC_TRANSPORT=$transport $tool "${args[@]}" 127.0.0.1
     # Mid-run: the server's registered buffer is a SysV huge-page segment.
     sleep 1
-    pid=$(pgrep -nfx "$tool ${args[*]}")
+    # start_bg's pid is timeout's; its child is the tool (env execs it).
+    # (Not pgrep: under the sanitizer preload it can hang.)
+    pid=$(children_of "$(bg_pid srv)" | head -1)
     huge_kb=$(awk '/^(Private|Shared)_Hugetlb:/ {s += $2} END {print s + 0}' \
                 "/proc/${pid:-0}/smaps" 2>/dev/null)
     if wait_bg cli 30 && wait_bg srv 30 &&
