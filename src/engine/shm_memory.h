@@ -4,8 +4,12 @@
 //
 // At registration, the pages lying *entirely* inside the region that belong
 // to private anonymous mappings (heap, mmap'd and memalign'd buffers; checked
-// in /proc/self/maps) are copied into a new memfd whose shared mapping is
-// then mremap'd over them at the same address. The first and last partial
+// in /proc/self/maps), or to pages detached from an orphaned registration's
+// memfd, are copied into a new memfd whose shared mapping then
+// replaces them at the same address (mmap MAP_FIXED). Only pages with
+// something in them are copied: pages never touched and pages of zeros stay
+// holes of the memfd, and deregistration copies back only the memfd's data,
+// so sharing costs what the region holds, not its size (issue 17). The first and last partial
 // pages are left alone: other threads may be writing heap neighbours there
 // at this very moment, and a copy would lose those writes. The table is
 // process-wide (several devices may register the same buffer) and
@@ -16,7 +20,7 @@
 // private at once, so no page stays shared without a registration.
 //
 // When the last registration of a range goes away, the range is turned back
-// into private memory (copy + mremap), so a peer that still maps the old
+// into private memory (copy of the memfd's data + mremap), so a peer that still maps the old
 // memfd, or is still inside an access it began before the deregistration,
 // no longer reaches this process's memory at all (shm_direct.h). A forked child does
 // the same for every range (pthread_atfork), so it gets a private copy, just

@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +16,8 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace softrnic::engine {
 namespace {
@@ -113,6 +116,67 @@ TEST(ShmMemory, RemapPreservesContentsAndNeighbours) {
   peer[r.fd_offset + 12] = 0x11;
   EXPECT_NE(base[kPage + 12], 0x11);
   munmap(peer, r.memfd_size);
+  munmap(base, size);
+}
+
+// Sharing copies only what a region holds (issue 17: the cost of
+// registering 1 GiB was the copy into fresh pages): pages never touched and
+// pages of zeros stay holes of the memfd, yet read as before, and whatever
+// is written later, by this process or a peer, is kept at deregistration,
+// which copies back only the memfd's data.
+TEST(ShmMemory, UntouchedAndZeroPagesAreHolesAndContentsSurvive) {
+  const size_t pages = 64;
+  const size_t size = pages * kPage;
+  auto* base = static_cast<uint8_t*>(
+      mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(base, MAP_FAILED);
+  Fill(base + 3 * kPage, 3 * kPage, 9);  // pages 3..5
+  Fill(base + 40 * kPage, kPage, 21);    // page 40
+  std::memset(base + 10 * kPage, 0, kPage);  // touched, but zeros
+  base[50 * kPage + kPage - 1] = 0x5A;   // page 50: only its last byte
+
+  const SharedRange r = ShareRegion(base, size);
+  ASSERT_EQ(r.length, size);
+  ASSERT_TRUE(MappedShared(base));
+  // The memfd holds exactly the five pages with data: SEEK_DATA/SEEK_HOLE
+  // walk them, and its allocated size says the same.
+  std::vector<std::pair<off_t, off_t>> data;
+  for (off_t at = 0; at < static_cast<off_t>(size);) {
+    const off_t d = lseek(r.fd, at, SEEK_DATA);
+    if (d < 0) break;
+    const off_t h = lseek(r.fd, d, SEEK_HOLE);
+    data.emplace_back(d / static_cast<off_t>(kPage), h / static_cast<off_t>(kPage));
+    at = h;
+  }
+  const std::vector<std::pair<off_t, off_t>> want = {{3, 6}, {40, 41}, {50, 51}};
+  EXPECT_EQ(data, want);
+  struct stat st{};
+  ASSERT_EQ(fstat(r.fd, &st), 0);
+  EXPECT_EQ(static_cast<size_t>(st.st_blocks) * 512, 5 * kPage);
+
+  // Same contents through the shared mapping.
+  EXPECT_TRUE(Check(base + 3 * kPage, 3 * kPage, 9));
+  EXPECT_TRUE(Check(base + 40 * kPage, kPage, 21));
+  EXPECT_EQ(base[50 * kPage + kPage - 1], 0x5A);
+  for (size_t p : {0ul, 10ul, 20ul, 63ul}) {
+    const std::vector<uint8_t> zeros(kPage, 0);
+    EXPECT_EQ(std::memcmp(base + p * kPage, zeros.data(), kPage), 0) << "page " << p;
+  }
+
+  // Writes into holes after sharing: one by this process, one by a peer.
+  base[20 * kPage + 7] = 0x77;
+  const uint8_t peer_byte = 0x99;
+  ASSERT_EQ(pwrite(r.fd, &peer_byte, 1, static_cast<off_t>(30 * kPage + 5)), 1);
+  EXPECT_EQ(base[30 * kPage + 5], 0x99);
+
+  UnshareRegion(r);
+  EXPECT_FALSE(MappedShared(base));
+  EXPECT_TRUE(Check(base + 3 * kPage, 3 * kPage, 9));
+  EXPECT_TRUE(Check(base + 40 * kPage, kPage, 21));
+  EXPECT_EQ(base[50 * kPage + kPage - 1], 0x5A);
+  EXPECT_EQ(base[20 * kPage + 7], 0x77);
+  EXPECT_EQ(base[30 * kPage + 5], 0x99);
+  EXPECT_EQ(base[10 * kPage + 1], 0);
   munmap(base, size);
 }
 
@@ -259,11 +323,17 @@ TEST(ShmMemory, PartlyUnmappedRangeIsStillPrivatizedAtFork) {
   ASSERT_EQ(mmap(base, kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
                  -1, 0),
             base);
-  // A new registration of these pages: the detached ones are a private
-  // mapping of the old memfd, not private anonymous memory: not shared.
+  // A new registration of these pages: the detached ones are this
+  // process's private memory now (a private mapping of the old memfd, as
+  // heap pages of an orphaned registration stay when the allocator hands
+  // them out again), so they are shared anew, through a new memfd, with
+  // their contents; the fresh first page reads as zeros.
   const SharedRange again = ShareRegion(base, size);
-  EXPECT_EQ(again.length, 0u);
-  EXPECT_FALSE(MappedShared(base + kPage));
+  EXPECT_EQ(again.length, size);
+  EXPECT_NE(again.ino, r.ino);
+  EXPECT_TRUE(MappedShared(base + kPage));
+  EXPECT_TRUE(Check(base + kPage, 3 * kPage, static_cast<uint8_t>(9 + kPage * 7)));
+  EXPECT_EQ(base[0], 0);
   int to_parent[2];
   ASSERT_EQ(pipe(to_parent), 0);
   const pid_t pid = fork();
@@ -284,6 +354,9 @@ TEST(ShmMemory, PartlyUnmappedRangeIsStillPrivatizedAtFork) {
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
   // The child's writes did not reach the parent's pages.
+  EXPECT_TRUE(Check(base + kPage, 3 * kPage, static_cast<uint8_t>(9 + kPage * 7)));
+  UnshareRegion(again);
+  EXPECT_FALSE(MappedShared(base + kPage));
   EXPECT_TRUE(Check(base + kPage, 3 * kPage, static_cast<uint8_t>(9 + kPage * 7)));
   munmap(base, size);
   close(to_parent[0]);
