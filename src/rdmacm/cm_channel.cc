@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/restart_after_signal.h"
 #include "rdmacm/cm_internal.h"
 
 namespace softrnic::rdmacm {
@@ -25,26 +26,6 @@ void TakeCount(Channel* c) {
   do {
     r = read(c->ch.fd, &v, sizeof v);
   } while (r < 0 && errno == EINTR);
-}
-
-// Whether a blocking wait interrupted by a signal goes on waiting, as the
-// read() of the kernel's rdma_cm fd in librdmacm does when the handler was
-// installed with SA_RESTART (signal() in glibc), or returns EINTR (programs
-// that end wait loops with a signal install theirs without it). poll() is
-// never restarted by the kernel, and which signal interrupted it is not
-// known here: go on unless some handler lacks SA_RESTART. Handlers of fault
-// signals (sanitizers install them without SA_RESTART) are not counted: a
-// fault is never what interrupts a wait. Runs only on EINTR.
-bool RestartAfterSignal() {
-  for (int sig = 1; sig < NSIG; ++sig) {
-    if (sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL || sig == SIGTRAP) continue;
-    struct sigaction sa;
-    if (sigaction(sig, nullptr, &sa) != 0) continue;
-    const bool handled = (sa.sa_flags & SA_SIGINFO) ? sa.sa_sigaction != nullptr
-                                                     : sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN;
-    if (handled && !(sa.sa_flags & SA_RESTART)) return false;
-  }
-  return true;
 }
 
 }  // namespace

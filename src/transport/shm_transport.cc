@@ -447,6 +447,8 @@ int ShmTransport::RecvBurst(RxPacket* packets, int n) {
 }
 
 bool ShmTransport::PrepareToSleep() {
+  // Counted whatever the answer: the caller's WokeUp follows either way.
+  sleepers_.fetch_add(1, std::memory_order_seq_cst);
   if (backlog_count_ > 0 || !udp_->PrepareToSleep()) return false;
   ShmSegmentHeader* h = own_.header();
   h->sleeping.store(1, std::memory_order_seq_cst);
@@ -454,10 +456,7 @@ bool ShmTransport::PrepareToSleep() {
   const uint32_t active = h->active_rings.load(std::memory_order_seq_cst);
   for (uint32_t i = 0; i < kShmRings; ++i) {
     if (!(active & (1u << i))) continue;
-    if (consumers_[i].Ready() != 0) {
-      h->sleeping.store(0, std::memory_order_relaxed);
-      return false;
-    }
+    if (consumers_[i].Ready() != 0) return false;  // the flag comes down in WokeUp
   }
   // Peers are checked while idle too, so a dead peer's mapping goes away.
   if (!peers_.empty()) CheckPeers();
@@ -465,8 +464,17 @@ bool ShmTransport::PrepareToSleep() {
 }
 
 void ShmTransport::WokeUp() {
-  // Called without the engine lock: only atomics here.
-  own_.header()->sleeping.store(0, std::memory_order_relaxed);
+  // Called without the engine lock: only atomics here. The flag comes down
+  // with the last sleeper, and goes up again if another announced a sleep
+  // meanwhile. What a sender sees in that instant is not covered by the
+  // Dekker check (the other sleeper re-checked the rings before): its
+  // packet then waits for the progress thread, which looks at least every
+  // kIdleTick (5 ms) while QPs exist, instead of the doorbell.
+  ShmSegmentHeader* h = own_.header();
+  if (sleepers_.fetch_sub(1, std::memory_order_seq_cst) == 1) {
+    h->sleeping.store(0, std::memory_order_seq_cst);
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) h->sleeping.store(1, std::memory_order_seq_cst);
+  }
   force_udp_.store(true, std::memory_order_relaxed);  // drain the doorbell at once
 }
 

@@ -69,6 +69,9 @@ class ShmTransport final : public Transport, public PeerMemory {
   int pollable_fd() const override { return udp_->pollable_fd(); }
   int reply_pollable_fd() const override { return udp_->reply_pollable_fd(); }
   const TransportCounters& counters() const override;
+  // Several threads may sleep at once (the progress thread, and
+  // application threads blocked for a completion event): the segment's
+  // `sleeping` flag stays up until the last of them wakes (sleepers_).
   bool PrepareToSleep() override;
   void WokeUp() override;
   // A full ring is drained by another process's (or device's) engine that
@@ -171,6 +174,8 @@ class ShmTransport final : public Transport, public PeerMemory {
   std::atomic<bool> has_peers_{false};
   // Set by WokeUp, which the progress thread calls without the engine lock.
   std::atomic<bool> force_udp_{true};
+  // Threads between a PrepareToSleep and their WokeUp.
+  std::atomic<int> sleepers_{0};
   uint32_t udp_quiet_ = 0;
   uint64_t recv_calls_ = 0;
   std::chrono::steady_clock::time_point next_peer_check_{};

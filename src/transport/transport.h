@@ -148,10 +148,13 @@ class Transport {
   // The engine's progress thread is about to sleep in epoll on pollable_fd().
   // A transport with inputs epoll cannot see (shared-memory rings) publishes
   // that it sleeps and returns false if input arrived meanwhile (then the
-  // engine runs another pass instead of sleeping).
+  // engine runs another pass instead of sleeping). Called with the engine
+  // lock held; several threads may sleep at once (an application thread
+  // blocked in ibv_get_cq_event waits on pollable_fd() too), and each call
+  // is followed by one WokeUp() from the same thread, whatever it returned.
   virtual bool PrepareToSleep() { return true; }
-  // The progress thread woke up. Called WITHOUT the engine lock: an
-  // implementation may only touch atomics here.
+  // The sleeping thread woke up (or did not sleep). Called WITHOUT the
+  // engine lock: an implementation may only touch atomics here.
   virtual void WokeUp() {}
 
   // After SendBurst returned short: true if the receiver is known to drain
