@@ -26,12 +26,17 @@
 namespace softrnic::transport {
 
 inline constexpr uint64_t kShmMagic = 0x314D4853434E5253ull;  // "SRNCSHM1"
-inline constexpr uint32_t kShmVersion = 2;
+inline constexpr uint32_t kShmVersion = 3;  // 3: 128 rings, a 128-bit ring mask
 inline constexpr uint32_t kShmMaxLocals = 16;
 
 // Rings: how many senders can talk to one device at once through shared
 // memory (more fall back to UDP), and how many packets each ring holds.
-inline constexpr uint32_t kShmRings = 16;
+// 128 (issue 17: an MPI job of 32 ranks on one node needs more than the 16
+// there were). A ring costs memory only once used: the segment is a sparse
+// memfd, ~1 MiB per ring that has carried a full ring of packets.
+inline constexpr uint32_t kShmRings = 128;
+inline constexpr uint32_t kShmRingMaskWords = kShmRings / 64;
+static_assert(kShmRings % 64 == 0);
 inline constexpr uint32_t kShmRingSlots = 256;                 // power of two
 inline constexpr uint32_t kShmSlotHeader = 16;
 inline constexpr uint32_t kShmSlotPayload = 4096 + 128;       // the engine's largest packet
@@ -118,9 +123,47 @@ struct alignas(kCacheLine) ShmSegmentHeader {
   uint16_t local_port[kShmMaxLocals];
   uint64_t total_size;
   alignas(kCacheLine) std::atomic<uint32_t> sleeping;  // the owner's progress thread sleeps
-  alignas(kCacheLine) std::atomic<uint32_t> active_rings;  // bit i: ring i has a producer
+  // Bit i % 64 of word i / 64: ring i has (had) a producer.
+  alignas(kCacheLine) std::atomic<uint64_t> active_rings[kShmRingMaskWords];
 };
 static_assert(sizeof(ShmSegmentHeader) <= 4096);
+
+// Marks ring i as used, so that the owner's consumer looks at it.
+inline void MarkRingActive(ShmSegmentHeader* h, uint32_t i) {
+  h->active_rings[i / 64].fetch_or(uint64_t{1} << (i % 64), std::memory_order_acq_rel);
+}
+
+// Whether any ring has a producer.
+inline bool AnyRingActive(const ShmSegmentHeader* h,
+                          std::memory_order order = std::memory_order_relaxed) {
+  for (const auto& word : h->active_rings)
+    if (word.load(order) != 0) return true;
+  return false;
+}
+
+// Calls fn(ring) for each active ring, starting at `first` and wrapping
+// around, until fn returns false. Skips idle words and bits without
+// looking at each ring (a pass must not cost 128 checks).
+template <class Fn>
+void ForEachActiveRing(const ShmSegmentHeader* h, uint32_t first, Fn&& fn,
+                       std::memory_order order = std::memory_order_acquire) {
+  uint64_t words[kShmRingMaskWords];
+  for (uint32_t w = 0; w < kShmRingMaskWords; ++w) words[w] = h->active_rings[w].load(order);
+  first %= kShmRings;
+  for (uint32_t k = 0; k < kShmRings;) {
+    const uint32_t i = (first + k) % kShmRings;
+    const uint64_t bits = words[i / 64] >> (i % 64);
+    if (bits == 0) {
+      k += 64 - i % 64;  // the rest of this word
+      continue;
+    }
+    k += static_cast<uint32_t>(__builtin_ctzll(bits));
+    // Past the end: the bit found is at or after `first` again.
+    if (k >= kShmRings) return;
+    if (!fn((first + k) % kShmRings)) return;
+    ++k;
+  }
+}
 
 inline constexpr size_t kRingsOffset = 4096;
 inline constexpr size_t kExportsOffset =

@@ -111,7 +111,7 @@ bool ShmTransport::ClaimRing(ShmRingPeer* peer) {
     // Continue from the current tail: packets a dead sender left are still
     // consumed in order (they are addressed to QPs of that sender's peers).
     peer->producer = ShmRingProducer(&peer->seg, i);
-    peer->seg.header()->active_rings.fetch_or(1u << i, std::memory_order_acq_rel);
+    MarkRingActive(peer->seg.header(), i);
     return true;
   }
   return false;
@@ -376,14 +376,12 @@ bool ShmTransport::PopInbound(uint32_t ri, uint8_t* buf, RxPacket* out) {
 }
 
 void ShmTransport::DrainInboundToBacklog() {
-  const uint32_t active = own_.header()->active_rings.load(std::memory_order_acquire);
-  if (active == 0) return;
+  if (!AnyRingActive(own_.header(), std::memory_order_acquire)) return;
   if (!backlog_buf_) {
     backlog_buf_.reset(new uint8_t[kBacklog * kShmSlotPayload]);
     backlog_meta_.resize(kBacklog);
   }
-  for (uint32_t ri = 0; ri < kShmRings && backlog_count_ < kBacklog; ++ri) {
-    if (!(active & (1u << ri))) continue;
+  ForEachActiveRing(own_.header(), 0, [&](uint32_t ri) {
     while (backlog_count_ < kBacklog) {
       const size_t slot = (backlog_head_ + backlog_count_) % kBacklog;
       RxPacket p;
@@ -392,7 +390,8 @@ void ShmTransport::DrainInboundToBacklog() {
       ++backlog_count_;
     }
     consumers_[ri].Release();
-  }
+    return backlog_count_ < kBacklog;
+  });
 }
 
 int ShmTransport::RecvBurst(RxPacket* packets, int n) {
@@ -414,11 +413,10 @@ int ShmTransport::RecvBurst(RxPacket* packets, int n) {
     backlog_head_ = (backlog_head_ + 1) % kBacklog;
     --backlog_count_;
   }
-  const uint32_t active = own_.header()->active_rings.load(std::memory_order_acquire);
-  if (active != 0 && backlog_count_ == 0) {
-    for (uint32_t k = 0; k < kShmRings && produced < n; ++k) {
-      const uint32_t ri = (rr_ + k) % kShmRings;
-      if (!(active & (1u << ri))) continue;
+  const bool any_ring = AnyRingActive(own_.header(), std::memory_order_acquire);
+  if (any_ring && backlog_count_ == 0 && produced < n) {
+    // From a different ring each burst, so no sender is always served last.
+    ForEachActiveRing(own_.header(), rr_, [&](uint32_t ri) {
       bool any = false;
       while (produced < n &&
              PopInbound(ri, rx_buf_.get() + size_t(produced) * kShmSlotPayload, &packets[produced])) {
@@ -426,7 +424,8 @@ int ShmTransport::RecvBurst(RxPacket* packets, int n) {
         any = true;
       }
       if (any) consumers_[ri].Release();
-    }
+      return produced < n;
+    });
     rr_ = (rr_ + 1) % kShmRings;
   }
   ++recv_calls_;
@@ -434,7 +433,7 @@ int ShmTransport::RecvBurst(RxPacket* packets, int n) {
   if (produced < n) {
     // UDP: always when no ring is in use (the UDP path is unchanged then);
     // with shm traffic, at a reduced rate once UDP has been quiet.
-    const bool poll_udp = force_udp_.load(std::memory_order_relaxed) || active == 0 ||
+    const bool poll_udp = force_udp_.load(std::memory_order_relaxed) || !any_ring ||
                           udp_quiet_ < kUdpQuietAfter || recv_calls_ % kUdpPollEvery == 0;
     if (poll_udp) {
       force_udp_.store(false, std::memory_order_relaxed);
@@ -453,11 +452,11 @@ bool ShmTransport::PrepareToSleep() {
   ShmSegmentHeader* h = own_.header();
   h->sleeping.store(1, std::memory_order_seq_cst);
   // Re-check the rings after publishing the flag (see PublishDirty).
-  const uint32_t active = h->active_rings.load(std::memory_order_seq_cst);
-  for (uint32_t i = 0; i < kShmRings; ++i) {
-    if (!(active & (1u << i))) continue;
-    if (consumers_[i].Ready() != 0) return false;  // the flag comes down in WokeUp
-  }
+  bool input = false;
+  ForEachActiveRing(
+      h, 0, [&](uint32_t i) { return !(input = consumers_[i].Ready() != 0); },
+      std::memory_order_seq_cst);
+  if (input) return false;  // the flag comes down in WokeUp
   // Peers are checked while idle too, so a dead peer's mapping goes away.
   if (!peers_.empty()) CheckPeers();
   return true;

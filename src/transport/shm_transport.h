@@ -107,7 +107,7 @@ class ShmTransport final : public Transport, public PeerMemory {
   // True while shared-memory traffic is possible (a sender uses one of our
   // rings, or we use a peer's). Lock-free: read by the progress thread.
   bool Active() const {
-    return own_.header()->active_rings.load(std::memory_order_relaxed) != 0 ||
+    return AnyRingActive(own_.header()) ||
            has_peers_.load(std::memory_order_relaxed);
   }
 

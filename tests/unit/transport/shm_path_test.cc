@@ -122,10 +122,11 @@ TEST(ShmLookupVerdict, EachFailureSaysWhichStep) {
   unlink(stale.c_str());
 }
 
-std::unique_ptr<ShmTransport> MakeShm(int which) {
+// A shared-memory transport on test address `which`, at TestPort() + port_offset.
+std::unique_ptr<ShmTransport> MakeShm(int which, uint16_t port_offset = 0) {
   UdpConfig c;
   c.bind_addresses = {TestIp(which)};
-  c.port = TestPort();
+  c.port = static_cast<uint16_t>(TestPort() + port_offset);
   std::string error;
   auto udp = CreateUdpTransport(c, &error);
   EXPECT_NE(udp, nullptr) << error;
@@ -141,7 +142,7 @@ TEST(ShmExplainPath, DecidesLikePeerForWithoutTakingARing) {
   ASSERT_TRUE(a && b);
   const Endpoint to_b = b->locals()[0];
   // More explanations than the peer has rings: a ring taken by each would
-  // leave none after the 16th.
+  // leave none after the kShmRings-th.
   for (uint32_t i = 0; i < 2 * kShmRings; ++i) {
     const ShmPathVerdict v = a->ExplainPath(to_b);
     ASSERT_EQ(v.step, ShmPathStep::kShared) << i << ": " << ShmPathStepName(v.step) << " " << v.detail;
@@ -167,14 +168,15 @@ TEST(ShmExplainPath, APeerWithEveryRingTakenHasNoFreeRing) {
   auto target = MakeShm(4);
   ASSERT_TRUE(target);
   const Endpoint to_target = target->locals()[0];
-  // kShmRings live senders (this process, each with a sender id of its own).
+  // kShmRings live senders (this process, each with a sender id of its
+  // own), on one address with ports of their own.
   std::vector<std::unique_ptr<ShmTransport>> senders;
   for (uint32_t i = 0; i < kShmRings; ++i) {
-    senders.push_back(MakeShm(10 + static_cast<int>(i)));
+    senders.push_back(MakeShm(10, static_cast<uint16_t>(1 + i)));
     ASSERT_TRUE(senders.back());
     ASSERT_NE(senders.back()->PeerFor(to_target), nullptr) << i;
   }
-  auto late = MakeShm(40);
+  auto late = MakeShm(11);
   ASSERT_TRUE(late);
   EXPECT_EQ(late->ExplainPath(to_target).step, ShmPathStep::kNoFreeRing);
   EXPECT_EQ(late->PeerFor(to_target), nullptr);  // and the transport agrees: UDP

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <vector>
 
 namespace softrnic::transport {
@@ -132,6 +133,36 @@ TEST_F(ShmRingTest, HostileHeadMakesTheProducerStop) {
   const auto p = Packet(1, 64);
   for (uint32_t i = 0; i < kShmRingSlots; ++i) (void)prod.Write(h, p.data(), 64);
   EXPECT_FALSE(prod.Write(h, p.data(), 64));
+}
+
+
+// The ring mask (shm_segment.h): ForEachActiveRing visits each marked ring
+// once, in order from any start, wrapping, across both mask words; and
+// stops when asked.
+TEST(ShmRingMask, EachActiveRingOnceFromAnyStart) {
+  auto header = std::make_unique<ShmSegmentHeader>();
+  for (auto& w : header->active_rings) w.store(0);
+  EXPECT_FALSE(AnyRingActive(header.get()));
+  const std::vector<uint32_t> marked = {0, 5, 63, 64, 100, kShmRings - 1};
+  for (uint32_t i : marked) MarkRingActive(header.get(), i);
+  EXPECT_TRUE(AnyRingActive(header.get()));
+  for (uint32_t first = 0; first < kShmRings + 3; ++first) {
+    std::vector<uint32_t> seen;
+    ForEachActiveRing(header.get(), first, [&](uint32_t i) {
+      seen.push_back(i);
+      return true;
+    });
+    // Expected: the marked rings rotated to start at the first >= first.
+    std::vector<uint32_t> want;
+    for (uint32_t i : marked)
+      if (i >= first % kShmRings) want.push_back(i);
+    for (uint32_t i : marked)
+      if (i < first % kShmRings) want.push_back(i);
+    EXPECT_EQ(seen, want) << "first " << first;
+  }
+  int calls = 0;
+  ForEachActiveRing(header.get(), 0, [&](uint32_t) { return ++calls < 2; });
+  EXPECT_EQ(calls, 2);
 }
 
 }  // namespace
