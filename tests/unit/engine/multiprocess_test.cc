@@ -10,6 +10,7 @@
 
 #include <cstring>
 
+#include "fd_exchange.h"
 #include "rc_pair.h"
 
 namespace softrnic::engine::testing {
@@ -30,27 +31,6 @@ constexpr size_t kWriteOff = 384 * 1024; // WRITE lands here
 constexpr size_t kReadOff = 640 * 1024;  // READ lands here
 constexpr size_t kWordOff = 900 * 1024;  // atomic target
 constexpr size_t kResOff = 901 * 1024;   // atomic results
-
-bool WriteAll(int fd, const void* p, size_t n) {
-  const char* c = static_cast<const char*>(p);
-  while (n > 0) {
-    ssize_t r = write(fd, c, n);
-    if (r <= 0) return false;
-    c += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
-bool ReadAll(int fd, void* p, size_t n) {
-  char* c = static_cast<char*>(p);
-  while (n > 0) {
-    ssize_t r = read(fd, c, n);
-    if (r <= 0) return false;
-    c += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
 
 // Connects s to a remote QP named by Info (the same steps as Connect()).
 int ConnectTo(Side& s, const Info& peer) {

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "fd_exchange.h"
 #include "rc_pair.h"
 #include "transport/shm_segment.h"
 
@@ -32,20 +33,6 @@ struct Hello {
   uint32_t qpn = 0;
   Gid gid;
 };
-
-bool WriteAll(int fd, const void* p, size_t n) {
-  return write(fd, p, n) == static_cast<ssize_t>(n);
-}
-bool ReadAll(int fd, void* p, size_t n) {
-  char* c = static_cast<char*>(p);
-  while (n > 0) {
-    const ssize_t r = read(fd, c, n);
-    if (r <= 0) return false;
-    c += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
 
 // Client i's message, and the server's answer to it.
 uint8_t RequestByte(int i, size_t at) { return static_cast<uint8_t>(i * 31 + at * 7 + 1); }

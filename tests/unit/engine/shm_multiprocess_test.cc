@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "fd_exchange.h"
 #include "rc_pair.h"
 
 namespace softrnic::engine::testing {
@@ -47,20 +48,6 @@ struct Proc {
   Qp* qp[kQps] = {};
   Mr* mr[3] = {};
 };
-
-bool WriteAll(int fd, const void* p, size_t n) {
-  return write(fd, p, n) == static_cast<ssize_t>(n);
-}
-bool ReadAll(int fd, void* p, size_t n) {
-  char* c = static_cast<char*>(p);
-  while (n > 0) {
-    const ssize_t r = read(fd, c, n);
-    if (r <= 0) return false;
-    c += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
 
 bool SetupProc(Proc& p, const std::string& address, uint16_t port) {
   transport::UdpConfig config;

@@ -24,6 +24,7 @@
 #include <cstring>
 
 #include "engine/shm_direct.h"
+#include "fd_exchange.h"
 #include "rc_pair.h"
 
 namespace {
@@ -103,18 +104,6 @@ struct Proc {
   Cq* cq = nullptr;
   Qp* qp = nullptr;
 };
-
-bool WriteAll(int fd, const void* p, size_t n) { return write(fd, p, n) == ssize_t(n); }
-bool ReadAll(int fd, void* p, size_t n) {
-  char* c = static_cast<char*>(p);
-  while (n > 0) {
-    const ssize_t r = read(fd, c, n);
-    if (r <= 0) return false;
-    c += r;
-    n -= size_t(r);
-  }
-  return true;
-}
 
 bool SetupProc(Proc& p, const std::string& address, uint16_t port) {
   transport::UdpConfig config;
