@@ -302,10 +302,26 @@ bool InsideLive(const Entry& e, uint64_t start, uint64_t end) {
 }
 
 // True if every live registration's pages are still mapped from the memfd
-// (none was freed and reused without deregistration).
+// (none was freed and reused without deregistration). One read of
+// /proc/self/maps for all of them: asked once per registration, a read per
+// live registration made registering the same buffer n times cost n^2/2
+// reads (2,000 registrations took minutes under ThreadSanitizer).
 bool LiveBacked(const Entry& e) {
-  return std::all_of(e.live.begin(), e.live.end(),
-                     [&](const auto& r) { return BackedBy(r.first, r.second, e.ino); });
+  if (e.live.empty()) return true;
+  // The stretches of the address space mapped shared from the memfd, in
+  // address order, adjacent mappings joined.
+  std::vector<std::pair<uint64_t, uint64_t>> on_memfd;
+  ForEachMapping([&](const Mapping& m) {
+    if (m.inode != e.ino || m.perms[3] != 's') return true;
+    if (!on_memfd.empty() && on_memfd.back().second == m.lo) on_memfd.back().second = m.hi;
+    else on_memfd.emplace_back(m.lo, m.hi);
+    return true;
+  });
+  return std::all_of(e.live.begin(), e.live.end(), [&](const auto& r) {
+    return std::any_of(on_memfd.begin(), on_memfd.end(), [&](const auto& piece) {
+      return r.first >= piece.first && r.second <= piece.second;
+    });
+  });
 }
 
 // The parts of [start, end) that no live registration of `e` covers.
