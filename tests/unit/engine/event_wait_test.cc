@@ -20,17 +20,8 @@ struct ChannelSide {
 
 // SetupSide, with the CQ on a completion channel.
 void SetupChannelSide(ChannelSide& c, std::shared_ptr<Device> dev, const QpOptions& o) {
-  Side& s = c.side;
-  s.dev = std::move(dev);
-  ASSERT_EQ(s.dev->CreateCompletionChannel(&c.channel), 0);
-  ASSERT_EQ(s.dev->AllocPd(nullptr, &s.pd), 0);
-  ASSERT_EQ(s.dev->CreateCq(o.cq_entries, c.channel, &s, &s.cq), 0);
-  QpCaps caps{o.max_wr, o.max_wr, o.max_sge, o.max_sge, o.max_inline};
-  ASSERT_EQ(s.dev->CreateQp(s.pd, o.type, s.cq, s.cq, nullptr, &caps, false, &s, &s.qp), 0);
-  s.buf.assign(o.buf_size, 0);
-  ASSERT_EQ(s.dev->RegMr(s.pd, s.buf.data(), s.buf.size(), reinterpret_cast<uint64_t>(s.buf.data()),
-                         o.access, nullptr, &s.mr),
-            0);
+  ASSERT_EQ(dev->CreateCompletionChannel(&c.channel), 0);
+  SetupSide(c.side, std::move(dev), o, c.channel);
 }
 
 TEST(EventWait, BlockedWaiterMakesItsOwnEventWithoutTheProgressThread) {

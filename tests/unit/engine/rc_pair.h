@@ -84,10 +84,12 @@ struct QpOptions {
   uint8_t max_rd_atomic = 16;
 };
 
-inline void SetupSide(Side& s, std::shared_ptr<Device> dev, const QpOptions& o) {
+// channel: the CQ's completion channel (null: none).
+inline void SetupSide(Side& s, std::shared_ptr<Device> dev, const QpOptions& o,
+                      CompletionChannel* channel = nullptr) {
   s.dev = std::move(dev);
   ASSERT_EQ(s.dev->AllocPd(nullptr, &s.pd), 0);
-  ASSERT_EQ(s.dev->CreateCq(o.cq_entries, nullptr, &s, &s.cq), 0);  // handle: the Side
+  ASSERT_EQ(s.dev->CreateCq(o.cq_entries, channel, &s, &s.cq), 0);  // handle: the Side
   QpCaps caps{o.max_wr, o.max_wr, o.max_sge, o.max_sge, o.max_inline};
   ASSERT_EQ(s.dev->CreateQp(s.pd, o.type, s.cq, s.cq, nullptr, &caps, false, &s, &s.qp), 0);
   s.buf.assign(o.buf_size, 0);
