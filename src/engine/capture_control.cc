@@ -88,7 +88,7 @@ void CaptureControl::Poll() {
   }
   {
     // A capture of the device's own setting (SOFTRNIC_CAPTURE) stays.
-    std::lock_guard<SpinMutex> lock(engine_.mu_);
+    SpinLock lock(engine_.mu_);
     if (engine_.capture_ != nullptr) return;
   }
   std::string error;
@@ -100,7 +100,7 @@ void CaptureControl::Poll() {
   }
   attached_ = capture.get();
   attached_path_ = capture->path();
-  std::lock_guard<SpinMutex> lock(engine_.mu_);
+  SpinLock lock(engine_.mu_);
   engine_.capture_ = std::move(capture);
   engine_.tx_.set_capture(attached_);
   SOFTRNIC_LOG(kInfo, "capturing to %s (requested by softrnic capture)", attached_path_.c_str());
@@ -110,7 +110,7 @@ void CaptureControl::Detach() {
   if (!attached()) return;
   std::unique_ptr<PacketCapture> capture;
   {
-    std::lock_guard<SpinMutex> lock(engine_.mu_);
+    SpinLock lock(engine_.mu_);
     if (engine_.capture_.get() == attached_) {
       capture = std::move(engine_.capture_);
       engine_.tx_.set_capture(nullptr);

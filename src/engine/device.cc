@@ -37,8 +37,7 @@ pid_t g_device_pid = 0;
 // process off the QPNs its previous incarnation's peers may still send to.
 // Skips QP0 and QP1 (the special SMI and GSI QPs), 0xFFFFFF (the multicast
 // destination QPN), and QPNs live or lingering (Engine::StartLinger).
-// REQUIRES: engine.mu_.
-uint32_t FreshQpn(const Engine& engine) {
+uint32_t FreshQpn(const Engine& engine) REQUIRES(engine.mu_) {
   for (;;) {
     const uint32_t qpn = SecureRandom32() & wire::kQpnMask;
     if (qpn < 2 || qpn == kMulticastQpn) continue;
@@ -63,7 +62,6 @@ int ReadEventByte(int fd) {
 // An object is being destroyed: its unread async events go (the kernel's
 // uverbs does the same), so no reader is handed its freed handle (M6); and
 // the caller learns how many were handed out, to wait for their acks.
-// REQUIRES: engine.mu_.
 void ForgetAsyncEvents(Engine& engine, AsyncObject kind, const void* handle, uint32_t* reported) {
   uint32_t total = 0;
   if (handle != nullptr) {
@@ -101,7 +99,7 @@ std::shared_ptr<Device> Device::Get(std::string* error) {
     Engine& e = (*g_device)->engine();
     for (int i = 0; i < 100; ++i) {
       {
-        std::lock_guard<SpinMutex> engine_lock(e.mu_);
+        SpinLock engine_lock(e.mu_);
         e.ExpireLingering(Clock::now());
         if (e.lingering_.empty()) return;
       }
@@ -153,7 +151,7 @@ Device::Device(std::unique_ptr<Engine> engine) : engine_(std::move(engine)) {}
 Device::~Device() { engine_->StopProgressThread(); }
 
 std::optional<transport::ShmPathVerdict> Device::ExplainPath(const Gid& dst) {
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   if (engine_->peer_memory_ == nullptr) return std::nullopt;
   return engine_->peer_memory_->ExplainPath(transport::Endpoint{dst, engine_->udp_port_});
 }
@@ -167,7 +165,7 @@ const DeviceAttr& Device::attr() const { return engine_->attr_; }
 std::span<const Gid> Device::gids() const { return engine_->gids_; }
 
 int Device::AllocPd(void* handle, Pd** out) {
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   if (engine_->pds_.size() >= engine_->attr_.max_pd) return ENOMEM;
   auto pd = std::make_unique<Pd>();
   pd->handle = handle;
@@ -178,7 +176,7 @@ int Device::AllocPd(void* handle, Pd** out) {
 }
 
 int Device::DeallocPd(Pd* pd) {
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   if (pd->users > 0) return EBUSY;
   return EraseOwned(engine_->pds_, pd) ? 0 : EINVAL;
 }
@@ -219,7 +217,7 @@ int Device::RegMr(Pd* pd, void* addr, size_t length, uint64_t iova, uint32_t acc
                   Mr** out) {
   if (int rc = CheckRegistration(engine_->attr_, addr, length, access)) return rc;
   const SharedRange share = ShareIfRemote(engine_->shm_direct_ != nullptr, addr, length, access);
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   if (engine_->mrs_.size() >= engine_->attr_.max_mr) {
     UnshareRegion(share);
     return ENOMEM;
@@ -260,7 +258,7 @@ int Device::ReregMr(Mr* mr, uint32_t what, Pd* pd, void* addr, size_t length, ui
       ShareIfRemote(engine_->shm_direct_ != nullptr, new_addr, new_length, new_access);
   SharedRange old_share;
   {
-    std::lock_guard<SpinMutex> lock(engine_->mu_);
+    SpinLock lock(engine_->mu_);
     // As DeregMr then RegMr under one lock: every packet checks the table
     // under this lock and sees either the old region or the new one, and a
     // same-host peer's direct access to the old range is revoked (and
@@ -291,7 +289,7 @@ int Device::ReregMr(Mr* mr, uint32_t what, Pd* pd, void* addr, size_t length, ui
 int Device::DeregMr(Mr* mr) {
   SharedRange share;
   {
-    std::lock_guard<SpinMutex> lock(engine_->mu_);
+    SpinLock lock(engine_->mu_);
     // Removing the keys under the lock revokes access at once: every packet
     // is checked against the table under the same lock, and a same-host
     // peer's direct access is revoked (and drained) by RevokeMr.
@@ -315,7 +313,7 @@ uint32_t Device::MrRkey(const Mr* mr) const { return mr->rkey; }
 int Device::CreateAh(Pd* pd, const AddressVector& av, void* handle, Ah** out) {
   // RoCE needs a GRH: the GID is the address (IBA A17.4.5.1).
   if (!av.is_global || av.sgid_index >= engine_->gids_.size() || av.port_num != 1) return EINVAL;
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   if (engine_->ahs_.size() >= engine_->attr_.max_ah) return ENOMEM;
   auto ah = std::make_unique<Ah>();
   ah->pd = pd;
@@ -328,7 +326,7 @@ int Device::CreateAh(Pd* pd, const AddressVector& av, void* handle, Ah** out) {
 }
 
 int Device::DestroyAh(Ah* ah) {
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   --ah->pd->users;
   return EraseOwned(engine_->ahs_, ah) ? 0 : EINVAL;
 }
@@ -396,7 +394,7 @@ int Device::CreateQpWithQpn(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* 
   } catch (const std::bad_alloc&) {
     return ENOMEM;
   }
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   if (engine_->qps_.size() >= dev.max_qp) return ENOMEM;
   if (fixed_qpn != 0) {
     if (engine_->qps_.contains(fixed_qpn)) return EBUSY;
@@ -429,12 +427,12 @@ int Device::CreateQpWithQpn(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* 
 uint32_t Device::QpNum(const Qp* qp) const { return qp->qpn; }
 
 QpState Device::GetQpState(const Qp* qp) const {
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   return qp->attr.qp_state;
 }
 
 int Device::ModifyQp(Qp* qp, const QpAttr& attr, uint32_t mask) {
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   int rc = engine_->ModifyQpLocked(qp, attr, mask);
   engine_->PublishQp(qp);
   engine_->FlushTx();
@@ -442,7 +440,7 @@ int Device::ModifyQp(Qp* qp, const QpAttr& attr, uint32_t mask) {
 }
 
 int Device::QueryQp(Qp* qp, QpAttr* out) {
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   *out = qp->attr;
   out->cur_qp_state = qp->attr.qp_state;
   out->cap = qp->caps;
@@ -452,7 +450,7 @@ int Device::QueryQp(Qp* qp, QpAttr* out) {
 
 int Device::DestroyQp(Qp* qp, uint32_t* async_events_reported, void* handle) {
   std::unique_ptr<Qp> doomed;  // freed after the lock is released (queues.h)
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   auto it = engine_->qps_.find(qp->qpn);
   if (it == engine_->qps_.end() || it->second.get() != qp) return EINVAL;
   if (qp->multicast_attachments > 0) return EBUSY;  // multicast.h
@@ -510,7 +508,7 @@ int Device::PostSend(Qp* qp, const SendWr& wr) {
   if (ud && wr.ah == nullptr) return EINVAL;
   if (op.local && (wr.opcode == WrOpcode::kBindMw) && wr.bind_mw == nullptr) return EINVAL;
 
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   const QpState state = qp->attr.qp_state;
   if (state == QpState::kReset || state == QpState::kInit || state == QpState::kRtr) return EINVAL;
   if (ud && length > qp->mtu_bytes) return EINVAL;
@@ -596,7 +594,7 @@ int Device::PostRecv(Qp* qp, const RecvWr& wr) {
   // XRC QPs receive through XRC SRQs only.
   if (qp->srq || qp->xrc != XrcRole::kNone) return EINVAL;
   if (wr.sges.size() > qp->caps.max_recv_sge) return EINVAL;
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   if (qp->attr.qp_state == QpState::kReset) return EINVAL;
   if (qp->rq.Full()) return ENOMEM;
   qp->rq.Push(wr);
@@ -605,7 +603,7 @@ int Device::PostRecv(Qp* qp, const RecvWr& wr) {
 }
 
 int Device::async_fd(int queue) const {
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   auto it = engine_->async_queues_.find(queue);
   return it == engine_->async_queues_.end() ? -1 : it->second->read_fd();
 }
@@ -618,7 +616,7 @@ int Device::GetAsyncEvent(AsyncEvent* out, int queue) {
   if (fd < 0) return EINVAL;
   for (;;) {
     if (int err = ReadEventByte(fd)) return err;
-    std::lock_guard<SpinMutex> lock(engine_->mu_);
+    SpinLock lock(engine_->mu_);
     auto it = engine_->async_queues_.find(queue);
     if (it == engine_->async_queues_.end()) return EIO;
     if (it->second->Pop(out)) return 0;
@@ -630,7 +628,7 @@ int Device::GetAsyncEvent(AsyncEvent* out, int queue) {
 int Device::OpenAsyncQueue() {
   auto q = std::make_unique<AsyncQueue>();
   if (!q->ok()) return -errno;
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   const int id = engine_->next_async_queue_++;
   engine_->async_queues_.emplace(id, std::move(q));
   return id;
@@ -639,7 +637,7 @@ int Device::OpenAsyncQueue() {
 void Device::CloseAsyncQueue(int queue) {
   if (queue == kDeviceAsyncQueue) return;
   std::unique_ptr<AsyncQueue> gone;  // its fds close after the lock is released
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   auto it = engine_->async_queues_.find(queue);
   if (it == engine_->async_queues_.end()) return;
   gone = std::move(it->second);
@@ -647,23 +645,24 @@ void Device::CloseAsyncQueue(int queue) {
 }
 
 void Device::SetAsyncRouter(AsyncRouter router) {
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   engine_->async_router_ = router;
 }
 
 EngineStats Device::stats() const {
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   return engine_->stats_;
 }
 
 transport::TransportCounters Device::transport_counters() const {
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   return engine_->transport_->counters();
 }
 
 void Device::ProgressInline() {
-  std::unique_lock<SpinMutex> lock(engine_->mu_, std::try_to_lock);
-  if (lock.owns_lock()) engine_->PollOnceLocked();
+  if (!engine_->mu_.try_lock()) return;
+  engine_->PollOnceLocked();
+  engine_->mu_.unlock();
 }
 
 }  // namespace softrnic::engine

@@ -6,7 +6,7 @@
 namespace softrnic::engine {
 
 Pd* Device::FindPd(uint32_t id) const {
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   for (const auto& pd : engine_->pds_)
     if (pd->id == id) return pd.get();
   return nullptr;
@@ -15,13 +15,13 @@ Pd* Device::FindPd(uint32_t id) const {
 uint32_t Device::PdId(const Pd* pd) const { return pd->id; }
 
 Mr* Device::FindMr(const Pd* pd, uint32_t lkey) const {
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   Mr* mr = engine_->mr_table_.FindByLkey(lkey);
   return mr != nullptr && mr->pd == pd ? mr : nullptr;
 }
 
 void Device::MrRange(const Mr* mr, void** addr, size_t* length) const {
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   *addr = mr->addr;
   *length = mr->length;
 }

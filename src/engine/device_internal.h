@@ -8,12 +8,12 @@
 #include <memory_resource>
 #include <vector>
 
+#include "common/thread_annotations.h"
 #include "engine/async_queue.h"
+#include "engine/engine.h"
 #include "engine/queues.h"
 
 namespace softrnic::engine {
-
-class Engine;
 
 // Destroys the object p owned by v; false if v does not hold it.
 template <typename T>
@@ -48,7 +48,7 @@ int ReadEventByte(int fd);
 // An object is being destroyed: its unread async events go (the kernel's
 // uverbs does the same), so no reader is handed its freed handle (M6); and
 // the caller learns how many were handed out, to wait for their acks.
-// REQUIRES: engine.mu_.
-void ForgetAsyncEvents(Engine& engine, AsyncObject kind, const void* handle, uint32_t* reported);
+void ForgetAsyncEvents(Engine& engine, AsyncObject kind, const void* handle, uint32_t* reported)
+    REQUIRES(engine.mu_);
 
 }  // namespace softrnic::engine

@@ -17,14 +17,14 @@ namespace softrnic::engine {
 int Device::CreateCompletionChannel(CompletionChannel** out) {
   auto ch = std::make_unique<CompletionChannel>();
   if (!ch->ok()) return errno ? errno : EMFILE;
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   *out = ch.get();
   engine_->channels_.push_back(std::move(ch));
   return 0;
 }
 
 int Device::DestroyCompletionChannel(CompletionChannel* channel) {
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   if (channel->users > 0) return EBUSY;
   return EraseOwned(engine_->channels_, channel) ? 0 : EINVAL;
 }
@@ -60,7 +60,7 @@ int AwaitChannelEvent(Engine& engine, int event_fd) {
       // is held for microseconds by whoever has it. Then, still under it,
       // the sleep is announced to shared-memory peers (their doorbell), and
       // refused if input arrived meanwhile (transport.h).
-      std::lock_guard<SpinMutex> lock(engine.mu_);
+      SpinLock lock(engine.mu_);
       if (engine.PollOnceLocked() || !engine.transport_->PrepareToSleep()) {
         engine.transport_->WokeUp();
         if (poll(fds, 1, 0) > 0) return ReadEventByte(event_fd);
@@ -86,7 +86,7 @@ int AwaitChannelEvent(Engine& engine, int event_fd) {
 int Device::GetCqEvent(CompletionChannel* channel, void** cq_handle) {
   // Waits outside the lock: a blocking reader must not stall the engine.
   if (int err = AwaitChannelEvent(*engine_, channel->pipe.read_fd())) return err;
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   if (channel->pending.empty()) return EIO;
   Cq* cq = channel->pending.front();
   channel->pending.pop_front();
@@ -109,7 +109,7 @@ int Device::CreateCq(uint32_t cqe, CompletionChannel* channel, void* handle, Cq*
   } catch (const std::bad_alloc&) {
     return ENOMEM;
   }
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   if (engine_->cqs_.size() >= engine_->attr_.max_cq) return ENOMEM;
   cq->channel = channel;
   cq->handle = handle;
@@ -131,13 +131,13 @@ int Device::ResizeCq(Cq* cq, uint32_t cqe) {
   } catch (const std::bad_alloc&) {
     return ENOMEM;
   }
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   return cq->ResizeInto(next) ? 0 : EINVAL;
 }
 
 int Device::DestroyCq(Cq* cq, uint32_t* async_events_reported) {
   std::unique_ptr<Cq> doomed;  // freed after the lock is released
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   if (cq->users > 0) return EBUSY;
   ForgetAsyncEvents(*engine_, AsyncObject::kCq, cq->handle, async_events_reported);
   if (cq->channel) {
@@ -153,7 +153,7 @@ int Device::DestroyCq(Cq* cq, uint32_t* async_events_reported) {
 
 int Device::PollCq(Cq* cq, int n, Completion* out) {
   if (n < 0) return -EINVAL;
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   // Packets held back by PostSend (doorbell batching) leave first.
   if (engine_->tx_.count() > 0) engine_->FlushTx();
   // The polling application does the engine's work itself (no thread hop).
@@ -169,7 +169,7 @@ int Device::PollCq(Cq* cq, int n, Completion* out) {
 }
 
 int Device::ArmCq(Cq* cq, bool solicited_only) {
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   // The caller is about to block: nothing may stay held back.
   if (engine_->tx_.count() > 0) engine_->FlushTx();
   // Arming a CQ without a channel is allowed (and has no effect to observe).
@@ -188,7 +188,7 @@ int Device::ArmCq(Cq* cq, bool solicited_only) {
 }
 
 void Device::AckCqEvents(Cq* cq, unsigned n) {
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   cq->events_acked += n;
 }
 
@@ -206,7 +206,7 @@ int Device::CreateSrq(Pd* pd, const SrqAttr& attr, void* handle, Srq** out,
   } catch (const std::bad_alloc&) {
     return ENOMEM;
   }
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   if (engine_->srqs_.size() >= dev.max_srq) return ENOMEM;
   srq->pd = pd;
   srq->limit = attr.srq_limit;
@@ -231,7 +231,7 @@ int Device::ModifySrq(Srq* srq, const SrqAttr& attr, uint32_t mask) {
       return ENOMEM;
     }
   }
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   if ((mask & 1) && !srq->rq.ResizeInto(next)) return EINVAL;
   if (mask & 2) {  // IBV_SRQ_LIMIT: arm the limit event
     if (attr.srq_limit > srq->rq.wr_ids.size()) return EINVAL;
@@ -241,7 +241,7 @@ int Device::ModifySrq(Srq* srq, const SrqAttr& attr, uint32_t mask) {
 }
 
 int Device::QuerySrq(Srq* srq, SrqAttr* out) {
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   out->max_wr = static_cast<uint32_t>(srq->rq.wr_ids.size());
   out->max_sge = srq->rq.max_sge;
   out->srq_limit = srq->limit;
@@ -250,7 +250,7 @@ int Device::QuerySrq(Srq* srq, SrqAttr* out) {
 
 int Device::DestroySrq(Srq* srq, uint32_t* async_events_reported) {
   std::unique_ptr<Srq> doomed;  // freed after the lock is released
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   if (srq->users > 0) return EBUSY;
   ForgetAsyncEvents(*engine_, AsyncObject::kSrq, srq->handle, async_events_reported);
   --srq->pd->users;
@@ -260,7 +260,7 @@ int Device::DestroySrq(Srq* srq, uint32_t* async_events_reported) {
 }
 
 int Device::PostSrqRecv(Srq* srq, const RecvWr& wr) {
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   if (wr.sges.size() > srq->rq.max_sge) return EINVAL;
   if (srq->rq.Full()) return ENOMEM;
   srq->rq.Push(wr);

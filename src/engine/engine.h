@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/thread_annotations.h"
 #include "engine/capture.h"
 #include "engine/device.h"
 #include "engine/engine_config.h"
@@ -60,46 +61,46 @@ class Engine {
   DeviceAttr attr_;
   std::vector<Gid> gids_;
   std::string name_ = "softrnic0";
-  EngineStats stats_;
+  EngineStats stats_ GUARDED_BY(mu_);
 
   // Objects (owned).
-  std::vector<std::unique_ptr<Pd>> pds_;
-  std::vector<std::unique_ptr<Mr>> mrs_;
-  std::vector<std::unique_ptr<Mw>> mws_;
-  std::vector<std::unique_ptr<Cq>> cqs_;
-  std::vector<std::unique_ptr<CompletionChannel>> channels_;
-  std::vector<std::unique_ptr<Srq>> srqs_;
+  std::vector<std::unique_ptr<Pd>> pds_ GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Mr>> mrs_ GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Mw>> mws_ GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Cq>> cqs_ GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<CompletionChannel>> channels_ GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Srq>> srqs_ GUARDED_BY(mu_);
   // XRC (xrc.cc): the domains, and the XRC SRQs by the number requests name.
-  std::vector<std::unique_ptr<Xrcd>> xrcds_;
-  std::unordered_map<uint32_t, Srq*> xrc_srqs_;
+  std::vector<std::unique_ptr<Xrcd>> xrcds_ GUARDED_BY(mu_);
+  std::unordered_map<uint32_t, Srq*> xrc_srqs_ GUARDED_BY(mu_);
   // XRC domains shared with other processes (xrc_share.h): made when an SRQ
   // or a receive QP of a domain opened by file first needs it.
-  std::unique_ptr<XrcShare> xrc_share_;
-  std::vector<std::unique_ptr<Ah>> ahs_;
-  std::unordered_map<uint32_t, std::unique_ptr<Qp>> qps_;
-  MrTable mr_table_;
+  std::unique_ptr<XrcShare> xrc_share_ GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Ah>> ahs_ GUARDED_BY(mu_);
+  std::unordered_map<uint32_t, std::unique_ptr<Qp>> qps_ GUARDED_BY(mu_);
+  MrTable mr_table_ GUARDED_BY(mu_);
   // UD multicast attachments (multicast.h).
-  MulticastGroups multicast_;
+  MulticastGroups multicast_ GUARDED_BY(mu_);
 
   // Async events, one queue per verbs context (async_queue.h); queue 0 is
   // the device's own and always exists.
-  std::unordered_map<int, std::unique_ptr<AsyncQueue>> async_queues_;
-  int next_async_queue_ = 1;
-  Device::AsyncRouter async_router_ = nullptr;
-  void PostAsyncEvent(AsyncEventType type, void* handle);
-  void ReportCqOverflow(Cq* cq);
+  std::unordered_map<int, std::unique_ptr<AsyncQueue>> async_queues_ GUARDED_BY(mu_);
+  int next_async_queue_ GUARDED_BY(mu_) = 1;
+  Device::AsyncRouter async_router_ GUARDED_BY(mu_) = nullptr;
+  void PostAsyncEvent(AsyncEventType type, void* handle) REQUIRES(mu_);
+  void ReportCqOverflow(Cq* cq) REQUIRES(mu_);
 
   // --- Progress (progress.cc) ---
   // One pass: receive a burst, dispatch, flush ACKs, run timers and
   // requesters, transmit. Returns true if it did any work. REQUIRES: mu_.
-  bool PollOnceLocked();
+  bool PollOnceLocked() REQUIRES(mu_);
   // Hands n received packets to capture_ (REQUIRES: capture_).
-  void RecordReceived(const transport::RxPacket* rx, int n);
+  void RecordReceived(const transport::RxPacket* rx, int n) REQUIRES(mu_);
   void ProgressThreadMain();
   // One epoll wait of the progress thread (nullptr: no timeout); drains
   // wake_fd_ if it fired.
   void WaitForEvents(const timespec* timeout);
-  Clock::time_point NextDeadlineLocked() const;
+  Clock::time_point NextDeadlineLocked() const REQUIRES(mu_);
   std::atomic<bool> stop_{false};
   std::atomic<bool> sleeping_{false};
   // Bumped by application threads that poll or post (no clock read: a
@@ -141,7 +142,7 @@ class Engine {
   void WatchRequests(bool on);     // progress thread only
   // Sleeps while an application polls; returns whether it still does.
   bool SleepWhileAppPolls(std::chrono::nanoseconds period);
-  Clock::time_point last_pass_{};  // REQUIRES: mu_
+  Clock::time_point last_pass_ GUARDED_BY(mu_){};
   int wake_fd_ = -1;   // eventfd to wake a sleeping progress thread
   int epoll_fd_ = -1;
   std::thread progress_thread_;
@@ -158,8 +159,8 @@ class Engine {
   // whoever waits for a response polls its CQ, and the response need not
   // wake this thread (a cross-core wake-up costs tens of microseconds).
   // REQUIRES: mu_.
-  bool RepliesNeededLocked() const;
-  bool ChannelArmedLocked() const;  // REQUIRES: mu_
+  bool RepliesNeededLocked() const REQUIRES(mu_);
+  bool ChannelArmedLocked() const REQUIRES(mu_);
   // Set by the progress thread; read by threads that may make replies
   // needed while it sleeps (ArmCq, PostSend), which then wake it.
   std::atomic<bool> watching_replies_{false};
@@ -176,7 +177,7 @@ class Engine {
   // SOFTRNIC_CC_DELAY: congestion_control.h. Used when a QP enters RTS (it
   // gets its controller then); EngineConfig::cc.
   CcSettings cc_settings_;
-  Clock::time_point next_timer_check_{};
+  Clock::time_point next_timer_check_ GUARDED_BY(mu_){};
   // SOFTRNIC_ACK_DELAY_US: how long a plain ACK may wait for a request of
   // its QP to carry it (ack_delay.cc); 0 = never.
   std::chrono::microseconds ack_delay_{20};
@@ -187,22 +188,22 @@ class Engine {
   // Builds a packet into the transmit batch (sending a full batch first):
   // the headers from f, then room for payload_length bytes, returned for
   // the caller to fill (or to name as `direct` in CommitPacket).
-  uint8_t* StartPacket(const PacketFields& f, uint32_t payload_length);
+  uint8_t* StartPacket(const PacketFields& f, uint32_t payload_length) REQUIRES(mu_);
   // Queues the packet StartPacket built, to dst's device port.
-  void CommitPacket(uint16_t local_index, const Gid& dst, const uint8_t* direct = nullptr);
+  void CommitPacket(uint16_t local_index, const Gid& dst, const uint8_t* direct = nullptr) REQUIRES(mu_);
   // The same, to the QP's peer, counted as the QP's.
-  void CommitToPeer(Qp* qp) {
+  void CommitToPeer(Qp* qp) REQUIRES(mu_) {
     CommitPacket(SourceIndex(qp), qp->attr.ah_attr.dgid);
     CountTx(qp);
   }
   // Bytes of the packet CommitPacket queued last (BTH to ICRC).
-  uint32_t last_tx_bytes_ = 0;
-  void FlushTx() { tx_.Flush(*transport_); }
-  TxBatch tx_;
+  uint32_t last_tx_bytes_ GUARDED_BY(mu_) = 0;
+  void FlushTx() REQUIRES(mu_) { tx_.Flush(*transport_); }
+  TxBatch tx_ GUARDED_BY(mu_);
   std::unique_ptr<transport::Transport> transport_;
   // SOFTRNIC_CAPTURE (capture.h): every packet sent and received, and the
   // direct operations as the packets they replace; null when off.
-  std::unique_ptr<PacketCapture> capture_;
+  std::unique_ptr<PacketCapture> capture_ GUARDED_BY(mu_);
   // The pcapng interface description of this device's captures: pid, GIDs.
   std::string CaptureDescription() const;
   // transport_'s peer memory capability (else null): peers for direct
@@ -210,16 +211,16 @@ class Engine {
   transport::PeerMemory* peer_memory_ = nullptr;
   // Exports and direct one-sided operations (shm_direct.h); null without shm.
   std::unique_ptr<ShmDirect> shm_direct_;
-  uint32_t next_pd_id_ = 0;
+  uint32_t next_pd_id_ GUARDED_BY(mu_) = 0;
   // Executes an RC WRITE/READ/atomic directly on a same-host peer's memory
   // and completes it; false if it must go through the packet path.
-  bool TryDirect(Qp* qp, SendWqe& w, uint64_t index);
+  bool TryDirect(Qp* qp, SendWqe& w, uint64_t index) REQUIRES(mu_);
   // Renders a direct operation that succeeded into capture_ as the packets
   // it replaced (REQUIRES: capture_).
   void RecordDirect(const Qp* qp, const SendWqe& w, const WrOpcodeInfo& op, const uint8_t* target,
-                    const Gid& sgid, uint64_t atomic_orig);
+                    const Gid& sgid, uint64_t atomic_orig) REQUIRES(mu_);
   // Re-exports a QP after a change peers check (state, access, path).
-  void PublishQp(Qp* qp) {
+  void PublishQp(Qp* qp) REQUIRES(mu_) {
     // XRC QPs never take the direct path (xrc.cc says why).
     if (!shm_direct_ || qp->xrc != XrcRole::kNone) return;
     shm_direct_->PublishQp(qp, qp->pd->id);
@@ -240,20 +241,20 @@ class Engine {
     uint32_t msn = 0;
     Clock::time_point until{};
   };
-  std::vector<Lingering> lingering_;
+  std::vector<Lingering> lingering_ GUARDED_BY(mu_);
   static constexpr auto kLinger = std::chrono::milliseconds(300);
-  void StartLinger(const Qp* qp);
-  bool IsLingering(uint32_t qpn) const;
+  void StartLinger(const Qp* qp) REQUIRES(mu_);
+  bool IsLingering(uint32_t qpn) const REQUIRES(mu_);
   // Answers a request for a lingering QPN; false if it is not one.
-  bool AnswerLingering(const wire::Packet& pkt, const transport::RxPacket& rx);
+  bool AnswerLingering(const wire::Packet& pkt, const transport::RxPacket& rx) REQUIRES(mu_);
   // Counts a dropped packet and says why at SOFTRNIC_LOG=debug.
-  void Dropped(uint64_t& counter, const char* why, const transport::RxPacket& rx, uint32_t qpn);
-  void ExpireLingering(Clock::time_point now);
+  void Dropped(uint64_t& counter, const char* why, const transport::RxPacket& rx, uint32_t qpn) REQUIRES(mu_);
+  void ExpireLingering(Clock::time_point now) REQUIRES(mu_);
 
   // Work list: QPs whose requester may be able to send or that owe an ACK.
-  std::vector<Qp*> work_list_;
-  void MarkWork(Qp* qp);
-  void RunWorkList();
+  std::vector<Qp*> work_list_ GUARDED_BY(mu_);
+  void MarkWork(Qp* qp) REQUIRES(mu_);
+  void RunWorkList() REQUIRES(mu_);
 
   // Timer list (progress.cc): the QPs that may have a timer running (Local
   // ACK, RNR, selective-repeat probe, deferred ACK). The periodic checks
@@ -262,25 +263,25 @@ class Engine {
   // (issue 17: with 4,000 idle QPs a same-device WRITE round trip took 10x
   // longer). A QP joins when it arms a timer or has packets in flight
   // (WatchTimers) and leaves when a check finds nothing armed.
-  std::vector<Qp*> timer_list_;
-  void WatchTimers(Qp* qp);
+  std::vector<Qp*> timer_list_ GUARDED_BY(mu_);
+  void WatchTimers(Qp* qp) REQUIRES(mu_);
   static bool TimersArmed(const Qp* qp);
-  void CheckListedTimers(Clock::time_point now);
+  void CheckListedTimers(Clock::time_point now) REQUIRES(mu_);
 
   // --- QP control (qp_control.cc) ---
-  int ModifyQpLocked(Qp* qp, const QpAttr& attr, uint32_t mask);
-  void MoveToError(Qp* qp);
-  void FlushQp(Qp* qp);
-  void FlushSendQueue(Qp* qp);
-  void FlushRecvQueue(Qp* qp);
-  void ResetQp(Qp* qp);
+  int ModifyQpLocked(Qp* qp, const QpAttr& attr, uint32_t mask) REQUIRES(mu_);
+  void MoveToError(Qp* qp) REQUIRES(mu_);
+  void FlushQp(Qp* qp) REQUIRES(mu_);
+  void FlushSendQueue(Qp* qp) REQUIRES(mu_);
+  void FlushRecvQueue(Qp* qp) REQUIRES(mu_);
+  void ResetQp(Qp* qp) REQUIRES(mu_);
 
   // --- Requester (requester.cc) ---
-  void RunRequester(Qp* qp);
+  void RunRequester(Qp* qp) REQUIRES(mu_);
   // Builds and queues the next packet of Wqe(sq_next). Returns false if the
   // WQE failed locally (completion already generated).
-  bool SendNextPacket(Qp* qp, SendWqe& wqe, uint64_t index);
-  bool CanSend(const Qp* qp, const SendWqe& wqe) const;
+  bool SendNextPacket(Qp* qp, SendWqe& wqe, uint64_t index) REQUIRES(mu_);
+  bool CanSend(const Qp* qp, const SendWqe& wqe) const REQUIRES(mu_);
 
   // --- Selective retransmission (selective.cc, docs/loss.md) ---
   void SrPrepareResponder(Qp* qp);   // at RTR: the reorder store
@@ -288,109 +289,109 @@ class Engine {
   void SrReleaseQp(Qp* qp);          // at RESET
   // Responder: keeps an out-of-order request; false if it cannot (the caller
   // then drops it, counted).
-  void SrKeep(Qp* qp, const wire::Packet& pkt, int32_t diff);
-  void SrClearStore(Qp* qp);
+  void SrKeep(Qp* qp, const wire::Packet& pkt, int32_t diff) REQUIRES(mu_);
+  void SrClearStore(Qp* qp) REQUIRES(mu_);
   // Responder: runs the kept packets that have become in order.
-  void SrDrain(Qp* qp, const transport::RxPacket& rx);
-  void SendSack(Qp* qp);
+  void SrDrain(Qp* qp, const transport::RxPacket& rx) REQUIRES(mu_);
+  void SendSack(Qp* qp) REQUIRES(mu_);
   // Requester: a SACK arrived (validated here).
-  void HandleSack(Qp* qp, const wire::Packet& pkt);
+  void HandleSack(Qp* qp, const wire::Packet& pkt) REQUIRES(mu_);
   // Requester: resends the packets the scoreboard shows lost.
   // probe: also resend the oldest unacknowledged packet (tail-loss probe).
-  void RetransmitLost(Qp* qp, bool probe = false);
+  void RetransmitLost(Qp* qp, bool probe = false) REQUIRES(mu_);
   // Requester: acknowledgement progress from comp_before to comp_psn.
   // Returns whether it took an RTT sample (for CcOnAck).
-  bool SrOnCumAck(Qp* qp, uint32_t comp_before);
+  bool SrOnCumAck(Qp* qp, uint32_t comp_before) REQUIRES(mu_);
   // Requester: the tail-loss probe deadline (time_point::max() if none).
-  Clock::time_point SrProbeDeadline(const Qp* qp) const;
-  void SrCheckProbe(Qp* qp, Clock::time_point now);
+  Clock::time_point SrProbeDeadline(const Qp* qp) const REQUIRES(mu_);
+  void SrCheckProbe(Qp* qp, Clock::time_point now) REQUIRES(mu_);
   // Requester: scoreboard and counters for a packet about to leave.
-  void SrOnTransmit(Qp* qp, uint32_t psn, uint32_t psns, uint32_t payload);
-  void SrForgetSacks(Qp* qp);
+  void SrOnTransmit(Qp* qp, uint32_t psn, uint32_t psns, uint32_t payload) REQUIRES(mu_);
+  void SrForgetSacks(Qp* qp) REQUIRES(mu_);
 
   // --- Congestion control (congestion.cc, docs/loss.md) ---
-  void CcInit(Qp* qp);
-  bool CcWindowFull(const Qp* qp) const;
-  bool CcFillsWindow(const Qp* qp) const;
+  void CcInit(Qp* qp) REQUIRES(mu_);
+  bool CcWindowFull(const Qp* qp) const REQUIRES(mu_);
+  bool CcFillsWindow(const Qp* qp) const REQUIRES(mu_);
   // rtt_sampled: SrOnCumAck took an RTT sample from this acknowledgement.
-  void CcOnAck(Qp* qp, uint32_t newly_acked, bool rtt_sampled);
-  void CcOnLoss(Qp* qp);
-  void CcOnTimeout(Qp* qp);
-  void HandleCnp(Qp* qp);
+  void CcOnAck(Qp* qp, uint32_t newly_acked, bool rtt_sampled) REQUIRES(mu_);
+  void CcOnLoss(Qp* qp) REQUIRES(mu_);
+  void CcOnTimeout(Qp* qp) REQUIRES(mu_);
+  void HandleCnp(Qp* qp) REQUIRES(mu_);
   // DCQCN notification point: a request that arrived with ECN CE.
-  void MaybeSendCnp(Qp* qp, const transport::RxPacket& rx);
+  void MaybeSendCnp(Qp* qp, const transport::RxPacket& rx) REQUIRES(mu_);
 
   // --- Completer (completer.cc) ---
-  void HandleResponse(Qp* qp, const wire::Packet& pkt);
+  void HandleResponse(Qp* qp, const wire::Packet& pkt) REQUIRES(mu_);
   // HandleResponse's steps, in order (completer.cc says what each checks).
-  bool CheckResponseState(Qp* qp);
-  bool CheckResponsePsn(Qp* qp, const wire::Packet& pkt);
-  void HandleAck(Qp* qp, const wire::Packet& pkt);
-  void HandleRnrNak(Qp* qp, uint32_t psn, uint8_t syndrome);
-  void HandleNak(Qp* qp, uint32_t psn, uint8_t syndrome);
-  SendWqe* MatchResponse(Qp* qp, const wire::Packet& pkt);
-  void HandleAtomicAck(Qp* qp, const wire::Packet& pkt, SendWqe& w);
-  void HandleReadResponse(Qp* qp, const wire::Packet& pkt, SendWqe& w);
+  bool CheckResponseState(Qp* qp) REQUIRES(mu_);
+  bool CheckResponsePsn(Qp* qp, const wire::Packet& pkt) REQUIRES(mu_);
+  void HandleAck(Qp* qp, const wire::Packet& pkt) REQUIRES(mu_);
+  void HandleRnrNak(Qp* qp, uint32_t psn, uint8_t syndrome) REQUIRES(mu_);
+  void HandleNak(Qp* qp, uint32_t psn, uint8_t syndrome) REQUIRES(mu_);
+  SendWqe* MatchResponse(Qp* qp, const wire::Packet& pkt) REQUIRES(mu_);
+  void HandleAtomicAck(Qp* qp, const wire::Packet& pkt, SendWqe& w) REQUIRES(mu_);
+  void HandleReadResponse(Qp* qp, const wire::Packet& pkt, SendWqe& w) REQUIRES(mu_);
   // Acknowledgement progress: comp_psn has moved on from comp_before. The
   // bookkeeping every kind of progress shares: selective retransmission
   // and congestion control hear of it, retries are restored, completed
   // WQEs retire, the timer re-arms and the requester may send.
-  void AckProgress(Qp* qp, uint32_t comp_before, bool restore_rnr_retry);
-  void CompleteSendWqe(Qp* qp, SendWqe& wqe, WcStatus status);
-  void RetireCompletedWqes(Qp* qp);
-  bool ImplicitAck(Qp* qp, uint32_t psn_inclusive);
-  void Rewind(Qp* qp);
-  void RequesterError(Qp* qp, WcStatus status);
-  void CheckTimers(Qp* qp, Clock::time_point now);
-  void ArmRetransmitTimer(Qp* qp);
+  void AckProgress(Qp* qp, uint32_t comp_before, bool restore_rnr_retry) REQUIRES(mu_);
+  void CompleteSendWqe(Qp* qp, SendWqe& wqe, WcStatus status) REQUIRES(mu_);
+  void RetireCompletedWqes(Qp* qp) REQUIRES(mu_);
+  bool ImplicitAck(Qp* qp, uint32_t psn_inclusive) REQUIRES(mu_);
+  void Rewind(Qp* qp) REQUIRES(mu_);
+  void RequesterError(Qp* qp, WcStatus status) REQUIRES(mu_);
+  void CheckTimers(Qp* qp, Clock::time_point now) REQUIRES(mu_);
+  void ArmRetransmitTimer(Qp* qp) REQUIRES(mu_);
 
   // --- XRC (xrc.cc) ---
   // The XRC SRQ numbered srqn, or null.
-  Srq* FindXrcSrq(uint32_t srqn) const;
+  Srq* FindXrcSrq(uint32_t srqn) const REQUIRES(mu_);
   // An XRC receive QP takes the SRQ, PD and CQ of the XRC SRQ the request's
   // XRCETH names for the time of one request (UnbindXrcTarget after it).
   // False when the number names no SRQ of the QP's domain (an Invalid
   // Request); the QP is then bound to the SRQ of the message in progress,
   // if any, so that its receive WQE can still complete in error.
-  bool BindXrcTarget(Qp* qp, const wire::Packet& pkt);
-  void UnbindXrcTarget(Qp* qp);
+  bool BindXrcTarget(Qp* qp, const wire::Packet& pkt) REQUIRES(mu_);
+  void UnbindXrcTarget(Qp* qp) REQUIRES(mu_);
   // DestroySrq's XRC part: the number leaves the tables and the registry.
-  void ForgetXrcSrq(Srq* srq);
+  void ForgetXrcSrq(Srq* srq) REQUIRES(mu_);
   // ExecuteSend for a receive QP whose message goes to another process's
   // XRC SRQ (xrc_share.h).
-  bool ExecuteRemoteSend(Qp* qp, const wire::Packet& pkt);
+  bool ExecuteRemoteSend(Qp* qp, const wire::Packet& pkt) REQUIRES(mu_);
   // The packet opcode an RC opcode becomes on qp (XRC QPs: the XRC one).
   static uint8_t OnWire(const Qp* qp, uint8_t rc_opcode);
 
   // --- Multicast (multicast.cc) ---
   // A packet that arrived for a joined group (rx.group): a copy to every
   // attached UD QP.
-  void DispatchMulticast(const wire::Packet& pkt, const transport::RxPacket& rx);
+  void DispatchMulticast(const wire::Packet& pkt, const transport::RxPacket& rx) REQUIRES(mu_);
   // Whether `ep` is one of this device's own endpoints (its GIDs, its port).
-  bool IsOwnEndpoint(const transport::Endpoint& ep) const;
+  bool IsOwnEndpoint(const transport::Endpoint& ep) const REQUIRES(mu_);
 
   // --- Responder (responder.cc) ---
-  void HandleRequest(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx);
-  void HandleRequestOne(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx);
+  void HandleRequest(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx) REQUIRES(mu_);
+  void HandleRequestOne(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx) REQUIRES(mu_);
   // The steps after the QP state (xrc_srq_ok: false for an XRC request
   // whose XRCETH names no SRQ of the QP's domain).
-  void RunResponderSteps(Qp* qp, const wire::Packet& pkt, bool xrc_srq_ok);
+  void RunResponderSteps(Qp* qp, const wire::Packet& pkt, bool xrc_srq_ok) REQUIRES(mu_);
   // HandleRequestOne's steps, in order (responder.cc says what each checks).
   // A check returns whether the packet goes on; one that stops it has
   // answered it, dropped it or failed the QP.
-  bool CheckQpState(Qp* qp);
-  bool CheckPsn(Qp* qp, const wire::Packet& pkt);
-  void HandleOutOfSequence(Qp* qp, const wire::Packet& pkt, int32_t diff);
-  void HandleDuplicate(Qp* qp, const wire::Packet& pkt);
-  bool CheckOpSequence(const Qp* qp, const wire::Packet& pkt) const;
-  bool CheckLength(const Qp* qp, const wire::Packet& pkt) const;
-  bool CheckRdAtomicResources(Qp* qp, const wire::Packet& pkt);
-  bool CheckRecvWqe(Qp* qp, const wire::Packet& pkt);
-  bool CheckRemoteAccess(Qp* qp, const wire::Packet& pkt, uint8_t** atomic_target);
-  bool Execute(Qp* qp, const wire::Packet& pkt, uint8_t* atomic_target);
-  bool ExecuteSend(Qp* qp, const wire::Packet& pkt);
-  bool ExecuteWrite(Qp* qp, const wire::Packet& pkt);
-  void Acknowledge(Qp* qp, const wire::Packet& pkt);
+  bool CheckQpState(Qp* qp) REQUIRES(mu_);
+  bool CheckPsn(Qp* qp, const wire::Packet& pkt) REQUIRES(mu_);
+  void HandleOutOfSequence(Qp* qp, const wire::Packet& pkt, int32_t diff) REQUIRES(mu_);
+  void HandleDuplicate(Qp* qp, const wire::Packet& pkt) REQUIRES(mu_);
+  bool CheckOpSequence(const Qp* qp, const wire::Packet& pkt) const REQUIRES(mu_);
+  bool CheckLength(const Qp* qp, const wire::Packet& pkt) const REQUIRES(mu_);
+  bool CheckRdAtomicResources(Qp* qp, const wire::Packet& pkt) REQUIRES(mu_);
+  bool CheckRecvWqe(Qp* qp, const wire::Packet& pkt) REQUIRES(mu_);
+  bool CheckRemoteAccess(Qp* qp, const wire::Packet& pkt, uint8_t** atomic_target) REQUIRES(mu_);
+  bool Execute(Qp* qp, const wire::Packet& pkt, uint8_t* atomic_target) REQUIRES(mu_);
+  bool ExecuteSend(Qp* qp, const wire::Packet& pkt) REQUIRES(mu_);
+  bool ExecuteWrite(Qp* qp, const wire::Packet& pkt) REQUIRES(mu_);
+  void Acknowledge(Qp* qp, const wire::Packet& pkt) REQUIRES(mu_);
   // Why a request is refused: RC answers (an RNR NAK, or an Invalid Request
   // NAK that fails the QP), UC loses the message and resynchronises.
   // kRecvBadBuffer: the receive WQE's own SGEs fail their checks (bad
@@ -398,90 +399,90 @@ class Engine {
   // in): the responder's local protection error, a Remote Operational
   // Error for the requester (IBA 9.7.5.2.4).
   enum class Refusal : uint8_t { kInvalid, kNoRecvWqe, kRecvTooShort, kRecvBadBuffer };
-  void RefuseRequest(Qp* qp, uint32_t psn, Refusal why);
-  void HandleUdRequest(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx);
+  void RefuseRequest(Qp* qp, uint32_t psn, Refusal why) REQUIRES(mu_);
+  void HandleUdRequest(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx) REQUIRES(mu_);
   // may_defer: a plain ACK a request of this QP may carry (ack_delay.cc).
-  void QueueAck(Qp* qp, uint8_t syndrome, uint32_t psn, bool may_defer = false);
-  void SendAckNow(Qp* qp, uint8_t syndrome, uint32_t psn);
+  void QueueAck(Qp* qp, uint8_t syndrome, uint32_t psn, bool may_defer = false) REQUIRES(mu_);
+  void SendAckNow(Qp* qp, uint8_t syndrome, uint32_t psn) REQUIRES(mu_);
   // Queues one ACK/NAK packet (BTH + AETH) for transmission.
   // sr: set the selective-retransmission bit (the peer showed it).
   // xrc: an XRC receive QP's (opcode XRC ACKNOWLEDGE).
   void EmitAck(uint32_t dest_qpn, uint32_t psn, uint8_t syndrome, uint32_t msn,
-               uint16_t sgid_index, const Gid& dgid, bool sr = false, bool xrc = false);
-  void FlushAck(Qp* qp);
+               uint16_t sgid_index, const Gid& dgid, bool sr = false, bool xrc = false) REQUIRES(mu_);
+  void FlushAck(Qp* qp) REQUIRES(mu_);
   // --- Delayed ACKs (ack_delay.cc) ---
   // Whether the plain ACK just queued on qp may wait for a request of qp's
   // to carry it (then it is not put on the work list).
-  bool DeferAck(Qp* qp, uint8_t syndrome);
+  bool DeferAck(Qp* qp, uint8_t syndrome) REQUIRES(mu_);
   // qp has just sent a request: its deferred ACK follows it.
-  void PiggybackAck(Qp* qp);
+  void PiggybackAck(Qp* qp) REQUIRES(mu_);
   // Sends the deferred ACKs whose delay is over.
-  void ExpireDeferredAcks(Clock::time_point now);
-  void ResponderError(Qp* qp, wire::NakCode code, uint32_t psn, WcStatus recv_status);
+  void ExpireDeferredAcks(Clock::time_point now) REQUIRES(mu_);
+  void ResponderError(Qp* qp, wire::NakCode code, uint32_t psn, WcStatus recv_status) REQUIRES(mu_);
   void SendReadResponses(Qp* qp, uint32_t first_psn, uint64_t va, uint32_t rkey, uint32_t length,
-                         uint32_t skip_packets);
-  void SendAtomicAck(Qp* qp, uint32_t psn, uint64_t orig);
-  bool TakeRecvWqe(Qp* qp);
+                         uint32_t skip_packets) REQUIRES(mu_);
+  void SendAtomicAck(Qp* qp, uint32_t psn, uint64_t orig) REQUIRES(mu_);
+  bool TakeRecvWqe(Qp* qp) REQUIRES(mu_);
   void CompleteRecv(Qp* qp, WcStatus status, WcOpcode opcode, uint32_t byte_len, uint32_t imm,
-                    uint32_t wc_flags, uint32_t src_qp, bool solicited, uint8_t sl = 0);
+                    uint32_t wc_flags, uint32_t src_qp, bool solicited, uint8_t sl = 0) REQUIRES(mu_);
   // Scatter `len` bytes into the active receive WQE at recv_offset.
   // kInvalid is never returned: kRecvTooShort (the message outgrows the
   // buffer) or kRecvBadBuffer (ScatterSges refused an SGE), else nullopt.
-  std::optional<Refusal> ScatterToRecv(Qp* qp, const uint8_t* data, uint32_t len);
+  std::optional<Refusal> ScatterToRecv(Qp* qp, const uint8_t* data, uint32_t len) REQUIRES(mu_);
 
   // --- Per-QP counters (qp_counters.h; read by stats_publisher.cc) ---
   // The packet just committed was qp's.
-  void CountTx(Qp* qp) {
+  void CountTx(Qp* qp) REQUIRES(mu_) {
     ++qp->counters.tx_packets;
     qp->counters.tx_bytes += last_tx_bytes_;
     NoteQpCounters(qp);
   }
   // A received packet has passed the checks that make it qp's.
-  void CountRx(Qp* qp, uint32_t bytes) {
+  void CountRx(Qp* qp, uint32_t bytes) REQUIRES(mu_) {
     ++qp->counters.rx_packets;
     qp->counters.rx_bytes += bytes;
     NoteQpCounters(qp);
   }
   // qp completes a WQE of its send (else receive) queue with an error
   // status: counted per QP and per device, flushes apart.
-  void CountErrorCompletion(Qp* qp, WcStatus status, bool send);
+  void CountErrorCompletion(Qp* qp, WcStatus status, bool send) REQUIRES(mu_);
   // qp's counters or the facts its stats line shows (state, peer) changed:
   // the publisher copies its row at the next snapshot. By QP number, not
   // pointer, so a QP destroyed meanwhile needs no removal (the snapshot no
   // longer finds it); counters_noted keeps a QP listed once. Without a
   // publisher nothing is listed (nobody would empty the list).
-  void NoteQpCounters(Qp* qp) {
+  void NoteQpCounters(Qp* qp) REQUIRES(mu_) {
     if (qp->counters_noted || !qp_rows_wanted_) return;
     qp->counters_noted = true;
     qp_counters_noted_.push_back(qp->qpn);
   }
-  std::vector<uint32_t> qp_counters_noted_;
+  std::vector<uint32_t> qp_counters_noted_ GUARDED_BY(mu_);
   // QPs destroyed since the last snapshot, for the publisher to forget.
-  std::vector<uint32_t> qps_destroyed_;
+  std::vector<uint32_t> qps_destroyed_ GUARDED_BY(mu_);
   // A stats publisher reads the two lists (set when it starts): only then
   // are they kept.
-  bool qp_rows_wanted_ = false;
+  bool qp_rows_wanted_ GUARDED_BY(mu_) = false;
 
   // --- Receive dispatch (engine.cc) ---
-  void DispatchPacket(const transport::RxPacket& rx);
+  void DispatchPacket(const transport::RxPacket& rx) REQUIRES(mu_);
   uint16_t SourceIndex(const Qp* qp) const { return qp->attr.ah_attr.sgid_index; }
 
   // Gathers `len` bytes at `offset` of a WQE's data (inline or SGEs) into out.
   // Where the `len` payload bytes at `offset` of WQE `index` are, if one SGE
   // holds them and its lkey checks out; else null (gather them instead).
-  const uint8_t* ResolvePayload(Qp* qp, uint64_t index, uint32_t offset, uint32_t len);
-  bool GatherWqe(Qp* qp, uint64_t index, uint32_t offset, uint32_t len, uint8_t* out);
+  const uint8_t* ResolvePayload(Qp* qp, uint64_t index, uint32_t offset, uint32_t len) REQUIRES(mu_);
+  bool GatherWqe(Qp* qp, uint64_t index, uint32_t offset, uint32_t len, uint8_t* out) REQUIRES(mu_);
   // Runs a BIND_MW or LOCAL_INV WQE (memory_window.h) and completes it; a
   // failure completes it with MW_BIND_ERR and moves the QP to error.
-  void ExecuteLocalWqe(Qp* qp, SendWqe& w);
+  void ExecuteLocalWqe(Qp* qp, SendWqe& w) REQUIRES(mu_);
   // Whether a BIND_MW not yet executed names `mw` or `mr` (either may be
   // null): they must outlive it (memory_window_ops.cc).
-  bool BindPending(const Mw* mw, const Mr* mr) const;
+  bool BindPending(const Mw* mw, const Mr* mr) const REQUIRES(mu_);
   // A destroyed QP takes its type 2 windows' bindings with it.
-  void UnbindWindowsOf(const Qp* qp);
+  void UnbindWindowsOf(const Qp* qp) REQUIRES(mu_);
   // Scatters into an SGE list at offset (local write required).
   bool ScatterSges(const Pd* pd, const Sge* sges, uint32_t num_sge, uint32_t offset,
-                   const uint8_t* data, uint32_t len);
+                   const uint8_t* data, uint32_t len) REQUIRES(mu_);
 };
 
 }  // namespace softrnic::engine

@@ -11,7 +11,7 @@
 namespace softrnic::engine {
 
 int Device::AllocMw(Pd* pd, MwType type, void* handle, Mw** out) {
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   if (engine_->mws_.size() >= engine_->attr_.max_mw) return ENOMEM;
   auto mw = std::make_unique<Mw>();
   mw->pd = pd;
@@ -26,7 +26,7 @@ int Device::AllocMw(Pd* pd, MwType type, void* handle, Mw** out) {
 }
 
 int Device::DeallocMw(Mw* mw) {
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   auto& v = engine_->mws_;
   auto it = std::find_if(v.begin(), v.end(), [mw](const auto& u) { return u.get() == mw; });
   if (it == v.end()) return EINVAL;
@@ -41,7 +41,7 @@ int Device::DeallocMw(Mw* mw) {
 }
 
 uint32_t Device::MwRkey(const Mw* mw) const {
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   return mw->rkey;
 }
 

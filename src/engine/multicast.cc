@@ -58,8 +58,8 @@ bool MulticastGroups::Detach(const Gid& gid, Qp* qp, bool* emptied) {
 // ---------------------------------------------------------------- verbs
 
 int Device::AttachMulticast(Qp* qp, const Gid& gid) {
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
   Engine& e = *engine_;
+  SpinLock lock(e.mu_);
   if (qp->type != QpType::kUd || !gid.IsMulticast()) return EINVAL;
   if (e.multicast_.IsAttached(gid, qp)) return 0;  // the kernel's answer, too
   const bool new_group = e.multicast_.Find(gid) == nullptr;
@@ -77,8 +77,8 @@ int Device::AttachMulticast(Qp* qp, const Gid& gid) {
 }
 
 int Device::DetachMulticast(Qp* qp, const Gid& gid) {
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
   Engine& e = *engine_;
+  SpinLock lock(e.mu_);
   bool emptied = false;
   if (!e.multicast_.Detach(gid, qp, &emptied)) return EINVAL;
   --qp->multicast_attachments;
@@ -87,7 +87,7 @@ int Device::DetachMulticast(Qp* qp, const Gid& gid) {
 }
 
 void Device::BlockSelfMulticastLoopback(Qp* qp) {
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   qp->block_self_multicast = true;
 }
 

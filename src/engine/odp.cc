@@ -43,7 +43,7 @@ int Device::AdviseMr(const Pd* pd, MrAdvice advice, const Sge* sges, uint32_t nu
   // Each range is resolved under the lock (key, PD, bounds, the write right
   // PREFETCH_WRITE needs) and faulted in there too: a DeregMr cannot slip
   // between the check and the fault-in. ibv_advise_mr(3) names the errnos.
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   for (uint32_t i = 0; i < num_sge; ++i) {
     const Mr* mr = engine_->mr_table_.FindByLkey(sges[i].lkey);
     if (mr == nullptr || mr->pd != pd) return EFAULT;  // "lkeys ... invalid"

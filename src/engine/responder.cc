@@ -527,7 +527,7 @@ bool Engine::CheckRecvWqe(Qp* qp, const wire::Packet& pkt) {
 bool Engine::CheckRemoteAccess(Qp* qp, const wire::Packet& pkt, uint8_t** target) {
   const wire::OpcodeInfo& info = *pkt.info;
   const uint32_t psn = pkt.bth.psn();
-  const auto access_error = [&] {
+  const auto access_error = [&]() REQUIRES(mu_) {
     ResponderError(qp, wire::NakCode::kRemoteAccessError, psn, WcStatus::kRemAccessErr);
     return false;
   };

@@ -403,7 +403,7 @@ void Engine::RetransmitLost(Qp* qp, bool probe) {
   // Resends one packet by pointing the requester's cursor at it and
   // restoring the cursor afterwards: the packet is built exactly as the
   // first time (same PSN, opcode, headers, bytes).
-  const auto resend = [&](uint64_t index, SendWqe& w, uint32_t psn) {
+  const auto resend = [&](uint64_t index, SendWqe& w, uint32_t psn) REQUIRES(mu_) {
     const uint64_t save_next = qp->sq_next;
     const uint32_t save_offset = qp->req.send_offset;
     const uint32_t save_psn = qp->req.sq_psn;

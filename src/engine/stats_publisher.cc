@@ -158,6 +158,19 @@ void StatsPublisher::Stop() {
   g_registry->erase(std::remove(g_registry->begin(), g_registry->end(), this), g_registry->end());
 }
 
+bool StatsPublisher::LockEngineForSnapshot(bool wait) {
+  if (engine_.mu_.try_lock()) return true;
+  for (int i = 0; i < 64 && !wait; ++i) {
+    if (stop_requested_.load(std::memory_order_relaxed)) return false;
+    const timespec ts{0, 200 * 1000};
+    nanosleep(&ts, nullptr);
+    if (engine_.mu_.try_lock()) return true;
+  }
+  if (!wait) return false;
+  engine_.mu_.lock();
+  return true;
+}
+
 bool StatsPublisher::Snapshot(bool wait, std::string* text) {
   std::lock_guard<std::mutex> rows_lock(rows_mu_);
   EngineStats stats;
@@ -169,17 +182,7 @@ bool StatsPublisher::Snapshot(bool wait, std::string* text) {
   // short sleeps and, if the engine stays busy, skips this period (the
   // counters are published at the next one). Only a final snapshot (`wait`)
   // queues for the lock.
-  bool locked = engine_.mu_.try_lock();
-  for (int i = 0; i < 64 && !locked && !wait; ++i) {
-    if (stop_requested_.load(std::memory_order_relaxed)) return false;
-    const timespec ts{0, 200 * 1000};
-    nanosleep(&ts, nullptr);
-    locked = engine_.mu_.try_lock();
-  }
-  if (!locked) {
-    if (!wait) return false;
-    engine_.mu_.lock();
-  }
+  if (!LockEngineForSnapshot(wait)) return false;
   stats = engine_.stats_;
   counters = engine_.transport_->counters();
   CopyQpRowsLocked();

@@ -72,13 +72,14 @@
 #include <utility>
 #include <vector>
 
+#include "common/thread_annotations.h"
 #include "engine/capture_control.h"
+#include "engine/engine.h"
 #include "engine/qp_counters.h"
 #include "engine/types.h"
 
 namespace softrnic::engine {
 
-class Engine;
 class Device;
 
 class StatsPublisher {
@@ -114,9 +115,13 @@ class StatsPublisher {
   // Snapshot under the engine lock; false if `wait` is false and the lock
   // was busy.
   bool Snapshot(bool wait, std::string* text);
+  // Takes the engine lock for a snapshot (Snapshot says how); false: the
+  // lock stayed busy and `wait` is false, or Stop was asked for.
+  bool LockEngineForSnapshot(bool wait) TRY_ACQUIRE(true, engine_.mu_);
   // The per-QP part of a snapshot: the rows of the noted QPs copied, the
-  // destroyed ones forgotten. REQUIRES: engine lock and rows_mu_.
-  void CopyQpRowsLocked();
+  // destroyed ones forgotten. REQUIRES: rows_mu_ (a std::mutex, which the
+  // analysis cannot name).
+  void CopyQpRowsLocked() REQUIRES(engine_.mu_);
   // "qps" and "qp" lines of the busiest QPs. REQUIRES: rows_mu_.
   std::string FormatQpLines(size_t live_qps);
   void Write(const std::string& text);

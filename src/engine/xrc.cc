@@ -30,7 +30,7 @@ namespace {
 // A fresh 24-bit XRC SRQ number (the XRCETH field is 24 bits), never 0 and
 // not in use. Random like QPNs, so a stale peer's number rarely names a
 // new SRQ.
-uint32_t FreshSrqn(const Engine& engine) {
+uint32_t FreshSrqn(const Engine& engine) REQUIRES(engine.mu_) {
   for (;;) {
     const uint32_t n = SecureRandom32() & wire::kQpnMask;
     if (n != 0 && !engine.xrc_srqs_.contains(n)) return n;
@@ -42,7 +42,7 @@ uint32_t FreshSrqn(const Engine& engine) {
 // --- Device: domains, SRQs, receive QPs ---
 
 int Device::OpenXrcd(const XrcdInode* inode, bool create, bool exclusive, Xrcd** out) {
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   if (inode != nullptr) {
     for (auto& x : engine_->xrcds_) {
       if (!x->has_inode || x->inode_dev != inode->dev || x->inode != inode->ino) continue;
@@ -70,7 +70,7 @@ int Device::OpenXrcd(const XrcdInode* inode, bool create, bool exclusive, Xrcd**
 }
 
 int Device::CloseXrcd(Xrcd* xrcd) {
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   // The last close of a domain still in use fails, as ibv_dealloc_pd does.
   if (xrcd->opens == 1 && xrcd->users > 0) return EBUSY;
   if (--xrcd->opens > 0) return 0;
@@ -88,7 +88,7 @@ int Device::CreateXrcSrq(Pd* pd, Xrcd* xrcd, Cq* cq, const SrqAttr& attr, void* 
   if (pd == nullptr || xrcd == nullptr || cq == nullptr) return EINVAL;
   const int rc = CreateSrq(pd, attr, handle, out);
   if (rc != 0) return rc;
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   Srq* srq = *out;
   srq->xrcd = xrcd;
   srq->cq = cq;
@@ -115,7 +115,7 @@ int Device::CreateXrcRecvQp(Xrcd* xrcd, void* handle, Qp** out) {
 }
 
 int Device::OpenXrcRecvQp(Xrcd* xrcd, uint32_t qpn, void* handle, Qp** out) {
-  std::lock_guard<SpinMutex> lock(engine_->mu_);
+  SpinLock lock(engine_->mu_);
   auto it = engine_->qps_.find(qpn);
   // ibv_open_qp(3): only an XRC receive QP of the same domain can be opened.
   if (it == engine_->qps_.end() || it->second->xrc != XrcRole::kRecv ||

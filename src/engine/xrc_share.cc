@@ -181,7 +181,7 @@ bool XrcShare::EnsureMailbox() {
       const uint32_t seen = box_->doorbell.load();
       if (seen != served_doorbell_.load(std::memory_order_relaxed)) {
         // New requests (an engine pass of this device may take them first).
-        std::lock_guard<SpinMutex> lock(engine_->mu_);
+        SpinLock lock(engine_->mu_);
         ServeLocked();
         continue;
       }
@@ -384,6 +384,9 @@ bool XrcShare::ServeLocked() {
 // The owner's side: what its responder does with a local SRQ
 // (responder.cc TakeRecvWqe, ScatterToRecv, CompleteRecv).
 uint32_t XrcShare::Serve(const Request& req, const uint8_t* payload) {
+  // ServeAll's caller holds it; xrc_share.h cannot name Engine's lock
+  // (engine.h includes it).
+  engine_->mu_.AssertHeld();
   Srq* srq = engine_->FindXrcSrq(req.srqn);
   // Only an SRQ of the very inode the forwarder's domain is: never one of
   // an anonymous domain, never one of another file.
