@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "fd_exchange.h"
+#include "rc_connect.h"
 #include "rc_pair.h"
 
 namespace softrnic::engine::testing {
@@ -32,32 +33,11 @@ constexpr size_t kReadOff = 640 * 1024;  // READ lands here
 constexpr size_t kWordOff = 900 * 1024;  // atomic target
 constexpr size_t kResOff = 901 * 1024;   // atomic results
 
-// Connects s to a remote QP named by Info (the same steps as Connect()).
+// Connects s to the peer. The first PSN is not 0, as a real peer's (chosen
+// at random) is not: both processes' engines then count PSNs from an
+// arbitrary start.
 int ConnectTo(Side& s, const Info& peer) {
-  QpAttr attr;
-  attr.qp_state = QpState::kInit;
-  attr.qp_access_flags = kRemoteWrite | kRemoteRead | kRemoteAtomic;
-  if (int e = s.dev->ModifyQp(s.qp, attr, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags)) return e;
-  attr.qp_state = QpState::kRtr;
-  attr.path_mtu = Mtu::k1024;
-  attr.dest_qp_num = peer.qpn;
-  attr.rq_psn = 0x123;
-  attr.max_dest_rd_atomic = 8;
-  attr.min_rnr_timer = 1;
-  attr.ah_attr.is_global = true;
-  attr.ah_attr.dgid = peer.gid;
-  if (int e = s.dev->ModifyQp(s.qp, attr,
-                              kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
-                                  kQpMaxDestRdAtomic | kQpMinRnrTimer))
-    return e;
-  attr.qp_state = QpState::kRts;
-  attr.sq_psn = 0x123;
-  attr.timeout = 12;
-  attr.retry_cnt = 7;
-  attr.rnr_retry = 7;
-  attr.max_rd_atomic = 8;
-  return s.dev->ModifyQp(s.qp, attr,
-                         kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic);
+  return ConnectRc(*s.dev, s.qp, RcPeer{peer.qpn, peer.gid}, RcLinkOptions{.psn = 0x123});
 }
 
 // Creates PD/CQ/QP/MR with plain returns (usable in the child, no gtest).

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "fd_exchange.h"
+#include "rc_connect.h"
 #include "rc_pair.h"
 #include "transport/shm_segment.h"
 
@@ -54,34 +55,11 @@ EngineConfig ClientConfig(int i, pid_t parent, uint16_t port) {
 }
 static_assert(72 + kClients <= 200);
 
-// INIT -> RTR -> RTS toward `peer`.
+// INIT -> RTR -> RTS toward `peer`: 4 s per try (Local ACK Timeout 20),
+// since 129 processes share two CPUs here (more under a sanitizer), and a
+// process may wait long for its turn to answer.
 int ConnectQp(Device& dev, Qp* qp, const Hello& peer) {
-  QpAttr attr;
-  attr.qp_state = QpState::kInit;
-  attr.qp_access_flags = 0;
-  if (int e = dev.ModifyQp(qp, attr, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags)) return e;
-  attr.qp_state = QpState::kRtr;
-  attr.path_mtu = Mtu::k1024;
-  attr.dest_qp_num = peer.qpn;
-  attr.rq_psn = 0;
-  attr.max_dest_rd_atomic = 1;
-  attr.min_rnr_timer = 1;
-  attr.ah_attr.is_global = true;
-  attr.ah_attr.dgid = peer.gid;
-  if (int e = dev.ModifyQp(qp, attr,
-                           kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
-                               kQpMaxDestRdAtomic | kQpMinRnrTimer))
-    return e;
-  attr.qp_state = QpState::kRts;
-  attr.sq_psn = 0;
-  // 4 s per try: 129 processes share two CPUs here (more under a
-  // sanitizer), and a process may wait long for its turn to answer.
-  attr.timeout = 20;
-  attr.retry_cnt = 7;
-  attr.rnr_retry = 7;
-  attr.max_rd_atomic = 1;
-  return dev.ModifyQp(qp, attr,
-                      kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic);
+  return ConnectRc(dev, qp, RcPeer{peer.qpn, peer.gid}, RcLinkOptions{.timeout = 20});
 }
 
 // Polls until one completion arrives (or 120 s pass); its status, or -1.

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "fd_exchange.h"
+#include "rc_connect.h"
 #include "rc_pair.h"
 
 namespace softrnic::engine::testing {
@@ -86,36 +87,14 @@ Info InfoOf(const Proc& p) {
   return info;
 }
 
+// Every QP to its peer. 16.8 ms per try (Local ACK Timeout 12) and three
+// retries: a killed target must give error completions well within a
+// second (KilledTargetGivesErrorCompletionsWithinTheRetryBudget).
 int ConnectAll(Proc& p, const Info& peer) {
-  for (int i = 0; i < kQps; ++i) {
-    QpAttr attr;
-    attr.qp_state = QpState::kInit;
-    attr.qp_access_flags = kRemoteWrite | kRemoteRead | kRemoteAtomic;
-    if (int e = p.dev->ModifyQp(p.qp[i], attr, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags))
+  for (int i = 0; i < kQps; ++i)
+    if (int e = ConnectRc(*p.dev, p.qp[i], RcPeer{peer.qpn[i], peer.gid},
+                          RcLinkOptions{.timeout = 12, .retry_cnt = 3, .rnr_retry = 3}))
       return e;
-    attr.qp_state = QpState::kRtr;
-    attr.path_mtu = Mtu::k1024;
-    attr.dest_qp_num = peer.qpn[i];
-    attr.rq_psn = 0;
-    attr.max_dest_rd_atomic = 8;
-    attr.min_rnr_timer = 1;
-    attr.ah_attr.is_global = true;
-    attr.ah_attr.dgid = peer.gid;
-    if (int e = p.dev->ModifyQp(p.qp[i], attr,
-                                kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
-                                    kQpMaxDestRdAtomic | kQpMinRnrTimer))
-      return e;
-    attr.qp_state = QpState::kRts;
-    attr.sq_psn = 0;
-    attr.timeout = 12;  // 16.8 ms
-    attr.retry_cnt = 3;
-    attr.rnr_retry = 3;
-    attr.max_rd_atomic = 8;
-    if (int e = p.dev->ModifyQp(p.qp[i], attr,
-                                kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry |
-                                    kQpMaxQpRdAtomic))
-      return e;
-  }
   return 0;
 }
 

@@ -25,6 +25,7 @@
 
 #include "engine/shm_direct.h"
 #include "fd_exchange.h"
+#include "rc_connect.h"
 #include "rc_pair.h"
 
 namespace {
@@ -117,33 +118,6 @@ bool SetupProc(Proc& p, const std::string& address, uint16_t port) {
          p.dev->CreateQp(p.pd, QpType::kRc, p.cq, p.cq, nullptr, &caps, false, nullptr, &p.qp) == 0;
 }
 
-int Connect(Proc& p, const Info& peer) {
-  QpAttr attr;
-  attr.qp_state = QpState::kInit;
-  attr.qp_access_flags = kRemoteWrite | kRemoteRead;
-  if (int e = p.dev->ModifyQp(p.qp, attr, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags))
-    return e;
-  attr.qp_state = QpState::kRtr;
-  attr.path_mtu = Mtu::k1024;
-  attr.dest_qp_num = peer.qpn;
-  attr.max_dest_rd_atomic = 1;
-  attr.min_rnr_timer = 1;
-  attr.ah_attr.is_global = true;
-  attr.ah_attr.dgid = peer.gid;
-  if (int e = p.dev->ModifyQp(p.qp, attr,
-                              kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
-                                  kQpMaxDestRdAtomic | kQpMinRnrTimer))
-    return e;
-  attr.qp_state = QpState::kRts;
-  attr.timeout = 14;
-  attr.retry_cnt = 7;
-  attr.rnr_retry = 7;
-  attr.max_rd_atomic = 1;
-  return p.dev->ModifyQp(p.qp, attr,
-                         kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry |
-                             kQpMaxQpRdAtomic);
-}
-
 // The requester child: one WRITE of kWriteLen bytes, then its completion
 // status (255: none within 10 s) back to the parent.
 int RequesterMain(int sock, const std::string& address, uint16_t port) {
@@ -156,7 +130,7 @@ int RequesterMain(int sock, const std::string& address, uint16_t port) {
     return 11;
   Info mine{r.dev->QpNum(r.qp), r.dev->gids()[0], 0, 0}, peer{};
   if (!WriteAll(sock, &mine, sizeof mine) || !ReadAll(sock, &peer, sizeof peer)) return 12;
-  if (Connect(r, peer)) return 13;
+  if (ConnectRc(*r.dev, r.qp, RcPeer{peer.qpn, peer.gid})) return 13;
   char c;
   // The target's QP is connected too: the WRITE goes direct, not as a packet.
   if (!ReadAll(sock, &c, 1) || c != 'c') return 15;
@@ -252,7 +226,7 @@ TEST_P(ShmRevokeTest, RequesterStoppedPastTheRevocationDeadlineDoesNotWriteFreed
   Info peer{};
   ASSERT_TRUE(ReadAll(sock_, &peer, sizeof peer));
   ASSERT_TRUE(WriteAll(sock_, &mine, sizeof mine));
-  ASSERT_EQ(Connect(t, peer), 0);
+  ASSERT_EQ(ConnectRc(*t.dev, t.qp, RcPeer{peer.qpn, peer.gid}), 0);
   const char connected = 'c';
   ASSERT_TRUE(WriteAll(sock_, &connected, 1));
 
