@@ -1,7 +1,9 @@
 // What the parts of softrnic's librdmacm share: the id, event and channel
 // structures, the process's CM (QP1, tables, lock) and the functions the
 // files call on each other. Private to the library. The files:
-//   cma.cc, cma_qp.cc   the rdma_* API (ids, channels; QPs and SRQs)
+//   cma.cc, cma_qp.cc   the rdma_* API (ids, channels, connections; QPs and SRQs)
+//   cma_address.cc      rdma_bind_addr, rdma_resolve_addr, rdma_resolve_route
+//   cma_ep.cc           rdma_create_ep, rdma_destroy_ep, rdma_get_request
 //   addrinfo.cc         local addresses, routes, rdma_getaddrinfo
 //   cm_state.cc         the CM object, tunables, GID helpers, host registry
 //   cm_channel.cc       event channels and event delivery
@@ -276,6 +278,13 @@ int Fail(int err);
 // A synchronous id (no channel) waits for the event of its operation
 // (librdmacm's ucma_complete); 0 or -1 with errno.
 int Complete(Id* id);
+// rdma_create_id with the QP type given (rdma_create_ep takes it from the
+// rdma_getaddrinfo answer); no channel: a synchronous id.
+int CreateId(rdma_event_channel* channel, rdma_cm_id** out, void* context, rdma_port_space ps,
+             ibv_qp_type qpt);
+// ---------------------------------------------------------------- addresses of an id (cma_address.cc)
+// rdma_bind_addr under G().mu (also rdma_listen's implicit bind); 0 or an errno.
+int BindLocked(Id* id, const sockaddr* addr);
 
 // ---------------------------------------------------------------- events (cm_channel.cc)
 Event* NewEvent(Id* id, rdma_cm_event_type t, int status);

@@ -6,8 +6,9 @@
 // device's QP1 (Q_Key 0x80010000), with rdma_cm's IP header in the REQ private
 // data. A CM thread per process receives MADs from QP1 and drives retries and
 // timeouts. See docs/rdmacm.md for the design and its limits. This file is
-// the rdma_* calls on ids and channels; cm_internal.h has the map of the
-// other files (protocol, QP1, state, events, addresses).
+// the rdma_* calls on ids, channels and connections; cm_internal.h has the
+// map of the other files (addresses, endpoints, protocol, QP1, state,
+// events).
 //
 // Locking: one mutex (Cm::mu) guards every id and the CM's tables; each event
 // channel has its own mutex for its queue. Nothing blocks while holding Cm::mu.
@@ -27,7 +28,6 @@
 #include "common/secure_random.h"
 #include "rdmacm/cm_internal.h"
 #include "rdmacm/mad.h"
-#include "log/log.h"
 
 namespace softrnic::rdmacm {
 
@@ -58,95 +58,6 @@ int Complete(Id* id) {
     default: return 0;
   }
 }
-
-uint16_t EphemeralPort(int ps) {
-  Cm& g = G();
-  for (;;) {
-    uint16_t p = uint16_t(32768 + SecureRandomBelow(28000));
-    bool used = false;
-    for (Id* i : g.ids)
-      if (i->bound && i->id.ps == ps && SinPort(i->id.route.addr.src_sin) == p) used = true;
-    if (!used) return p;
-  }
-}
-
-// rdma_bind_addr with a sockaddr_in6 (issue 15): the IPv6 wildcard or
-// loopback binds no device (as the IPv4 ones below); a local address binds
-// the device that has its GID.
-int BindLocked6(Id* id, const sockaddr* addr) {
-  Cm& g = G();
-  sockaddr_in6 s;
-  std::memcpy(&s, addr, sizeof s);
-  const bool wildcard = IN6_IS_ADDR_UNSPECIFIED(&s.sin6_addr);
-  if (!wildcard && !IsLocalIp6(s.sin6_addr)) return EADDRNOTAVAIL;
-  uint16_t port = ntohs(s.sin6_port);
-  if (port) {
-    for (Id* i : g.ids)
-      if (i != id && i->bound && i->id.ps == id->id.ps && SinPort(i->id.route.addr.src_sin) == port &&
-          (i->st == St::kListen || i->st == St::kIdle))
-        return EADDRINUSE;
-  } else {
-    port = EphemeralPort(id->id.ps);
-  }
-  s.sin6_port = htons(port);
-  std::memcpy(&id->id.route.addr.src_sin6, &s, sizeof s);
-  id->bound = true;
-  if (wildcard || IN6_IS_ADDR_LOOPBACK(&s.sin6_addr)) {
-    if (!wildcard && g.loop_idx >= 0) {
-      id->sgid_index = g.loop_idx;
-      id->id.route.addr.addr.ibaddr.sgid = LocalGid(g.loop_idx);
-    }
-    return 0;
-  }
-  AttachDevice(id);
-  ibv_gid gid{};
-  std::memcpy(gid.raw, &s.sin6_addr, 16);
-  int gi = GidIndexForGid(gid);
-  if (gi < 0) gi = g.loop_idx >= 0 ? g.loop_idx : 0;
-  id->sgid_index = gi;
-  id->id.route.addr.addr.ibaddr.sgid = LocalGid(gi);
-  return 0;
-}
-
-int BindLocked(Id* id, const sockaddr* addr) {
-  Cm& g = G();
-  if (!addr) return EINVAL;
-  if (addr->sa_family == AF_INET6) return BindLocked6(id, addr);
-  if (addr->sa_family != AF_INET) return EAFNOSUPPORT;
-  sockaddr_in s;
-  std::memcpy(&s, addr, sizeof s);
-  uint32_t ip = ntohl(s.sin_addr.s_addr);
-  if (ip != INADDR_ANY && !IsLocalIp(ip)) return EADDRNOTAVAIL;
-  uint16_t port = SinPort(s);
-  if (port) {
-    for (Id* i : g.ids)
-      if (i != id && i->bound && i->id.ps == id->id.ps && SinPort(i->id.route.addr.src_sin) == port &&
-          (i->st == St::kListen || i->st == St::kIdle))
-        return EADDRINUSE;
-  } else {
-    port = EphemeralPort(id->id.ps);
-  }
-  s.sin_port = htons(port);
-  std::memcpy(&id->id.route.addr.src_sin, &s, sizeof s);
-  id->bound = true;
-  // The kernel's cma_any_addr() is "zero or loopback": rdma_bind_addr() to
-  // 0.0.0.0 or to any 127/8 address binds no device (librdmacm leaves
-  // id->verbs NULL), and a listener bound so takes requests for any local
-  // address on its port, through every device (cma_listen_on_all). libfabric's
-  // verbs provider relies on it: it binds "localhost" when given no address
-  // and, finding no device on the id, uses its interfaces' addresses instead
-  // (vrb_fill_addr). A specific address binds the device that has its GID.
-  bool any = ip == INADDR_ANY || (ip >> 24) == 127;
-  if (!any) AttachDevice(id);
-  if (ip != INADDR_ANY) {
-    int gi = (ip >> 24) == 127 ? g.loop_idx : GidIndexForIp(ip);
-    if (gi < 0) gi = g.loop_idx >= 0 ? g.loop_idx : 0;
-    id->sgid_index = gi;
-    SetGidFromIp(&id->id.route.addr.addr.ibaddr.sgid, g.gid_ip[size_t(gi)]);
-  }
-  return 0;
-}
-
 
 }  // namespace softrnic::rdmacm
 
@@ -194,8 +105,9 @@ CMA_EXPORT ibv_context** rdma_get_devices(int* num_devices) {
 
 CMA_EXPORT void rdma_free_devices(ibv_context** list) { free(list); }
 
-static int CreateId2(rdma_event_channel* channel, rdma_cm_id** out, void* context,
-                     rdma_port_space ps, ibv_qp_type qpt) {
+namespace softrnic::rdmacm {
+int CreateId(rdma_event_channel* channel, rdma_cm_id** out, void* context, rdma_port_space ps,
+             ibv_qp_type qpt) {
   if (!out) return Fail(EINVAL);
   if (int rc = Start()) return Fail(rc);
   if (ps != RDMA_PS_TCP && ps != RDMA_PS_UDP && ps != RDMA_PS_IB && ps != RDMA_PS_IPOIB)
@@ -208,11 +120,12 @@ static int CreateId2(rdma_event_channel* channel, rdma_cm_id** out, void* contex
   *out = &id->id;
   return 0;
 }
+}  // namespace softrnic::rdmacm
 
 CMA_EXPORT int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context,
                               rdma_port_space ps) {
   ibv_qp_type qpt = (ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB) ? IBV_QPT_UD : IBV_QPT_RC;
-  return CreateId2(channel, id, context, ps, qpt);
+  return CreateId(channel, id, context, ps, qpt);
 }
 
 CMA_EXPORT int rdma_destroy_id(rdma_cm_id* cid) {
@@ -255,203 +168,6 @@ CMA_EXPORT int rdma_destroy_id(rdma_cm_id* cid) {
   if (id->sync) FreeChannel(id->chan);
   delete id;
   return 0;
-}
-
-CMA_EXPORT int rdma_bind_addr(rdma_cm_id* cid, sockaddr* addr) {
-  if (!cid || !addr) return Fail(EINVAL);
-  std::lock_guard<std::mutex> l(G().mu);
-  int rc = BindLocked(ToId(cid), addr);
-  return rc ? Fail(rc) : 0;
-}
-
-// rdma_resolve_addr to a sockaddr_in6 (issue 15): the source is the
-// kernel's route source for the destination, whose GID the device must
-// have; a same-host destination goes to the listener's per-process
-// loopback GID through the host registry, as for IPv4.
-static int ResolveAddr6(Id* id, sockaddr* src, sockaddr* dst) {
-  {
-    std::lock_guard<std::mutex> l(G().mu);
-    Cm& g = G();
-    if (src && (src->sa_family == AF_INET6 || src->sa_family == AF_INET) && !id->bound) {
-      if (int rc = BindLocked(id, src)) return Fail(rc);
-    }
-    sockaddr_in6 d;
-    std::memcpy(&d, dst, sizeof d);
-    std::memcpy(&id->id.route.addr.dst_sin6, &d, sizeof d);
-    AttachDevice(id);
-    ibv_gid dgid{}, sgid{};
-    std::memcpy(dgid.raw, &d.sin6_addr, 16);
-    int gi = -1, err = 0;
-    in6_addr sip{};
-    if (IN6_IS_ADDR_UNSPECIFIED(&d.sin6_addr) || IN6_IS_ADDR_MULTICAST(&d.sin6_addr) ||
-        IN6_IS_ADDR_V4MAPPED(&d.sin6_addr)) {
-      err = EADDRNOTAVAIL;
-    } else if (IsLocalIp6(d.sin6_addr)) {
-      id->local_dst = true;
-      gi = g.loop_idx >= 0 ? g.loop_idx : GidIndexForGid(dgid);
-      if (gi < 0) err = EADDRNOTAVAIL;
-      sip = d.sin6_addr;
-    } else {
-      id->local_dst = false;
-      err = RouteSource6(d.sin6_addr, d.sin6_scope_id, &sip);
-      if (!err) {
-        std::memcpy(sgid.raw, &sip, 16);
-        gi = GidIndexForGid(sgid);
-        if (gi < 0) {
-          SOFTRNIC_LOG(kError,
-                       "no softrnic GID for source address %s (another softrnic process owns "
-                       "[%s]:4791?): cannot reach %s",
-                       GidStr(sgid).c_str(), GidStr(sgid).c_str(), GidStr(dgid).c_str());
-          err = EADDRNOTAVAIL;
-        }
-      }
-    }
-    if (err) {
-      CM_DBG("resolve_addr %s: %s", GidStr(dgid).c_str(), strerror(err));
-      Apply(id, *FindTransition(id->st, CmEvent::kAddrError), -err);  // a row in every state
-    } else {
-      id->sgid_index = gi;
-      sockaddr_in6& s = id->id.route.addr.src_sin6;
-      if (!id->bound) {
-        s = sockaddr_in6{};
-        s.sin6_family = AF_INET6;
-        s.sin6_port = htons(EphemeralPort(id->id.ps));
-        s.sin6_addr = sip;
-        id->bound = true;
-      } else if (s.sin6_family == AF_INET6 && IN6_IS_ADDR_UNSPECIFIED(&s.sin6_addr)) {
-        s.sin6_addr = sip;
-      }
-      id->id.route.addr.addr.ibaddr.sgid = LocalGid(gi);
-      id->dgid = dgid;
-      if (id->local_dst) {
-        long pid;
-        uint32_t lip;
-        if (RegRead(id->id.ps, ntohs(d.sin6_port), &pid, &lip)) SetGidFromIp(&id->dgid, lip);
-        else if (g.loop_idx < 0) id->dgid = LocalGid(gi);
-      }
-      id->id.route.addr.addr.ibaddr.dgid = id->dgid;
-      id->id.route.addr.addr.ibaddr.pkey = htons(0xffff);
-      Apply(id, *FindTransition(id->st, CmEvent::kResolveAddr));  // a row in every state
-    }
-  }
-  return Complete(id);
-}
-
-CMA_EXPORT int rdma_resolve_addr(rdma_cm_id* cid, sockaddr* src, sockaddr* dst, int timeout_ms) {
-  (void)timeout_ms;
-  if (!cid || !dst) return Fail(EINVAL);
-  Id* id = ToId(cid);
-  if (dst->sa_family == AF_INET6) return ResolveAddr6(id, src, dst);
-  if (dst->sa_family != AF_INET) return Fail(EAFNOSUPPORT);
-  {
-    std::lock_guard<std::mutex> l(G().mu);
-    Cm& g = G();
-    if (src && src->sa_family == AF_INET && !id->bound) {
-      if (int rc = BindLocked(id, src)) return Fail(rc);
-    }
-    sockaddr_in d;
-    std::memcpy(&d, dst, sizeof d);
-    std::memcpy(&id->id.route.addr.dst_sin, &d, sizeof d);
-    uint32_t dip = ntohl(d.sin_addr.s_addr);
-    AttachDevice(id);
-    uint32_t sip = 0;
-    int gi = -1, err = 0;
-    if (dip == INADDR_ANY || dip == INADDR_BROADCAST) {
-      err = EADDRNOTAVAIL;
-    } else if (IN_MULTICAST(dip)) {
-      // A multicast group (rdma_join_multicast follows): the source is the
-      // bound address, else the routed one when it is a GID of this device,
-      // else the per-process loopback GID, which every same-host member
-      // hears on `lo` (transport/udp_multicast.h).
-      id->local_dst = false;
-      const uint32_t bound_ip = ntohl(id->id.route.addr.src_sin.sin_addr.s_addr);
-      if (id->bound && id->id.route.addr.src_sin.sin_family == AF_INET && bound_ip != INADDR_ANY) {
-        sip = bound_ip;
-        gi = id->sgid_index;
-      } else if (!(err = RouteSource(dip, &sip))) {
-        gi = GidIndexForIp(sip);
-        if (gi < 0 && g.loop_idx >= 0) {
-          gi = g.loop_idx;
-          sip = g.gid_ip[size_t(gi)];
-        }
-        if (gi < 0) err = EADDRNOTAVAIL;
-      }
-    } else if (IsLocalIp(dip)) {
-      id->local_dst = true;
-      gi = g.loop_idx >= 0 ? g.loop_idx : 0;
-      sip = (dip >> 24) == 127 ? dip : dip;
-    } else {
-      id->local_dst = false;
-      err = RouteSource(dip, &sip);
-      if (!err) {
-        gi = GidIndexForIp(sip);
-        if (gi < 0) {
-          SOFTRNIC_LOG(kError,
-                       "no softrnic GID for source address %s (another softrnic process owns "
-                       "%s:4791?): cannot reach %s",
-                       IpStr(sip).c_str(), IpStr(sip).c_str(), IpStr(dip).c_str());
-          err = EADDRNOTAVAIL;
-        }
-      }
-    }
-    if (err) {
-      CM_DBG("resolve_addr %s: %s", IpStr(dip).c_str(), strerror(err));
-      Apply(id, *FindTransition(id->st, CmEvent::kAddrError), -err);  // a row in every state
-    } else {
-      id->sgid_index = gi;
-      sockaddr_in& s = id->id.route.addr.src_sin;
-      if (!id->bound) {
-        s.sin_family = AF_INET;
-        s.sin_port = htons(EphemeralPort(id->id.ps));
-        s.sin_addr.s_addr = htonl(sip);
-        id->bound = true;
-      } else if (s.sin_addr.s_addr == INADDR_ANY) {
-        s.sin_addr.s_addr = htonl(sip);
-      }
-      SetGidFromIp(&id->id.route.addr.addr.ibaddr.sgid, g.gid_ip[size_t(gi)]);
-      SetGidFromIp(&id->dgid, dip);
-      if (id->local_dst) {
-        long pid;
-        uint32_t lip;
-        if (RegRead(id->id.ps, SinPort(d), &pid, &lip)) SetGidFromIp(&id->dgid, lip);
-      }
-      id->id.route.addr.addr.ibaddr.dgid = id->dgid;
-      id->id.route.addr.addr.ibaddr.pkey = htons(0xffff);
-      Apply(id, *FindTransition(id->st, CmEvent::kResolveAddr));  // a row in every state
-    }
-  }
-  return Complete(id);
-}
-
-CMA_EXPORT int rdma_resolve_route(rdma_cm_id* cid, int timeout_ms) {
-  (void)timeout_ms;
-  if (!cid) return Fail(EINVAL);
-  Id* id = ToId(cid);
-  {
-    std::lock_guard<std::mutex> l(G().mu);
-    const CmTransition* t = FindTransition(id->st, CmEvent::kResolveRoute);
-    if (!t) return Fail(EINVAL);
-    if (!id->id.route.path_rec) {
-      id->id.route.path_rec = static_cast<ibv_sa_path_rec*>(calloc(1, sizeof(ibv_sa_path_rec)));
-      if (!id->id.route.path_rec) return Fail(ENOMEM);
-    }
-    ibv_sa_path_rec* p = id->id.route.path_rec;
-    p->dgid = id->dgid;
-    p->sgid = id->id.route.addr.addr.ibaddr.sgid;
-    p->pkey = htons(0xffff);
-    p->hop_limit = 64;
-    p->reversible = 1;
-    p->numb_path = 1;
-    p->mtu_selector = 2;
-    p->mtu = IBV_MTU_1024;
-    p->rate_selector = 2;
-    p->rate = 3;  // 10 Gb/s
-    p->packet_life_time_selector = 2;
-    p->packet_life_time = 14;
-    id->id.route.num_paths = 1;
-    Apply(id, *t);
-  }
-  return Complete(id);
 }
 
 CMA_EXPORT int rdma_connect(rdma_cm_id* cid, rdma_conn_param* param) {
@@ -556,36 +272,6 @@ CMA_EXPORT int rdma_listen(rdma_cm_id* cid, int backlog) {
   id->registered = true;
   Apply(id, *FindTransition(id->st, CmEvent::kListen));  // a row in every state but Listen
   AddListener(id, backlog);
-  return 0;
-}
-
-CMA_EXPORT int rdma_get_request(rdma_cm_id* listen, rdma_cm_id** out) {
-  if (!listen || !out) return Fail(EINVAL);
-  Id* l = ToId(listen);
-  if (!l->sync) return Fail(EINVAL);
-  rdma_cm_event* e = nullptr;
-  if (rdma_get_cm_event(listen->channel, &e) != 0) return -1;
-  if (e->status) {
-    int s = e->status;
-    rdma_ack_cm_event(e);
-    return Fail(s < 0 ? -s : s);
-  }
-  if (e->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
-    rdma_ack_cm_event(e);
-    return Fail(EINVAL);
-  }
-  rdma_cm_id* c = e->id;
-  if (l->has_ep_attr) {
-    ibv_qp_init_attr a = l->ep_attr;
-    if (rdma_create_qp(c, l->ep_pd, &a) != 0) {
-      int err = errno;
-      rdma_ack_cm_event(e);
-      rdma_destroy_id(c);
-      return Fail(err);
-    }
-  }
-  c->event = e;
-  *out = c;
   return 0;
 }
 
@@ -764,54 +450,4 @@ CMA_EXPORT int rdma_get_remote_ece(rdma_cm_id* cid, ibv_ece* ece) {
   if (!cid || !ece) return Fail(EINVAL);
   std::memset(ece, 0, sizeof(*ece));
   return 0;
-}
-
-CMA_EXPORT int rdma_create_ep(rdma_cm_id** out, rdma_addrinfo* res, ibv_pd* pd,
-                              ibv_qp_init_attr* qp_init_attr) {
-  if (!out || !res) return Fail(EINVAL);
-  rdma_port_space ps = res->ai_port_space ? rdma_port_space(res->ai_port_space) : RDMA_PS_TCP;
-  ibv_qp_type qpt = res->ai_qp_type ? ibv_qp_type(res->ai_qp_type)
-                                    : (ps == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC);
-  rdma_cm_id* cid = nullptr;
-  if (CreateId2(nullptr, &cid, nullptr, ps, qpt) != 0) return -1;
-  Id* id = ToId(cid);
-  int rc = 0;
-  if (res->ai_flags & RAI_PASSIVE) {
-    rc = rdma_bind_addr(cid, res->ai_src_addr);
-    if (rc) goto err;
-    if (qp_init_attr) {
-      qp_init_attr->qp_type = qpt;
-      id->has_ep_attr = true;
-      id->ep_attr = *qp_init_attr;
-      id->ep_pd = pd;
-    }
-    cid->pd = pd;
-    *out = cid;
-    return 0;
-  }
-  rc = rdma_resolve_addr(cid, res->ai_src_len ? res->ai_src_addr : nullptr, res->ai_dst_addr, 2000);
-  if (rc) goto err;
-  rc = rdma_resolve_route(cid, 2000);
-  if (rc) goto err;
-  if (qp_init_attr) {
-    qp_init_attr->qp_type = qpt;
-    rc = rdma_create_qp(cid, pd, qp_init_attr);
-    if (rc) goto err;
-  }
-  if (pd && !cid->pd) cid->pd = pd;
-  *out = cid;
-  return 0;
-err : {
-  int e = errno;
-  rdma_destroy_id(cid);
-  errno = e;
-  return -1;
-}
-}
-
-CMA_EXPORT void rdma_destroy_ep(rdma_cm_id* cid) {
-  if (!cid) return;
-  if (cid->qp) rdma_destroy_qp(cid);
-  if (cid->srq) rdma_destroy_srq(cid);
-  rdma_destroy_id(cid);
 }
