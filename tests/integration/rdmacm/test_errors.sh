@@ -6,8 +6,14 @@
 #                                                 -> RDMA_CM_EVENT_REJECTED (8)
 #   3. across namespaces, no softrnic process there (REQs unanswered)
 #                                                 -> RDMA_CM_EVENT_UNREACHABLE (-110)
-#   4. an address without a route                 -> RDMA_CM_EVENT_ADDR_ERROR
+#   4. an address without a route                 -> RDMA_CM_EVENT_ADDR_ERROR (-101)
 #   5. a silent address on the link (no host)     -> RDMA_CM_EVENT_UNREACHABLE
+#   6. a source address (-I) not on the host      -> rdma_resolve_addr fails at once,
+#                                                    EADDRNOTAVAIL (as rdma_bind_addr)
+#   7. cases 4 and 6 over IPv6 (fd77:238::/64 on the same veth), which
+#      rdma_resolve_addr takes through the same path as IPv4
+# rdma_resolve_addr(3): -1 and errno when the call fails; rdma_get_cm_event(3):
+# ADDR_ERROR when the resolution does, its status the negative errno.
 # The namespace cases need root (else only case 1 runs).
 set -u
 source "$SOFTRNIC_INTEGRATION_LIB/common.sh"
@@ -50,10 +56,23 @@ if [[ $(id -u) -eq 0 ]]; then
   expect_fail remote_no_listener 'RDMA_CM_EVENT_REJECTED, error 8' \
     ip netns exec $A rping -c -a $IPB -p 21796 -C 1 -v
   kill_bg listener
-  expect_fail no_route 'RDMA_CM_EVENT_ADDR_ERROR' \
+  expect_fail no_route 'RDMA_CM_EVENT_ADDR_ERROR, error -101' \
     ip netns exec $A rping -c -a 10.255.255.1 -p 21795 -C 1 -v
   expect_fail silent_address 'RDMA_CM_EVENT_UNREACHABLE|RDMA_CM_EVENT_ADDR_ERROR' \
     ip netns exec $A rping -c -a 10.234.0.99 -p 21794 -C 1 -v
+  expect_fail foreign_source 'rdma_resolve_addr: Cannot assign requested address' \
+    ip netns exec $A rping -c -I 10.234.0.77 -a $IPB -p 21793 -C 1 -v
+  # IPv6: the namespaces' veth gets fd77:238::1/64 and ::2 (no other route).
+  for ns in $A $B; do
+    ip netns exec $ns sysctl -qw net.ipv6.conf.all.disable_ipv6=0 "net.ipv6.conf.$NETNS_IFACE.disable_ipv6=0" ||
+      die "IPv6 in $ns"
+  done
+  ip -n $A addr add fd77:238::1/64 dev $NETNS_IFACE nodad &&
+    ip -n $B addr add fd77:238::2/64 dev $NETNS_IFACE nodad || die "IPv6 addresses"
+  expect_fail no_route6 'RDMA_CM_EVENT_ADDR_ERROR, error -101' \
+    ip netns exec $A rping -c -a 2001:db8::1 -p 21792 -C 1 -v
+  expect_fail foreign_source6 'rdma_resolve_addr: Cannot assign requested address' \
+    ip netns exec $A rping -c -I fd77:238::77 -a fd77:238::2 -p 21791 -C 1 -v
 else
   log "not root: namespace cases skipped"
 fi

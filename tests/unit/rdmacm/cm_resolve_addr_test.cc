@@ -120,35 +120,6 @@ TEST_F(ResolveAddrTest, DestinationsThatNameNoHostGiveAddrErrorEaddrnotavail) {
   }
 }
 
-TEST_F(ResolveAddrTest, ASynchronousIdReturnsTheAddrErrorsErrno) {
-  for (const char* dst : {"0.0.0.0", "::"}) {
-    SCOPED_TRACE(dst);
-    Id* id = NewId(/*sync=*/true);
-    sockaddr_storage d = Addr(dst);
-    errno = 0;
-    EXPECT_EQ(rdma_resolve_addr(&id->id, nullptr, Sa(d), 2000), -1);
-    EXPECT_EQ(errno, EADDRNOTAVAIL);
-    ASSERT_NE(id->id.event, nullptr);
-    EXPECT_EQ(id->id.event->event, RDMA_CM_EVENT_ADDR_ERROR);
-  }
-}
-
-TEST_F(ResolveAddrTest, ASourceNotOnThisHostFailsTheCallWithoutAnEvent) {
-  // Documentation addresses (RFC 5737, RFC 3849): no host has them.
-  const std::pair<const char*, const char*> cases[] = {{"192.0.2.1", "10.0.0.1"}, {"2001:db8::1", kLocal6}};
-  for (const auto& [src, dst] : cases) {
-    SCOPED_TRACE(src);
-    Id* id = NewId();
-    sockaddr_storage s = Addr(src, 0), d = Addr(dst);
-    errno = 0;
-    EXPECT_EQ(rdma_resolve_addr(&id->id, Sa(s), Sa(d), 2000), -1);
-    EXPECT_EQ(errno, EADDRNOTAVAIL);
-    EXPECT_EQ(NextEvent().first, -1);
-    EXPECT_EQ(id->st, St::kIdle);
-    EXPECT_FALSE(id->bound);
-  }
-}
-
 TEST_F(ResolveAddrTest, ASourceOfTheOtherFamilyIsNotBoundBeforeAnIpv4Destination) {
   Id* id = NewId();
   sockaddr_storage s = Addr("2001:db8::1", 0), d = Addr("10.0.0.1");
@@ -157,44 +128,72 @@ TEST_F(ResolveAddrTest, ASourceOfTheOtherFamilyIsNotBoundBeforeAnIpv4Destination
   EXPECT_EQ(id->id.route.addr.src_addr.sa_family, AF_INET);
 }
 
-TEST_F(ResolveAddrTest, ALocalDestinationIsReachedFromItselfOnAnEphemeralPort) {
-  // IPv4 without a loopback GID goes from GID 0, IPv6 from its own GID.
-  const std::pair<const char*, int> cases[] = {{"10.0.0.1", 0}, {kLocal6, kLocal6Index}};
-  for (const auto& [dst, index] : cases) {
-    SCOPED_TRACE(dst);
-    Id* id = NewId();
-    sockaddr_storage d = Addr(dst);
-    ASSERT_EQ(rdma_resolve_addr(&id->id, nullptr, Sa(d), 2000), 0);
-    EXPECT_EQ(NextEvent(), Ev(RDMA_CM_EVENT_ADDR_RESOLVED, 0));
-    EXPECT_EQ(id->st, St::kAddrResolved);
-    EXPECT_TRUE(id->local_dst);
-    EXPECT_TRUE(id->bound);
-    EXPECT_EQ(id->id.route.addr.src_addr.sa_family, d.ss_family);
-    EXPECT_EQ(SrcIp(id), dst);
-    EXPECT_GE(SinPort(id->id.route.addr.src_sin), 32768);  // sin6_port: same offset
-    EXPECT_EQ(id->sgid_index, index);
-    const ibv_gid sgid = LocalGid(index);
-    EXPECT_EQ(std::memcmp(id->id.route.addr.addr.ibaddr.sgid.raw, sgid.raw, 16), 0);
-    EXPECT_EQ(std::memcmp(&id->id.route.addr.dst_storage, &d, d.ss_family == AF_INET6 ? sizeof(sockaddr_in6)
-                                                                                     : sizeof(sockaddr_in)),
-              0);
-  }
+// The same cases for each family: its wildcard, a local address and its
+// GID index (IPv4 without a loopback GID goes from GID 0, IPv6 from its
+// own GID), and a documentation address (RFC 5737, RFC 3849) that no host
+// has.
+struct Family {
+  const char* name;
+  const char* any;
+  const char* local;
+  int local_index;
+  const char* foreign;
+};
+class ResolveAddrFamilyTest : public ResolveAddrTest, public ::testing::WithParamInterface<Family> {};
+INSTANTIATE_TEST_SUITE_P(Families, ResolveAddrFamilyTest,
+                         ::testing::Values(Family{"Ipv4", "0.0.0.0", "10.0.0.1", 0, "192.0.2.1"},
+                                           Family{"Ipv6", "::", kLocal6, kLocal6Index, "2001:db8::1"}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST_P(ResolveAddrFamilyTest, ASynchronousIdReturnsTheAddrErrorsErrno) {
+  Id* id = NewId(/*sync=*/true);
+  sockaddr_storage d = Addr(GetParam().any);
+  errno = 0;
+  EXPECT_EQ(rdma_resolve_addr(&id->id, nullptr, Sa(d), 2000), -1);
+  EXPECT_EQ(errno, EADDRNOTAVAIL);
+  ASSERT_NE(id->id.event, nullptr);
+  EXPECT_EQ(id->id.event->event, RDMA_CM_EVENT_ADDR_ERROR);
 }
 
-TEST_F(ResolveAddrTest, AWildcardBoundIdTakesTheResolvedSourceAndKeepsItsPort) {
-  const std::pair<const char*, const char*> cases[] = {{"0.0.0.0", "10.0.0.1"}, {"::", kLocal6}};
-  for (const auto& [any, dst] : cases) {
-    SCOPED_TRACE(dst);
-    Id* id = NewId();
-    sockaddr_storage b = Addr(any, 0), d = Addr(dst);
-    ASSERT_EQ(rdma_bind_addr(&id->id, Sa(b)), 0);
-    const uint16_t port = SinPort(id->id.route.addr.src_sin);
-    ASSERT_NE(port, 0);
-    ASSERT_EQ(rdma_resolve_addr(&id->id, nullptr, Sa(d), 2000), 0);
-    EXPECT_EQ(NextEvent(), Ev(RDMA_CM_EVENT_ADDR_RESOLVED, 0));
-    EXPECT_EQ(SrcIp(id), dst);
-    EXPECT_EQ(SinPort(id->id.route.addr.src_sin), port);
-  }
+TEST_P(ResolveAddrFamilyTest, ASourceNotOnThisHostFailsTheCallWithoutAnEvent) {
+  Id* id = NewId();
+  sockaddr_storage s = Addr(GetParam().foreign, 0), d = Addr(GetParam().local);
+  errno = 0;
+  EXPECT_EQ(rdma_resolve_addr(&id->id, Sa(s), Sa(d), 2000), -1);
+  EXPECT_EQ(errno, EADDRNOTAVAIL);
+  EXPECT_EQ(NextEvent().first, -1);
+  EXPECT_EQ(id->st, St::kIdle);
+  EXPECT_FALSE(id->bound);
+}
+
+TEST_P(ResolveAddrFamilyTest, ALocalDestinationIsReachedFromItselfOnAnEphemeralPort) {
+  Id* id = NewId();
+  sockaddr_storage d = Addr(GetParam().local);
+  ASSERT_EQ(rdma_resolve_addr(&id->id, nullptr, Sa(d), 2000), 0);
+  EXPECT_EQ(NextEvent(), Ev(RDMA_CM_EVENT_ADDR_RESOLVED, 0));
+  EXPECT_EQ(id->st, St::kAddrResolved);
+  EXPECT_TRUE(id->local_dst);
+  EXPECT_TRUE(id->bound);
+  EXPECT_EQ(id->id.route.addr.src_addr.sa_family, d.ss_family);
+  EXPECT_EQ(SrcIp(id), GetParam().local);
+  EXPECT_GE(SinPort(id->id.route.addr.src_sin), 32768);  // sin6_port: same offset
+  EXPECT_EQ(id->sgid_index, GetParam().local_index);
+  const ibv_gid sgid = LocalGid(GetParam().local_index);
+  EXPECT_EQ(std::memcmp(id->id.route.addr.addr.ibaddr.sgid.raw, sgid.raw, 16), 0);
+  const size_t len = d.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+  EXPECT_EQ(std::memcmp(&id->id.route.addr.dst_storage, &d, len), 0);
+}
+
+TEST_P(ResolveAddrFamilyTest, AWildcardBoundIdTakesTheResolvedSourceAndKeepsItsPort) {
+  Id* id = NewId();
+  sockaddr_storage b = Addr(GetParam().any, 0), d = Addr(GetParam().local);
+  ASSERT_EQ(rdma_bind_addr(&id->id, Sa(b)), 0);
+  const uint16_t port = SinPort(id->id.route.addr.src_sin);
+  ASSERT_NE(port, 0);
+  ASSERT_EQ(rdma_resolve_addr(&id->id, nullptr, Sa(d), 2000), 0);
+  EXPECT_EQ(NextEvent(), Ev(RDMA_CM_EVENT_ADDR_RESOLVED, 0));
+  EXPECT_EQ(SrcIp(id), GetParam().local);
+  EXPECT_EQ(SinPort(id->id.route.addr.src_sin), port);
 }
 
 TEST_F(ResolveAddrTest, OtherFamiliesAreEafnosupport) {
