@@ -1,9 +1,11 @@
 // The rdma_cm calls that give an id its addresses: rdma_bind_addr,
 // rdma_resolve_addr and rdma_resolve_route. An address is IPv4 or IPv6
-// (issue 15); rdma_resolve_addr takes both through one path, the families
-// differing only in the small lookups at the top of this file (what kind of
-// destination an address is, the kernel's route source for it), with the
-// addresses carried as GIDs (IPv4-mapped for IPv4) in between.
+// (issue 15); rdma_resolve_addr takes both through one path (ResolveLocked),
+// the families differing only in the small lookups under "the families"
+// (what kind of destination an address is, the kernel's route source for
+// it, the GID a same-host destination is reached from without a loopback
+// GID), with the addresses carried as GIDs (IPv4-mapped for IPv4) in
+// between.
 #include <arpa/inet.h>
 
 #include <cerrno>

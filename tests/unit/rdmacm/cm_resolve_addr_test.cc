@@ -143,7 +143,7 @@ class ResolveAddrFamilyTest : public ResolveAddrTest, public ::testing::WithPara
 INSTANTIATE_TEST_SUITE_P(Families, ResolveAddrFamilyTest,
                          ::testing::Values(Family{"Ipv4", "0.0.0.0", "10.0.0.1", 0, "192.0.2.1"},
                                            Family{"Ipv6", "::", kLocal6, kLocal6Index, "2001:db8::1"}),
-                         [](const auto& info) { return std::string(info.param.name); });
+                         [](const ::testing::TestParamInfo<Family>& p) { return std::string(p.param.name); });
 
 TEST_P(ResolveAddrFamilyTest, ASynchronousIdReturnsTheAddrErrorsErrno) {
   Id* id = NewId(/*sync=*/true);
