@@ -42,7 +42,7 @@ constexpr int kStates = 13;
 // (a REP for an id with or without a QP, a REJ "invalid service ID" the
 // client may still retry, ...) so that every outcome is one row.
 enum class CmEvent : uint8_t {
-  // rdma_* calls (cma.cc).
+  // rdma_* calls (cma.cc, cma_address.cc).
   kResolveAddr,     // rdma_resolve_addr found a route and a GID
   kAddrError,       // ... found none
   kResolveRoute,
