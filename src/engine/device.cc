@@ -14,7 +14,6 @@
 #include <cstring>
 #include <new>
 
-#include "common/secure_random.h"
 #include "engine/device_internal.h"
 #include "engine/engine.h"
 #include "engine/odp.h"
@@ -30,21 +29,6 @@ std::mutex g_device_mu;
 // static destructors do, and a forked child must not touch the parent's.
 std::shared_ptr<Device>* g_device = nullptr;
 pid_t g_device_pid = 0;
-
-// A QPN for a new QP: a fresh 24-bit value from the kernel CSPRNG every time
-// (M1, docs/security.md). A sequence would let a blind injector that knows
-// one of our QPNs walk to the next; a random one also keeps a restarted
-// process off the QPNs its previous incarnation's peers may still send to.
-// Skips QP0 and QP1 (the special SMI and GSI QPs), 0xFFFFFF (the multicast
-// destination QPN), and QPNs live or lingering (Engine::StartLinger).
-uint32_t FreshQpn(const Engine& engine) REQUIRES(engine.mu_) {
-  for (;;) {
-    const uint32_t qpn = SecureRandom32() & wire::kQpnMask;
-    if (qpn < 2 || qpn == kMulticastQpn) continue;
-    if (engine.qps_.contains(qpn) || engine.IsLingering(qpn)) continue;
-    return qpn;
-  }
-}
 
 }  // namespace
 
@@ -394,14 +378,6 @@ int Device::CreateQpWithQpn(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* 
   } catch (const std::bad_alloc&) {
     return ENOMEM;
   }
-  SpinLock lock(engine_->mu_);
-  if (engine_->qps_.size() >= dev.max_qp) return ENOMEM;
-  if (fixed_qpn != 0) {
-    if (engine_->qps_.contains(fixed_qpn)) return EBUSY;
-    qp->qpn = fixed_qpn;
-  } else {
-    qp->qpn = FreshQpn(*engine_);
-  }
   qp->type = xrc == XrcRole::kNone ? type : QpType::kRc;
   qp->xrc = xrc;
   qp->xrcd = xrcd;
@@ -413,14 +389,10 @@ int Device::CreateQpWithQpn(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* 
   qp->handle = handle;
   qp->sq_sig_all = sq_sig_all;
   qp->attr.cap = *caps;
-  if (pd) ++pd->users;
-  if (send_cq) ++send_cq->users;
-  if (recv_cq) ++recv_cq->users;
-  if (srq) ++srq->users;
-  if (xrcd) ++xrcd->users;
-  *out = qp.get();
-  engine_->PublishQp(qp.get());
-  engine_->qps_[qp->qpn] = std::move(qp);
+  Qp* const made = qp.get();
+  SpinLock lock(engine_->mu_);
+  if (const int rc = engine_->AddQpLocked(qp, fixed_qpn)) return rc;
+  *out = made;
   return 0;
 }
 
@@ -451,42 +423,7 @@ int Device::QueryQp(Qp* qp, QpAttr* out) {
 int Device::DestroyQp(Qp* qp, uint32_t* async_events_reported, void* handle) {
   std::unique_ptr<Qp> doomed;  // freed after the lock is released (queues.h)
   SpinLock lock(engine_->mu_);
-  auto it = engine_->qps_.find(qp->qpn);
-  if (it == engine_->qps_.end() || it->second.get() != qp) return EINVAL;
-  if (qp->multicast_attachments > 0) return EBUSY;  // multicast.h
-  if (qp->xrc == XrcRole::kRecv && qp->xrc_handles.size() > 1) {
-    // Other handles (ibv_open_qp) keep the QP; events name one of them
-    // from now on, never the one going away.
-    if (async_events_reported != nullptr) *async_events_reported = 0;
-    if (handle == nullptr) handle = qp->handle;
-    std::erase(qp->xrc_handles, handle);
-    if (handle == qp->handle) {
-      ForgetAsyncEvents(*engine_, AsyncObject::kQp, handle, async_events_reported);
-      qp->handle = qp->xrc_handles.front();
-    }
-    return 0;
-  }
-  ForgetAsyncEvents(*engine_, AsyncObject::kQp, qp->handle, async_events_reported);
-  auto& wl = engine_->work_list_;
-  wl.erase(std::remove(wl.begin(), wl.end(), qp), wl.end());
-  auto& tl = engine_->timer_list_;
-  tl.erase(std::remove(tl.begin(), tl.end(), qp), tl.end());
-  engine_->StartLinger(qp);
-  if (engine_->qp_rows_wanted_) engine_->qps_destroyed_.push_back(qp->qpn);  // stats_publisher.h
-  if (engine_->shm_direct_) engine_->shm_direct_->RemoveQp(qp);
-  engine_->UnbindWindowsOf(qp);
-  if (qp->xrc == XrcRole::kRecv) {
-    // Its PD, SRQ and CQ are only borrowed per request (xrc.cc).
-    --qp->xrcd->users;
-  } else {
-    --qp->pd->users;
-    --qp->send_cq->users;
-    if (qp->recv_cq) --qp->recv_cq->users;
-    if (qp->srq) --qp->srq->users;
-  }
-  doomed = std::move(it->second);
-  engine_->qps_.erase(it);
-  return 0;
+  return engine_->RemoveQpLocked(qp, async_events_reported, handle, &doomed);
 }
 
 int Device::PostSend(Qp* qp, const SendWr& wr) {
@@ -509,85 +446,7 @@ int Device::PostSend(Qp* qp, const SendWr& wr) {
   if (op.local && (wr.opcode == WrOpcode::kBindMw) && wr.bind_mw == nullptr) return EINVAL;
 
   SpinLock lock(engine_->mu_);
-  const QpState state = qp->attr.qp_state;
-  if (state == QpState::kReset || state == QpState::kInit || state == QpState::kRtr) return EINVAL;
-  if (ud && length > qp->mtu_bytes) return EINVAL;
-  if (qp->sq_tail - qp->sq_head >= qp->sq.size()) return ENOMEM;
-
-  const uint64_t index = qp->sq_tail;
-  SendWqe& w = qp->Wqe(index);
-  w = SendWqe{};
-  w.wr_id = wr.wr_id;
-  w.opcode = wr.opcode;
-  w.send_flags = wr.send_flags | (qp->sq_sig_all ? uint32_t{kSignaled} : 0u);
-  w.imm_data = wr.imm_data;
-  w.remote_addr = wr.remote_addr;
-  w.rkey = wr.rkey;
-  w.compare_add = wr.compare_add;
-  w.swap = wr.swap;
-  w.bind_mw = wr.bind_mw;
-  w.bind_mr = wr.bind_mr;
-  w.bind_length = wr.bind_length;
-  w.bind_access = wr.bind_access;
-  w.xrc_srqn = wr.xrc_remote_srqn & wire::kQpnMask;
-  if (ud) {
-    w.ud_av = wr.ah->av;
-    w.remote_qpn = wr.remote_qpn & wire::kQpnMask;
-    // IBA 10.2.5: a Q_Key with the high bit set means "use the QP's Q_Key".
-    w.remote_qkey = (wr.remote_qkey & 0x80000000u) ? qp->attr.qkey : wr.remote_qkey;
-  }
-  w.length = static_cast<uint32_t>(length);
-  w.is_inline = is_inline;
-  if (is_inline) {
-    // Inline data is copied now: the application may reuse its buffer as
-    // soon as ibv_post_send returns (man ibv_post_send, IBV_SEND_INLINE).
-    uint8_t* dst = &qp->sq_inline[(index % qp->sq.size()) * qp->caps.max_inline_data];
-    for (const Sge& s : wr.sges) {
-      // An empty SGE may have a null address (UCX's am_short posts one).
-      if (s.length == 0) continue;
-      std::memcpy(dst, reinterpret_cast<const void*>(s.addr), s.length);
-      dst += s.length;
-    }
-  } else {
-    Sge* dst = &qp->sq_sges[(index % qp->sq.size()) * qp->SgeStride()];
-    std::copy(wr.sges.begin(), wr.sges.end(), dst);
-    w.num_sge = static_cast<uint32_t>(wr.sges.size());
-  }
-  ++qp->sq_tail;
-  if (state == QpState::kErr || state == QpState::kSqe) {
-    engine_->FlushSendQueue(qp);
-    return 0;
-  }
-  // Doorbell batching: while earlier packets of this RC QP are in flight
-  // and an application thread is polling (the progress thread left the
-  // packets to it), the new packets wait in the transmit batch for the next
-  // post, the next PollCq (which sends them first) or a full batch, and
-  // leave in one sendmmsg, same-size ones as one GSO datagram. A first
-  // packet (a ping-pong's) leaves at once. If the application stops calling
-  // instead, the progress thread finds it idle within its check interval
-  // (<= 200 us) and sends them (docs/engine.md, "Doorbell batching").
-  const bool stream = qp->type == QpType::kRc && qp->req.sq_psn != qp->comp.comp_psn;
-  engine_->RunRequester(qp);
-  if (!stream || !engine_->MayHoldTx()) {
-    engine_->FlushTx();
-  } else if (engine_->tx_.count() > 0) {
-    ++engine_->stats_.posts_batched;
-  }
-  // Work left for later, or WQEs that only a response lets go while the
-  // thread does not wait for responses: it must run (or start waiting),
-  // unless it left the packets to an application thread that polls (whose
-  // passes run the work list and take the responses).
-  // (WakeProgressThreadFor makes the same exception.)
-  if (!engine_->app_owns_packets_.load(std::memory_order_relaxed) &&
-      (!engine_->work_list_.empty() ||
-       (qp->sq_next != qp->sq_tail && engine_->reply_fd_ >= 0 &&
-        !engine_->watching_replies_.load(std::memory_order_relaxed))))
-    engine_->WakeProgressThread();
-  else if (qp->comp.retransmit_armed)
-    engine_->WakeProgressThreadFor(qp->comp.retransmit_deadline);
-  // A posting application is active too: the progress thread backs off.
-  engine_->NoteAppActivity();
-  return 0;
+  return engine_->PostSendLocked(qp, wr, length, is_inline);
 }
 
 int Device::PostRecv(Qp* qp, const RecvWr& wr) {

@@ -55,7 +55,7 @@ struct DeviceAttr {
   uint32_t hw_ver = 1;
   // Nothing scales with the QP count but the QP table (an idle QP is on no
   // per-pass list: engine.h, timer list); 2^17 of the 24-bit QPN space
-  // leaves random QPNs (FreshQpn) few collisions to retry.
+  // leaves random QPNs (Engine::FreshQpnLocked) few collisions to retry.
   uint32_t max_qp = 1u << 17;
   uint32_t max_qp_wr = 16384;
   uint32_t max_sge = 32;

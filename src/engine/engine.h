@@ -276,6 +276,28 @@ class Engine {
   void FlushRecvQueue(Qp* qp) REQUIRES(mu_);
   void ResetQp(Qp* qp) REQUIRES(mu_);
 
+  // --- The QP table (qp_table.cc) ---
+  // Gives qp a QPN (fixed_qpn, else a fresh random one), its references on
+  // its PD, CQs, SRQ and XRC domain, its export, and moves it into qps_.
+  // ENOMEM (the table is full) or EBUSY (fixed_qpn taken): qp stays the
+  // caller's, to free after the lock (queues.h).
+  int AddQpLocked(std::unique_ptr<Qp>& qp, uint32_t fixed_qpn) REQUIRES(mu_);
+  // ibv_destroy_qp's work: the QP leaves every list, export and binding and
+  // the table, moved into *doomed for the caller to free after the lock;
+  // or, for an XRC receive QP still opened by other handles, only `handle`
+  // goes. EINVAL (not ours), EBUSY (multicast attachments: multicast.h).
+  int RemoveQpLocked(Qp* qp, uint32_t* async_events_reported, void* handle,
+                     std::unique_ptr<Qp>* doomed) REQUIRES(mu_);
+  uint32_t FreshQpnLocked() const REQUIRES(mu_);
+
+  // --- Send queue (send_queue.cc) ---
+  // ibv_post_send's work once Device::PostSend has checked the arguments
+  // that need no lock (length: the SGEs' sum; is_inline: inline data that
+  // the opcode allows): the state and ring checks, the WQE, the requester
+  // run at once, doorbell batching and waking the progress thread.
+  // 0, EINVAL or ENOMEM (man ibv_post_send).
+  int PostSendLocked(Qp* qp, const SendWr& wr, uint64_t length, bool is_inline) REQUIRES(mu_);
+
   // --- Requester (requester.cc) ---
   void RunRequester(Qp* qp) REQUIRES(mu_);
   // Builds and queues the next packet of Wqe(sq_next). Returns false if the
