@@ -120,6 +120,11 @@ std::shared_ptr<Device> Device::Create(const EngineConfig& config, std::string* 
     if (error) *error = "softrnic: cannot open UDP transport: " + err;
     return nullptr;
   }
+  return Create(std::move(transport), config);
+}
+
+std::shared_ptr<Device> Device::Create(std::unique_ptr<transport::Transport> transport,
+                                       const EngineConfig& config) {
   transport::PeerMemory* peer_memory = transport->peer_memory();
   DeviceAttr attr;
   auto engine = std::make_unique<Engine>(std::move(transport), attr, config);

@@ -24,6 +24,7 @@
 #include "engine/async_queue.h"
 #include "engine/device_identity.h"
 #include "engine/memory_window.h"
+#include "engine/multicast.h"
 #include "engine/stats.h"
 #include "engine/types.h"
 #include "transport/shm_path.h"
@@ -74,11 +75,12 @@ struct DeviceAttr {
   uint32_t max_srq_sge = 32;
   uint32_t max_ah = 1 << 16;
   uint32_t max_inline_data = 256;
-  // UD multicast (multicast.h): groups this device may join at once (each
-  // is a socket: transport/udp_multicast.h), QPs per group, attachments.
-  uint32_t max_mcast_grp = 64;
-  uint32_t max_mcast_qp_attach = 64;
-  uint32_t max_total_mcast_qp_attach = 4096;
+  // UD multicast (multicast.h): groups this device may join at once (the
+  // transport's max_multicast_groups(), set by the Engine: 0 without a
+  // transport), QPs per group, attachments.
+  uint32_t max_mcast_grp = 0;
+  uint32_t max_mcast_qp_attach = MulticastGroups::kMaxQpsPerGroup;
+  uint32_t max_total_mcast_qp_attach = MulticastGroups::kMaxAttachments;
   uint32_t max_msg_sz = 1u << 31;
   uint32_t max_pkeys = 1;
   uint8_t local_ca_ack_delay = 15;
@@ -115,6 +117,12 @@ class Device {
   // The same with the environment's settings (EngineConfig::FromProcess)
   // but this UDP configuration.
   static std::shared_ptr<Device> Create(const transport::UdpConfig& udp, std::string* error);
+  // The same over a transport the caller built (the two above build theirs
+  // with transport::CreateTransport from config.udp and
+  // config.transport_mode): tests give a device a transport with other
+  // capabilities. config.udp.port must be the transport's port.
+  static std::shared_ptr<Device> Create(std::unique_ptr<transport::Transport> transport,
+                                        const EngineConfig& config);
 
   ~Device();
   Device(const Device&) = delete;

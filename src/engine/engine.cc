@@ -39,6 +39,11 @@ Engine::Engine(std::unique_ptr<transport::Transport> transport, DeviceAttr attr,
     : config_(config), attr_(std::move(attr)), transport_(std::move(transport)) {
   for (const auto& ep : transport_->locals()) gids_.push_back(ep.gid);
   attr_.gid_tbl_len = static_cast<uint32_t>(gids_.size());
+  // UD multicast: as many groups as the transport joins (multicast.cc
+  // enforces it); a transport that joins none makes a device without
+  // multicast, which reports 0 for every multicast limit.
+  attr_.max_mcast_grp = transport_->max_multicast_groups();
+  if (attr_.max_mcast_grp == 0) attr_.max_mcast_qp_attach = attr_.max_total_mcast_qp_attach = 0;
   // SOFTRNIC_MTU: the port's active MTU, what applications (perftest,
   // rdma_cm) take as the path MTU. 1024 by default: a 4096-byte payload
   // plus headers does not fit a 1500-byte Ethernet frame, and softrnic sends

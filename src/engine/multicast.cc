@@ -64,6 +64,10 @@ int Device::AttachMulticast(Qp* qp, const Gid& gid) {
   if (e.multicast_.IsAttached(gid, qp)) return 0;  // the kernel's answer, too
   const bool new_group = e.multicast_.Find(gid) == nullptr;
   if (new_group) {
+    // A transport that joins no group: a device without multicast, for
+    // which the kernel's ib_attach_mcast answers EOPNOTSUPP (as does such a
+    // transport's JoinMulticast, transport.h).
+    if (e.attr_.max_mcast_grp == 0) return EOPNOTSUPP;
     if (e.multicast_.group_count() >= e.attr_.max_mcast_grp) return ENOMEM;
     if (const int rc = e.transport_->JoinMulticast(gid)) return rc;
   }

@@ -32,9 +32,10 @@ inline constexpr uint32_t kMulticastQpn = 0xFFFFFF;
 
 class MulticastGroups {
  public:
-  // Limits the device reports (ibv_device_attr.max_mcast_*): groups per
-  // device (each one is a socket of the transport), QPs per group, and
-  // attachments in all.
+  // Limits the device reports (ibv_device_attr.max_mcast_qp_attach and
+  // max_total_mcast_qp_attach): QPs per group, and attachments in all. The
+  // groups per device are the transport's (Transport::max_multicast_groups,
+  // the device's max_mcast_grp), checked by Device::AttachMulticast.
   static constexpr uint32_t kMaxQpsPerGroup = 64;
   static constexpr uint32_t kMaxAttachments = 4096;
 

@@ -82,6 +82,7 @@ class ShmTransport final : public Transport, public PeerMemory {
   // looped back to same-host members): no peer's ring is a group.
   int JoinMulticast(const Gid& group) override { return udp_->JoinMulticast(group); }
   void LeaveMulticast(const Gid& group) override { udp_->LeaveMulticast(group); }
+  uint32_t max_multicast_groups() const override { return udp_->max_multicast_groups(); }
 
   // While shared-memory traffic is possible, a ring push costs no system
   // call, an ACK has no wake-up to save (deferral measured ~0.5 us slower

@@ -184,14 +184,20 @@ class Transport {
   // this device's port: such packets come out of RecvBurst with
   // RxPacket::group set. Joining a group twice is the caller's bug (the
   // engine counts attachments). 0, or an errno: EOPNOTSUPP without
-  // multicast, ENOMEM when too many groups are joined, another errno the
-  // socket calls gave. Sending to a group needs nothing: a TxPacket whose
-  // dst is the group.
+  // multicast, ENOMEM when max_multicast_groups() are joined, another errno
+  // the socket calls gave. Sending to a group needs nothing: a TxPacket
+  // whose dst is the group.
   virtual int JoinMulticast(const Gid& group) {
     (void)group;
     return EOPNOTSUPP;
   }
   virtual void LeaveMulticast(const Gid& group) { (void)group; }
+  // How many groups JoinMulticast holds at once: the device's
+  // max_mcast_grp (ibv_query_device), which the engine enforces. 0: the
+  // transport joins none (the device then reports no multicast and
+  // ibv_attach_mcast is EOPNOTSUPP, engine/multicast.cc). A transport that
+  // wraps another reports the inner one's.
+  virtual uint32_t max_multicast_groups() const { return 0; }
 
   // --- Capabilities (null: not offered) ---
   // Same-host peers' memory for direct one-sided operations (peer_memory.h).

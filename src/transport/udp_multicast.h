@@ -40,7 +40,8 @@
 namespace softrnic::transport {
 
 // The most groups one device joins at once (each is a socket and a
-// descriptor): the device's max_mcast_grp.
+// descriptor). The UDP transport reports it as its max_multicast_groups(),
+// which the device reports as max_mcast_grp and enforces (transport.h).
 inline constexpr int kMaxMulticastGroups = 64;
 
 // Opens the socket of `group` at `port` (see the top of this file): bound,

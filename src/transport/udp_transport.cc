@@ -50,6 +50,7 @@ class UdpTransport final : public Transport {
   const TransportCounters& counters() const override { return counters_; }
   int JoinMulticast(const Gid& group) override;
   void LeaveMulticast(const Gid& group) override;
+  uint32_t max_multicast_groups() const override { return kMaxMulticastGroups; }
 
  private:
   // Segmented sending is off when faults are injected above this transport

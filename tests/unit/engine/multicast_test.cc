@@ -9,6 +9,7 @@
 
 #include "engine/multicast.h"
 #include "rc_pair.h"
+#include "transport/factory.h"
 
 namespace softrnic::engine::testing {
 namespace {
@@ -146,6 +147,94 @@ TEST_F(MulticastTest, RefusesWhatTheKernelRefuses) {
             0);
   EXPECT_EQ(b_.dev->AttachMulticast(rc, GroupGid(3)), EINVAL);
   EXPECT_EQ(b_.dev->DestroyQp(rc), 0);
+}
+
+// The device's group limit is the transport's capability, and it holds:
+// past it ibv_attach_mcast is ENOMEM (the kernel's answer past rxe's
+// max_mcast_grp), and a QP can attach again once a group is left.
+TEST_F(MulticastTest, GroupLimitIsTheTransportsAndHolds) {
+  uint32_t groups = 0;
+  {
+    std::lock_guard lock(b_.dev->engine().mu_);
+    groups = b_.dev->engine().transport_->max_multicast_groups();
+  }
+  EXPECT_GT(groups, 0u) << "the UDP transport (under shared memory or not) joins groups";
+  EXPECT_EQ(b_.dev->attr().max_mcast_grp, groups);
+  EXPECT_EQ(b_.dev->attr().max_mcast_qp_attach, MulticastGroups::kMaxQpsPerGroup);
+  EXPECT_EQ(b_.dev->attr().max_total_mcast_qp_attach, MulticastGroups::kMaxAttachments);
+  ASSERT_LE(groups, 100u);  // GroupGid(10 + i) stays a distinct group
+  for (uint32_t i = 0; i < groups; ++i)
+    ASSERT_EQ(b_.dev->AttachMulticast(b_.qp, GroupGid(10 + static_cast<int>(i))), 0) << i;
+  const Gid one_more = GroupGid(10 + static_cast<int>(groups));
+  EXPECT_EQ(b_.dev->AttachMulticast(b_.qp, one_more), ENOMEM);
+  // Another QP into a group already joined needs no new group.
+  EXPECT_EQ(a_.dev->AttachMulticast(a_.qp, GroupGid(10)), 0);
+  EXPECT_EQ(a_.dev->DetachMulticast(a_.qp, GroupGid(10)), 0);
+  EXPECT_EQ(b_.dev->DetachMulticast(b_.qp, GroupGid(10)), 0);
+  EXPECT_EQ(b_.dev->AttachMulticast(b_.qp, one_more), 0);
+  EXPECT_EQ(b_.dev->DetachMulticast(b_.qp, one_more), 0);
+  for (uint32_t i = 1; i < groups; ++i)
+    EXPECT_EQ(b_.dev->DetachMulticast(b_.qp, GroupGid(10 + static_cast<int>(i))), 0) << i;
+}
+
+// A transport that joins no multicast group: the UDP transport with
+// JoinMulticast and max_multicast_groups left at Transport's defaults.
+class NoGroupsTransport final : public transport::Transport {
+ public:
+  explicit NoGroupsTransport(std::unique_ptr<transport::Transport> udp) : udp_(std::move(udp)) {}
+  std::span<const transport::Endpoint> locals() const override { return udp_->locals(); }
+  int SendBurst(const transport::TxPacket* p, int n) override { return udp_->SendBurst(p, n); }
+  int RecvBurst(transport::RxPacket* p, int n) override { return udp_->RecvBurst(p, n); }
+  int pollable_fd() const override { return udp_->pollable_fd(); }
+  const transport::TransportCounters& counters() const override { return udp_->counters(); }
+
+ private:
+  std::unique_ptr<transport::Transport> udp_;
+};
+
+// Over a transport without groups the device reports no multicast at all,
+// and ibv_attach_mcast is EOPNOTSUPP: the kernel's ib_attach_mcast answer
+// for a device without multicast, and what such a transport's JoinMulticast
+// gave before the limit came from the transport. A unicast GID stays
+// EINVAL: the engine checks the arguments first, as it did (multicast.cc).
+TEST(MulticastCapabilityTest, TransportWithoutGroupsMakesADeviceWithoutMulticast) {
+  const EngineConfig config = TestConfig(2);
+  std::string error;
+  auto udp = transport::CreateTransport(config.udp, transport::TransportMode::kUdp, &error);
+  ASSERT_NE(udp, nullptr) << error;
+  auto dev = Device::Create(std::make_unique<NoGroupsTransport>(std::move(udp)), config);
+  ASSERT_NE(dev, nullptr);
+  EXPECT_EQ(dev->attr().max_mcast_grp, 0u);
+  EXPECT_EQ(dev->attr().max_mcast_qp_attach, 0u);
+  EXPECT_EQ(dev->attr().max_total_mcast_qp_attach, 0u);
+  QpOptions o;
+  o.type = QpType::kUd;
+  o.buf_size = 4096;
+  Side s;
+  SetupSide(s, dev, o);
+  Connect(s, s, o);  // RTS
+  EXPECT_EQ(dev->AttachMulticast(s.qp, GroupGid(4)), EOPNOTSUPP);
+  uint32_t ip;
+  const uint8_t unicast[4] = {127, 9, 9, 9};
+  std::memcpy(&ip, unicast, 4);
+  EXPECT_EQ(dev->AttachMulticast(s.qp, Gid::FromIpv4(ip)), EINVAL);
+  EXPECT_EQ(dev->DetachMulticast(s.qp, GroupGid(4)), EINVAL);  // never attached
+  // The device otherwise works: a datagram to its own QP arrives.
+  Sge r = SgeOf(s, 2048, 1024);
+  ASSERT_EQ(dev->PostRecv(s.qp, RecvWr{1, {&r, 1}}), 0);
+  AddressVector av;
+  av.is_global = true;
+  av.dgid = dev->gids()[0];
+  Ah* ah = nullptr;
+  ASSERT_EQ(dev->CreateAh(s.pd, av, nullptr, &ah), 0);
+  Sge snd = SgeOf(s, 0, 100);
+  SendWr wr = MakeWr(WrOpcode::kSend, 2, {&snd, 1});
+  wr.ah = ah;
+  wr.remote_qpn = dev->QpNum(s.qp);
+  wr.remote_qkey = 0x11111111;
+  ASSERT_EQ(dev->PostSend(s.qp, wr), 0);
+  EXPECT_EQ(PollN(s, 2).size(), 2u);
+  EXPECT_EQ(dev->DestroyAh(ah), 0);
 }
 
 }  // namespace

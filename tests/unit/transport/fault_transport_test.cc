@@ -45,8 +45,10 @@ class FakeTransport final : public Transport {
   int RecvBurst(RxPacket*, int) override { return 0; }
   int pollable_fd() const override { return -1; }
   const TransportCounters& counters() const override { return counters_; }
+  uint32_t max_multicast_groups() const override { return groups_; }
 
   std::vector<Endpoint> locals_{Ep(0x7f0a0001, 4791)};
+  uint32_t groups_ = 0;
   std::vector<Sent> sent_;
   int budget_ = -1;
   TransportCounters counters_;
@@ -95,6 +97,15 @@ TEST(FaultTransport, NoFaultsPassesEverythingOnUntouched) {
     EXPECT_FALSE(r.inner->sent_[i].icrc_included);
   }
   EXPECT_EQ(r.t->counters().tx_packets, 5u);  // the inner transport's, merged
+}
+
+// The device's max_mcast_grp is the transport's: the wrapper must not hide
+// the inner transport's groups behind Transport's default of none.
+TEST(FaultTransport, ReportsTheInnerTransportsMulticastGroups) {
+  Rig r = Make(FaultConfig{});
+  EXPECT_EQ(r.t->max_multicast_groups(), 0u);
+  r.inner->groups_ = 7;
+  EXPECT_EQ(r.t->max_multicast_groups(), 7u);
 }
 
 TEST(FaultTransport, ReorderSwapsNeighboursAndRecvBurstReleasesTheLastHold) {
