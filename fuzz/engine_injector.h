@@ -32,8 +32,10 @@ namespace softrnic::fuzz {
 // Clear(), so a fuzzer can check what the engine sent.
 class RecordingTransport final : public transport::Transport {
  public:
-  explicit RecordingTransport(std::span<const transport::Endpoint> locals)
-      : locals_(locals.begin(), locals.end()) {}
+  // groups: the replaced transport's max_multicast_groups(), which the
+  // device already reports.
+  RecordingTransport(std::span<const transport::Endpoint> locals, uint32_t groups)
+      : locals_(locals.begin(), locals.end()), groups_(groups) {}
 
   std::span<const transport::Endpoint> locals() const override { return locals_; }
   int SendBurst(const transport::TxPacket* packets, int n) override {
@@ -50,6 +52,7 @@ class RecordingTransport final : public transport::Transport {
   const transport::TransportCounters& counters() const override { return counters_; }
   // Groups need no socket here: the fuzzer hands their packets in itself.
   int JoinMulticast(const transport::Gid&) override { return 0; }
+  uint32_t max_multicast_groups() const override { return groups_; }
 
   const std::vector<std::vector<uint8_t>>& sent() const { return sent_; }
   void Clear() { sent_.clear(); }
@@ -57,6 +60,7 @@ class RecordingTransport final : public transport::Transport {
  private:
   static constexpr size_t kKeep = 4096;
   std::vector<transport::Endpoint> locals_;
+  uint32_t groups_;
   std::vector<std::vector<uint8_t>> sent_;
   transport::TransportCounters counters_;
 };
@@ -70,8 +74,9 @@ inline RecordingTransport* DetachTransport(engine::Device& device) {
   // DrainAsyncEvents reads the event pipe; it must never block.
   const int async_fd = device.async_fd();
   fcntl(async_fd, F_SETFL, fcntl(async_fd, F_GETFL) | O_NONBLOCK);
-  std::lock_guard<engine::SpinMutex> lock(e.mu_);
-  auto rec = std::make_unique<RecordingTransport>(e.transport_->locals());
+  engine::SpinLock lock(e.mu_);
+  auto rec = std::make_unique<RecordingTransport>(e.transport_->locals(),
+                                                  e.transport_->max_multicast_groups());
   RecordingTransport* raw = rec.get();
   // The shared-memory transport (if that is what the device had) goes with
   // the swap, and with it direct one-sided operations and the exports that
@@ -98,19 +103,20 @@ inline void Inject(engine::Device& device, uint8_t* data, uint32_t length,
   rx.src = src;
   rx.traffic_class = traffic_class;
   rx.group = group;
-  std::lock_guard<engine::SpinMutex> lock(e.mu_);
+  engine::SpinLock lock(e.mu_);
   e.DispatchPacket(rx);
   if (!e.work_list_.empty()) e.RunWorkList();
   e.FlushTx();
 }
 
-// Runs every QP's timers as if `ahead` had passed (retransmit timeouts,
+// Runs the timers of every QP with one armed (the engine's timer list, as
+// its periodic check does) as if `ahead` had passed (retransmit timeouts,
 // RNR waits), then the work list and the transmit flush.
 inline void FireTimers(engine::Device& device, engine::Clock::duration ahead) {
   engine::Engine& e = device.engine();
-  std::lock_guard<engine::SpinMutex> lock(e.mu_);
+  engine::SpinLock lock(e.mu_);
   const engine::Clock::time_point when = engine::Clock::now() + ahead;
-  for (auto& [qpn, qp] : e.qps_) e.CheckTimers(qp.get(), when);
+  e.CheckListedTimers(when);
   if (!e.work_list_.empty()) e.RunWorkList();
   e.FlushTx();
 }

@@ -298,6 +298,10 @@ class Engine {
   // 0, EINVAL or ENOMEM (man ibv_post_send).
   int PostSendLocked(Qp* qp, const SendWr& wr, uint64_t length, bool is_inline) REQUIRES(mu_);
 
+  // The engine's own steps from here to the per-QP counters: the packet
+  // handlers and the requester, called only by the engine's passes and
+  // verbs bodies above (docs/architecture.md, "One RDMA WRITE").
+ private:
   // --- Requester (requester.cc) ---
   void RunRequester(Qp* qp) REQUIRES(mu_);
   // Builds and queues the next packet of Wqe(sq_next). Returns false if the
@@ -367,6 +371,7 @@ class Engine {
   void CheckTimers(Qp* qp, Clock::time_point now) REQUIRES(mu_);
   void ArmRetransmitTimer(Qp* qp) REQUIRES(mu_);
 
+ public:
   // --- XRC (xrc.cc) ---
   // The XRC SRQ numbered srqn, or null.
   Srq* FindXrcSrq(uint32_t srqn) const REQUIRES(mu_);
@@ -385,6 +390,7 @@ class Engine {
   // The packet opcode an RC opcode becomes on qp (XRC QPs: the XRC one).
   static uint8_t OnWire(const Qp* qp, uint8_t rc_opcode);
 
+ private:
   // --- Multicast (multicast.cc) ---
   // A packet that arrived for a joined group (rx.group): a copy to every
   // attached UD QP.
@@ -452,6 +458,7 @@ class Engine {
   // buffer) or kRecvBadBuffer (ScatterSges refused an SGE), else nullopt.
   std::optional<Refusal> ScatterToRecv(Qp* qp, const uint8_t* data, uint32_t len) REQUIRES(mu_);
 
+ public:
   // --- Per-QP counters (qp_counters.h; read by stats_publisher.cc) ---
   // The packet just committed was qp's.
   void CountTx(Qp* qp) REQUIRES(mu_) {
