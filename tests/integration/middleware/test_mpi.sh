@@ -89,7 +89,9 @@ launch() {
   local pre=("$SOFTRNIC_TOOL" run --) wrap=()
   if [[ $MODE == netns ]]; then pre=(ip netns exec $A "${pre[@]}"); wrap=("$RANK_BIND"); fi
   run_t 180 "${pre[@]}" "$@" "${wrap[@]}" "$prog" >"$logf" 2>&1 ||
-    { tail -40 "$logf"; die "$name failed ($MODE)"; }
+    { # UCX's own error line comes before a long backtrace: show it first.
+      grep -m 10 -iE 'ucx +(error|fatal)|retry count|error:' "$logf"
+      tail -40 "$logf"; die "$name failed ($MODE)"; }
 }
 
 for ranks in 2 4; do
