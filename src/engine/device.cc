@@ -43,19 +43,6 @@ int ReadEventByte(int fd) {
   return EIO;
 }
 
-// An object is being destroyed: its unread async events go (the kernel's
-// uverbs does the same), so no reader is handed its freed handle (M6); and
-// the caller learns how many were handed out, to wait for their acks.
-void ForgetAsyncEvents(Engine& engine, AsyncObject kind, const void* handle, uint32_t* reported) {
-  uint32_t total = 0;
-  if (handle != nullptr) {
-    for (auto& [id, queue] : engine.async_queues_) {
-      queue->Purge(kind, handle);
-      total += queue->TakeReported(kind, handle);
-    }
-  }
-  if (reported != nullptr) *reported = total;
-}
 
 std::shared_ptr<Device> Device::Get(std::string* error) {
   std::lock_guard<std::mutex> lock(g_device_mu);
@@ -155,19 +142,12 @@ std::span<const Gid> Device::gids() const { return engine_->gids_; }
 
 int Device::AllocPd(void* handle, Pd** out) {
   SpinLock lock(engine_->mu_);
-  if (engine_->pds_.size() >= engine_->attr_.max_pd) return ENOMEM;
-  auto pd = std::make_unique<Pd>();
-  pd->handle = handle;
-  pd->id = ++engine_->next_pd_id_;
-  *out = pd.get();
-  engine_->pds_.push_back(std::move(pd));
-  return 0;
+  return engine_->AddPdLocked(handle, out);
 }
 
 int Device::DeallocPd(Pd* pd) {
   SpinLock lock(engine_->mu_);
-  if (pd->users > 0) return EBUSY;
-  return EraseOwned(engine_->pds_, pd) ? 0 : EINVAL;
+  return engine_->RemovePdLocked(pd);
 }
 
 namespace {
@@ -205,69 +185,48 @@ SharedRange ShareIfRemote(bool shm_direct, const void* addr, size_t length, uint
 int Device::RegMr(Pd* pd, void* addr, size_t length, uint64_t iova, uint32_t access, void* handle,
                   Mr** out) {
   if (int rc = CheckRegistration(engine_->attr_, addr, length, access)) return rc;
-  const SharedRange share = ShareIfRemote(engine_->shm_direct_ != nullptr, addr, length, access);
-  SpinLock lock(engine_->mu_);
-  if (engine_->mrs_.size() >= engine_->attr_.max_mr) {
-    UnshareRegion(share);
-    return ENOMEM;
-  }
   auto mr = std::make_unique<Mr>();
-  mr->share = share;
+  mr->share = ShareIfRemote(engine_->shm_direct_ != nullptr, addr, length, access);
   mr->pd = pd;
   mr->addr = static_cast<uint8_t*>(addr);
   mr->length = length;
   mr->iova = (access & kZeroBased) ? 0 : iova;
   mr->access = access;
-  engine_->mr_table_.NewKeys(&mr->lkey, &mr->rkey);
   mr->handle = handle;
-  engine_->mr_table_.Insert(mr.get());
-  if (engine_->shm_direct_) engine_->shm_direct_->PublishMr(mr.get(), pd->id);
-  ++pd->users;
-  *out = mr.get();
-  engine_->mrs_.push_back(std::move(mr));
-  return 0;
+  Mr* const made = mr.get();
+  {
+    SpinLock lock(engine_->mu_);
+    if (const int rc = engine_->AddMrLocked(mr); rc == 0) {
+      *out = made;
+      return 0;
+    }
+  }
+  UnshareRegion(mr->share);
+  return ENOMEM;
 }
 
 int Device::ReregMr(Mr* mr, uint32_t what, Pd* pd, void* addr, size_t length, uint32_t access) {
   // The new attributes. The fields read here change only in ReregMr, which
   // the application must not run concurrently on one MR (as dereg).
-  Pd* const new_pd = (what & kReregPd) ? pd : mr->pd;
+  Engine::MrTranslation next;
+  next.pd = (what & kReregPd) ? pd : mr->pd;
   void* const new_addr = (what & kReregTranslation) ? addr : static_cast<void*>(mr->addr);
-  const uint64_t new_length = (what & kReregTranslation) ? length : mr->length;
-  const uint32_t new_access = (what & kReregAccess) ? access : mr->access;
-  if (new_pd == nullptr) return EINVAL;
-  if (int rc = CheckRegistration(engine_->attr_, new_addr, new_length, new_access)) return rc;
-  uint64_t new_iova = mr->iova;
-  if ((what & kReregTranslation) || ((mr->access ^ new_access) & kZeroBased))
-    new_iova = reinterpret_cast<uintptr_t>(new_addr);
-  if (new_access & kZeroBased) new_iova = 0;
+  next.addr = static_cast<uint8_t*>(new_addr);
+  next.length = (what & kReregTranslation) ? length : mr->length;
+  next.access = (what & kReregAccess) ? access : mr->access;
+  if (next.pd == nullptr) return EINVAL;
+  if (int rc = CheckRegistration(engine_->attr_, new_addr, next.length, next.access)) return rc;
+  next.iova = mr->iova;
+  if ((what & kReregTranslation) || ((mr->access ^ next.access) & kZeroBased))
+    next.iova = reinterpret_cast<uintptr_t>(new_addr);
+  if (next.access & kZeroBased) next.iova = 0;
   // The new range is shared while the old one still is: the same pages, or
   // pages nested in it, reuse the old share without a copy (shm_memory.h).
-  const SharedRange share =
-      ShareIfRemote(engine_->shm_direct_ != nullptr, new_addr, new_length, new_access);
+  next.share = ShareIfRemote(engine_->shm_direct_ != nullptr, new_addr, next.length, next.access);
   SharedRange old_share;
   {
     SpinLock lock(engine_->mu_);
-    // As DeregMr then RegMr under one lock: every packet checks the table
-    // under this lock and sees either the old region or the new one, and a
-    // same-host peer's direct access to the old range is revoked (and
-    // drained) before the new one is published.
-    if (engine_->shm_direct_) engine_->shm_direct_->RevokeMr(mr);
-    old_share = mr->share;
-    if (new_pd != mr->pd) {
-      --mr->pd->users;
-      ++new_pd->users;
-    }
-    mr->pd = new_pd;
-    mr->addr = static_cast<uint8_t*>(new_addr);
-    mr->length = new_length;
-    mr->iova = new_iova;
-    mr->access = new_access;
-    mr->share = share;
-    // A new registration: remote access that SEND_WITH_INVALIDATE stopped
-    // is granted again.
-    mr->remote_valid = true;
-    if (engine_->shm_direct_) engine_->shm_direct_->PublishMr(mr, new_pd->id);
+    old_share = engine_->ReregMrLocked(mr, next);
   }
   // The old pages go back to private memory unless the new range (or
   // another registration) still uses them.
@@ -279,17 +238,7 @@ int Device::DeregMr(Mr* mr) {
   SharedRange share;
   {
     SpinLock lock(engine_->mu_);
-    // Removing the keys under the lock revokes access at once: every packet
-    // is checked against the table under the same lock, and a same-host
-    // peer's direct access is revoked (and drained) by RevokeMr.
-    // Windows bound to it (or about to be, in a send queue) hold it
-    // (IBA 10.6.7.2.6; rxe's dereg says EINVAL, kernel verbs EBUSY).
-    if (mr->windows > 0 || engine_->BindPending(nullptr, mr)) return EBUSY;
-    if (engine_->shm_direct_) engine_->shm_direct_->RevokeMr(mr);
-    share = mr->share;
-    engine_->mr_table_.Erase(mr);
-    --mr->pd->users;
-    if (!EraseOwned(engine_->mrs_, mr)) return EINVAL;
+    if (const int rc = engine_->RemoveMrLocked(mr, &share)) return rc;
   }
   // The pages go back to private memory once no registration uses them.
   UnshareRegion(share);
@@ -303,21 +252,12 @@ int Device::CreateAh(Pd* pd, const AddressVector& av, void* handle, Ah** out) {
   // RoCE needs a GRH: the GID is the address (IBA A17.4.5.1).
   if (!av.is_global || av.sgid_index >= engine_->gids_.size() || av.port_num != 1) return EINVAL;
   SpinLock lock(engine_->mu_);
-  if (engine_->ahs_.size() >= engine_->attr_.max_ah) return ENOMEM;
-  auto ah = std::make_unique<Ah>();
-  ah->pd = pd;
-  ah->av = av;
-  ah->handle = handle;
-  ++pd->users;
-  *out = ah.get();
-  engine_->ahs_.push_back(std::move(ah));
-  return 0;
+  return engine_->AddAhLocked(pd, av, handle, out);
 }
 
 int Device::DestroyAh(Ah* ah) {
   SpinLock lock(engine_->mu_);
-  --ah->pd->users;
-  return EraseOwned(engine_->ahs_, ah) ? 0 : EINVAL;
+  return engine_->RemoveAhLocked(ah);
 }
 
 int Device::CreateQp(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, QpCaps* caps,
@@ -468,8 +408,7 @@ int Device::PostRecv(Qp* qp, const RecvWr& wr) {
 
 int Device::async_fd(int queue) const {
   SpinLock lock(engine_->mu_);
-  auto it = engine_->async_queues_.find(queue);
-  return it == engine_->async_queues_.end() ? -1 : it->second->read_fd();
+  return engine_->AsyncQueueFdLocked(queue);
 }
 
 int Device::GetAsyncEvent(AsyncEvent* out, int queue) {
@@ -481,11 +420,11 @@ int Device::GetAsyncEvent(AsyncEvent* out, int queue) {
   for (;;) {
     if (int err = ReadEventByte(fd)) return err;
     SpinLock lock(engine_->mu_);
-    auto it = engine_->async_queues_.find(queue);
-    if (it == engine_->async_queues_.end()) return EIO;
-    if (it->second->Pop(out)) return 0;
-    // The fd woke us for events whose object was destroyed since (their
-    // purge could not take back the byte we had already read): wait again.
+    const int rc = engine_->PopAsyncEventLocked(queue, out);
+    // EAGAIN: the fd woke us for events whose object was destroyed since
+    // (their purge could not take back the byte we had already read): wait
+    // again.
+    if (rc != EAGAIN) return rc;
   }
 }
 
@@ -493,19 +432,14 @@ int Device::OpenAsyncQueue() {
   auto q = std::make_unique<AsyncQueue>();
   if (!q->ok()) return -errno;
   SpinLock lock(engine_->mu_);
-  const int id = engine_->next_async_queue_++;
-  engine_->async_queues_.emplace(id, std::move(q));
-  return id;
+  return engine_->AddAsyncQueueLocked(std::move(q));
 }
 
 void Device::CloseAsyncQueue(int queue) {
   if (queue == kDeviceAsyncQueue) return;
   std::unique_ptr<AsyncQueue> gone;  // its fds close after the lock is released
   SpinLock lock(engine_->mu_);
-  auto it = engine_->async_queues_.find(queue);
-  if (it == engine_->async_queues_.end()) return;
-  gone = std::move(it->second);
-  engine_->async_queues_.erase(it);
+  gone = engine_->TakeAsyncQueueLocked(queue);
 }
 
 void Device::SetAsyncRouter(AsyncRouter router) {

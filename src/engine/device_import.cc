@@ -7,17 +7,14 @@ namespace softrnic::engine {
 
 Pd* Device::FindPd(uint32_t id) const {
   SpinLock lock(engine_->mu_);
-  for (const auto& pd : engine_->pds_)
-    if (pd->id == id) return pd.get();
-  return nullptr;
+  return engine_->FindPdLocked(id);
 }
 
 uint32_t Device::PdId(const Pd* pd) const { return pd->id; }
 
 Mr* Device::FindMr(const Pd* pd, uint32_t lkey) const {
   SpinLock lock(engine_->mu_);
-  Mr* mr = engine_->mr_table_.FindByLkey(lkey);
-  return mr != nullptr && mr->pd == pd ? mr : nullptr;
+  return engine_->FindMrLocked(pd, lkey);
 }
 
 void Device::MrRange(const Mr* mr, void** addr, size_t* length) const {

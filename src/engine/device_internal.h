@@ -45,10 +45,5 @@ inline std::pmr::memory_resource* QueueMemoryOrDefault(std::pmr::memory_resource
 // 0, or the errno (EAGAIN, EINTR, ...; EIO at end of file).
 int ReadEventByte(int fd);
 
-// An object is being destroyed: its unread async events go (the kernel's
-// uverbs does the same), so no reader is handed its freed handle (M6); and
-// the caller learns how many were handed out, to wait for their acks.
-void ForgetAsyncEvents(Engine& engine, AsyncObject kind, const void* handle, uint32_t* reported)
-    REQUIRES(engine.mu_);
 
 }  // namespace softrnic::engine

@@ -1,13 +1,10 @@
 // Device: completion channels, CQs and SRQs, the locked facade over the
 // engine's queues.h objects (device.cc has the rest of Device).
-#include <fcntl.h>
-#include <poll.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <new>
 
-#include "common/restart_after_signal.h"
 #include "engine/device.h"
 #include "engine/device_internal.h"
 #include "engine/engine.h"
@@ -17,75 +14,22 @@ namespace softrnic::engine {
 int Device::CreateCompletionChannel(CompletionChannel** out) {
   auto ch = std::make_unique<CompletionChannel>();
   if (!ch->ok()) return errno ? errno : EMFILE;
-  SpinLock lock(engine_->mu_);
   *out = ch.get();
-  engine_->channels_.push_back(std::move(ch));
+  SpinLock lock(engine_->mu_);
+  engine_->AddChannelLocked(std::move(ch));
   return 0;
 }
 
 int Device::DestroyCompletionChannel(CompletionChannel* channel) {
   SpinLock lock(engine_->mu_);
-  if (channel->users > 0) return EBUSY;
-  return EraseOwned(engine_->channels_, channel) ? 0 : EINVAL;
+  return engine_->RemoveChannelLocked(channel);
 }
 
 int Device::CompletionChannelFd(const CompletionChannel* channel) const { return channel->pipe.read_fd(); }
 
-namespace {
-
-// A blocking ibv_get_cq_event waits for the packets that make completions
-// as well as for the event, and applies them itself (issue 17, event-driven
-// completions). Waiting on the channel alone cost two wake-ups in a row per
-// event, each ~40 us across cores here: the packet woke the progress
-// thread, whose completion woke this thread through the channel. Now the
-// packet wakes both at once, and whichever takes the engine lock first
-// makes the completion; this thread, already awake, takes the event.
-// The transport's descriptors are level-triggered (readable while a
-// socket holds datagrams), so a packet the progress thread has not taken
-// yet is never missed, and one it took leaves them quiet. Shared-memory
-// rings are seen through their doorbell, which peers ring while the
-// progress thread sleeps; when it is awake, it makes the event as before.
-// A channel fd the application made non-blocking is only read (EAGAIN
-// when empty): its owner polls it, and a packet is not an event.
-// Returns 0 once an event byte was read, else the errno.
-int AwaitChannelEvent(Engine& engine, int event_fd) {
-  const int flags = fcntl(event_fd, F_GETFL);
-  if (flags < 0 || (flags & O_NONBLOCK)) return ReadEventByte(event_fd);
-  pollfd fds[3] = {{event_fd, POLLIN, 0}, {engine.transport_->pollable_fd(), POLLIN, 0}, {-1, 0, 0}};
-  nfds_t n = 2;
-  if (const int reply = engine.transport_->reply_pollable_fd(); reply >= 0) fds[n++] = {reply, POLLIN, 0};
-  for (;;) {
-    {
-      // Packets: a pass, as a polling application runs (PollCq); the lock
-      // is held for microseconds by whoever has it. Then, still under it,
-      // the sleep is announced to shared-memory peers (their doorbell), and
-      // refused if input arrived meanwhile (transport.h).
-      SpinLock lock(engine.mu_);
-      if (engine.PollOnceLocked() || !engine.transport_->PrepareToSleep()) {
-        engine.transport_->WokeUp();
-        if (poll(fds, 1, 0) > 0) return ReadEventByte(event_fd);
-        continue;
-      }
-    }
-    const int r = poll(fds, n, -1);
-    const int poll_errno = errno;
-    engine.transport_->WokeUp();
-    if (r < 0) {
-      if (poll_errno == EINTR && RestartAfterSignal()) continue;
-      return poll_errno;
-    }
-    // The event first: another reader of the channel may have taken it
-    // meanwhile, and then this blocking read waits for the next one, as a
-    // plain read of the channel would.
-    if (fds[0].revents != 0) return ReadEventByte(event_fd);
-  }
-}
-
-}  // namespace
-
 int Device::GetCqEvent(CompletionChannel* channel, void** cq_handle) {
   // Waits outside the lock: a blocking reader must not stall the engine.
-  if (int err = AwaitChannelEvent(*engine_, channel->pipe.read_fd())) return err;
+  if (int err = engine_->AwaitChannelEvent(channel->pipe.read_fd())) return err;
   SpinLock lock(engine_->mu_);
   if (channel->pending.empty()) return EIO;
   Cq* cq = channel->pending.front();
@@ -109,13 +53,12 @@ int Device::CreateCq(uint32_t cqe, CompletionChannel* channel, void* handle, Cq*
   } catch (const std::bad_alloc&) {
     return ENOMEM;
   }
-  SpinLock lock(engine_->mu_);
-  if (engine_->cqs_.size() >= engine_->attr_.max_cq) return ENOMEM;
   cq->channel = channel;
   cq->handle = handle;
-  if (channel) ++channel->users;
-  *out = cq.get();
-  engine_->cqs_.push_back(std::move(cq));
+  Cq* const made = cq.get();
+  SpinLock lock(engine_->mu_);
+  if (const int rc = engine_->AddCqLocked(cq)) return rc;
+  *out = made;
   return 0;
 }
 
@@ -138,52 +81,18 @@ int Device::ResizeCq(Cq* cq, uint32_t cqe) {
 int Device::DestroyCq(Cq* cq, uint32_t* async_events_reported) {
   std::unique_ptr<Cq> doomed;  // freed after the lock is released
   SpinLock lock(engine_->mu_);
-  if (cq->users > 0) return EBUSY;
-  ForgetAsyncEvents(*engine_, AsyncObject::kCq, cq->handle, async_events_reported);
-  if (cq->channel) {
-    --cq->channel->users;
-    auto& pending = cq->channel->pending;
-    // Events not yet read stay in the pipe; drop the queue entries so no
-    // dangling CQ is handed out (ibv_destroy_cq requires events acked).
-    std::replace(pending.begin(), pending.end(), cq, static_cast<Cq*>(nullptr));
-  }
-  doomed = TakeOwned(engine_->cqs_, cq);
-  return doomed ? 0 : EINVAL;
+  return engine_->RemoveCqLocked(cq, async_events_reported, &doomed);
 }
 
 int Device::PollCq(Cq* cq, int n, Completion* out) {
   if (n < 0) return -EINVAL;
   SpinLock lock(engine_->mu_);
-  // Packets held back by PostSend (doorbell batching) leave first.
-  if (engine_->tx_.count() > 0) engine_->FlushTx();
-  // The polling application does the engine's work itself (no thread hop).
-  if (cq->count < static_cast<size_t>(n)) {
-    if (engine_->PollOnceLocked()) engine_->WakeProgressThreadFor(engine_->NextDeadlineLocked());
-    engine_->app_polled_at_.store(engine_->last_pass_.time_since_epoch().count(),
-                                  std::memory_order_relaxed);
-  }
-  engine_->NoteAppActivity();
-  const int got = cq->Poll(n, out);
-  engine_->app_waiting_.store(got == 0, std::memory_order_relaxed);
-  return got;
+  return engine_->PollCqLocked(cq, n, out);
 }
 
 int Device::ArmCq(Cq* cq, bool solicited_only) {
   SpinLock lock(engine_->mu_);
-  // The caller is about to block: nothing may stay held back.
-  if (engine_->tx_.count() > 0) engine_->FlushTx();
-  // Arming a CQ without a channel is allowed (and has no effect to observe).
-  // Keep the stronger arm: "next completion" covers "next solicited".
-  if (cq->armed != 1) cq->armed = solicited_only ? 2 : 1;
-  // A thread about to block for this CQ's event needs the progress thread
-  // to take responses (RepliesNeededLocked).
-  // So does one that left the request sockets to polling applications.
-  if (cq->channel != nullptr) {
-    engine_->channel_armed_.store(true, std::memory_order_relaxed);
-    if (engine_->app_owns_packets_.load(std::memory_order_relaxed) ||
-        (engine_->reply_fd_ >= 0 && !engine_->watching_replies_.load(std::memory_order_relaxed)))
-      engine_->WakeProgressThread();
-  }
+  engine_->ArmCqLocked(cq, solicited_only);
   return 0;
 }
 
@@ -206,14 +115,13 @@ int Device::CreateSrq(Pd* pd, const SrqAttr& attr, void* handle, Srq** out,
   } catch (const std::bad_alloc&) {
     return ENOMEM;
   }
-  SpinLock lock(engine_->mu_);
-  if (engine_->srqs_.size() >= dev.max_srq) return ENOMEM;
   srq->pd = pd;
   srq->limit = attr.srq_limit;
   srq->handle = handle;
-  ++pd->users;
-  *out = srq.get();
-  engine_->srqs_.push_back(std::move(srq));
+  Srq* const made = srq.get();
+  SpinLock lock(engine_->mu_);
+  if (const int rc = engine_->AddSrqLocked(srq)) return rc;
+  *out = made;
   return 0;
 }
 
@@ -251,12 +159,7 @@ int Device::QuerySrq(Srq* srq, SrqAttr* out) {
 int Device::DestroySrq(Srq* srq, uint32_t* async_events_reported) {
   std::unique_ptr<Srq> doomed;  // freed after the lock is released
   SpinLock lock(engine_->mu_);
-  if (srq->users > 0) return EBUSY;
-  ForgetAsyncEvents(*engine_, AsyncObject::kSrq, srq->handle, async_events_reported);
-  --srq->pd->users;
-  if (srq->xrcd != nullptr) engine_->ForgetXrcSrq(srq);
-  doomed = TakeOwned(engine_->srqs_, srq);
-  return doomed ? 0 : EINVAL;
+  return engine_->RemoveSrqLocked(srq, async_events_reported, &doomed);
 }
 
 int Device::PostSrqRecv(Srq* srq, const RecvWr& wr) {

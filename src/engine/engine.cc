@@ -92,20 +92,7 @@ Engine::~Engine() {
   }
 }
 
-void Engine::PostAsyncEvent(AsyncEventType type, void* handle) {
-  const AsyncEvent event{type, handle, 1};
-  auto it = async_queues_.end();
-  if (async_router_) it = async_queues_.find(async_router_(event));
-  if (it == async_queues_.end()) it = async_queues_.find(Device::kDeviceAsyncQueue);
-  it->second->Push(event);
-}
 
-void Engine::ReportCqOverflow(Cq* cq) {
-  ++stats_.cq_overflows;
-  if (cq->overflow_reported) return;
-  cq->overflow_reported = true;
-  PostAsyncEvent(AsyncEventType::kCqErr, cq->handle);
-}
 
 void Engine::StartLinger(const Qp* qp) {
   const QpState st = qp->attr.qp_state;

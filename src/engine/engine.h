@@ -87,8 +87,23 @@ class Engine {
   std::unordered_map<int, std::unique_ptr<AsyncQueue>> async_queues_ GUARDED_BY(mu_);
   int next_async_queue_ GUARDED_BY(mu_) = 1;
   Device::AsyncRouter async_router_ GUARDED_BY(mu_) = nullptr;
+  // (async_events.cc)
   void PostAsyncEvent(AsyncEventType type, void* handle) REQUIRES(mu_);
   void ReportCqOverflow(Cq* cq) REQUIRES(mu_);
+  // An object is being destroyed: its unread async events go (the kernel's
+  // uverbs does the same), so no reader is handed its freed handle (M6); and
+  // the caller learns how many were handed out, to wait for their acks.
+  void ForgetAsyncEventsLocked(AsyncObject kind, const void* handle, uint32_t* reported)
+      REQUIRES(mu_);
+  // The queue's readable fd, or -1 if there is no such queue.
+  int AsyncQueueFdLocked(int queue) const REQUIRES(mu_);
+  // 0 (an event in *out), EAGAIN (none), EIO (the queue is gone).
+  int PopAsyncEventLocked(int queue, AsyncEvent* out) REQUIRES(mu_);
+  // A new queue's id.
+  int AddAsyncQueueLocked(std::unique_ptr<AsyncQueue> queue) REQUIRES(mu_);
+  // The queue, out of the table (null if there is none), for the caller to
+  // close after the lock.
+  std::unique_ptr<AsyncQueue> TakeAsyncQueueLocked(int queue) REQUIRES(mu_);
 
   // --- Progress (progress.cc) ---
   // One pass: receive a burst, dispatch, flush ACKs, run timers and
@@ -276,6 +291,75 @@ class Engine {
   void FlushRecvQueue(Qp* qp) REQUIRES(mu_);
   void ResetQp(Qp* qp) REQUIRES(mu_);
 
+  // --- Completion events (event_wait.cc) ---
+  // A blocking ibv_get_cq_event: waits for the channel's event byte and,
+  // meanwhile, for the packets that make completions, and runs passes
+  // itself. 0 once an event byte was read, else the errno.
+  int AwaitChannelEvent(int event_fd) EXCLUDES(mu_);
+
+  // --- Completion channels, CQs and SRQs (queue_tables.cc) ---
+  // Add*: ENOMEM at the device's limit (the object stays the caller's, to
+  // free after the lock); Remove*: EBUSY while it has users, EINVAL if not
+  // this device's, else moved into *doomed for the caller to free after the
+  // lock (queues.h: queue memory is never freed under it).
+  void AddChannelLocked(std::unique_ptr<CompletionChannel> channel) REQUIRES(mu_);
+  int RemoveChannelLocked(CompletionChannel* channel) REQUIRES(mu_);
+  int AddCqLocked(std::unique_ptr<Cq>& cq) REQUIRES(mu_);
+  int RemoveCqLocked(Cq* cq, uint32_t* async_events_reported, std::unique_ptr<Cq>* doomed)
+      REQUIRES(mu_);
+  // ibv_poll_cq: held-back packets leave, a pass runs if the CQ holds
+  // fewer than n, and the progress thread learns that an application polls.
+  int PollCqLocked(Cq* cq, int n, Completion* out) REQUIRES(mu_);
+  // ibv_req_notify_cq: the arm, and the progress thread told to watch for
+  // responses when the caller will block on a channel.
+  void ArmCqLocked(Cq* cq, bool solicited_only) REQUIRES(mu_);
+  int AddSrqLocked(std::unique_ptr<Srq>& srq) REQUIRES(mu_);
+  int RemoveSrqLocked(Srq* srq, uint32_t* async_events_reported, std::unique_ptr<Srq>* doomed)
+      REQUIRES(mu_);
+
+  // --- PDs and AHs (protection_domains.cc) ---
+  // ENOMEM: the table is at the device's limit; EBUSY: the PD has users;
+  // EINVAL: not this device's.
+  int AddPdLocked(void* handle, Pd** out) REQUIRES(mu_);
+  int RemovePdLocked(Pd* pd) REQUIRES(mu_);
+  // The PD with this id (ibv_import_pd), or null.
+  Pd* FindPdLocked(uint32_t id) const REQUIRES(mu_);
+  int AddAhLocked(Pd* pd, const AddressVector& av, void* handle, Ah** out) REQUIRES(mu_);
+  int RemoveAhLocked(Ah* ah) REQUIRES(mu_);
+
+  // ibv_advise_mr (odp.cc): each range resolved and faulted in under the
+  // lock; the errnos ibv_advise_mr(3) names.
+  int AdviseMrLocked(const Pd* pd, MrAdvice advice, const Sge* sges, uint32_t num_sge)
+      REQUIRES(mu_);
+
+  // --- Memory regions (memory_regions.cc) ---
+  // Gives mr (filled in by Device: PD, range, access, shared pages) its
+  // keys, its table entry, its export and its PD reference, and moves it
+  // into mrs_. ENOMEM: mr stays the caller's (its pages to unshare).
+  int AddMrLocked(std::unique_ptr<Mr>& mr) REQUIRES(mu_);
+  // What ibv_rereg_mr changes, all at once (the unchanged parts as they were).
+  struct MrTranslation {
+    Pd* pd = nullptr;
+    uint8_t* addr = nullptr;
+    uint64_t length = 0;
+    uint64_t iova = 0;
+    uint32_t access = 0;
+    SharedRange share;
+  };
+  // Revokes the old region, applies `next`, publishes the new one; returns
+  // the old shared pages for the caller to unshare after the lock.
+  SharedRange ReregMrLocked(Mr* mr, const MrTranslation& next) REQUIRES(mu_);
+  // EBUSY: windows are bound to it or a BIND_MW naming it waits in a send
+  // queue. Else revoked, out of the tables and freed; *share: its pages,
+  // for the caller to unshare after the lock.
+  int RemoveMrLocked(Mr* mr, SharedRange* share) REQUIRES(mu_);
+  // The region of pd with this lkey (ibv_import_mr), or null.
+  Mr* FindMrLocked(const Pd* pd, uint32_t lkey) const REQUIRES(mu_);
+  // Memory windows (memory_window_ops.cc): ENOMEM at the device's limit;
+  // EINVAL not this device's, EBUSY while a BIND_MW naming it waits.
+  int AddMwLocked(Pd* pd, MwType type, void* handle, Mw** out) REQUIRES(mu_);
+  int RemoveMwLocked(Mw* mw) REQUIRES(mu_);
+
   // --- The QP table (qp_table.cc) ---
   // Gives qp a QPN (fixed_qpn, else a fresh random one), its references on
   // its PD, CQs, SRQ and XRC domain, its export, and moves it into qps_.
@@ -373,6 +457,15 @@ class Engine {
 
  public:
   // --- XRC (xrc.cc) ---
+  // The verbs' bodies under the lock (Device::OpenXrcd, CloseXrcd,
+  // CreateXrcSrq after CreateSrq, OpenXrcRecvQp): errnos as those say.
+  int OpenXrcdLocked(const XrcdInode* inode, bool create, bool exclusive, Xrcd** out)
+      REQUIRES(mu_);
+  int CloseXrcdLocked(Xrcd* xrcd) REQUIRES(mu_);
+  // srq (just created) becomes an XRC SRQ of xrcd completing on cq: a
+  // fresh number, free in every process sharing the domain.
+  void MakeXrcSrqLocked(Srq* srq, Xrcd* xrcd, Cq* cq) REQUIRES(mu_);
+  int OpenXrcRecvQpLocked(Xrcd* xrcd, uint32_t qpn, void* handle, Qp** out) REQUIRES(mu_);
   // The XRC SRQ numbered srqn, or null.
   Srq* FindXrcSrq(uint32_t srqn) const REQUIRES(mu_);
   // An XRC receive QP takes the SRQ, PD and CQ of the XRC SRQ the request's

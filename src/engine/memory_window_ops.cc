@@ -1,6 +1,6 @@
-// Device::AllocMw / DeallocMw and the engine's bookkeeping that keeps a
-// window, the region under it and the QP it was bound through consistent
-// (memory_window.h).
+// Device::AllocMw / DeallocMw (Engine::AddMwLocked / RemoveMwLocked) and the
+// engine's bookkeeping that keeps a window, the region under it and the QP
+// it was bound through consistent (memory_window.h).
 #include <algorithm>
 #include <cerrno>
 
@@ -12,29 +12,37 @@ namespace softrnic::engine {
 
 int Device::AllocMw(Pd* pd, MwType type, void* handle, Mw** out) {
   SpinLock lock(engine_->mu_);
-  if (engine_->mws_.size() >= engine_->attr_.max_mw) return ENOMEM;
-  auto mw = std::make_unique<Mw>();
-  mw->pd = pd;
-  mw->type = type;
-  mw->handle = handle;
-  mw->rkey = engine_->mr_table_.NewWindowKey();
-  engine_->mr_table_.InsertWindow(mw.get());
-  ++pd->users;
-  *out = mw.get();
-  engine_->mws_.push_back(std::move(mw));
-  return 0;
+  return engine_->AddMwLocked(pd, type, handle, out);
 }
 
 int Device::DeallocMw(Mw* mw) {
   SpinLock lock(engine_->mu_);
-  auto& v = engine_->mws_;
+  return engine_->RemoveMwLocked(mw);
+}
+
+int Engine::AddMwLocked(Pd* pd, MwType type, void* handle, Mw** out) {
+  if (mws_.size() >= attr_.max_mw) return ENOMEM;
+  auto mw = std::make_unique<Mw>();
+  mw->pd = pd;
+  mw->type = type;
+  mw->handle = handle;
+  mw->rkey = mr_table_.NewWindowKey();
+  mr_table_.InsertWindow(mw.get());
+  ++pd->users;
+  *out = mw.get();
+  mws_.push_back(std::move(mw));
+  return 0;
+}
+
+int Engine::RemoveMwLocked(Mw* mw) {
+  auto& v = mws_;
   auto it = std::find_if(v.begin(), v.end(), [mw](const auto& u) { return u.get() == mw; });
   if (it == v.end()) return EINVAL;
-  if (engine_->BindPending(mw, nullptr)) return EBUSY;
+  if (BindPending(mw, nullptr)) return EBUSY;
   // Deallocation invalidates the window at once (IBA 10.6.7.1.2): every
   // access checks the key table under this lock.
   Unbind(mw);
-  engine_->mr_table_.EraseWindow(mw);
+  mr_table_.EraseWindow(mw);
   --mw->pd->users;
   v.erase(it);
   return 0;

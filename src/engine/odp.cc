@@ -44,8 +44,12 @@ int Device::AdviseMr(const Pd* pd, MrAdvice advice, const Sge* sges, uint32_t nu
   // PREFETCH_WRITE needs) and faulted in there too: a DeregMr cannot slip
   // between the check and the fault-in. ibv_advise_mr(3) names the errnos.
   SpinLock lock(engine_->mu_);
+  return engine_->AdviseMrLocked(pd, advice, sges, num_sge);
+}
+
+int Engine::AdviseMrLocked(const Pd* pd, MrAdvice advice, const Sge* sges, uint32_t num_sge) {
   for (uint32_t i = 0; i < num_sge; ++i) {
-    const Mr* mr = engine_->mr_table_.FindByLkey(sges[i].lkey);
+    const Mr* mr = mr_table_.FindByLkey(sges[i].lkey);
     if (mr == nullptr || mr->pd != pd) return EFAULT;  // "lkeys ... invalid"
     if (!(mr->access & kOnDemand)) return EINVAL;       // prefetch is for ODP regions only
     const bool write = advice == MrAdvice::kPrefetchWrite;

@@ -58,12 +58,12 @@ int Engine::RemoveQpLocked(Qp* qp, uint32_t* async_events_reported, void* handle
     if (handle == nullptr) handle = qp->handle;
     std::erase(qp->xrc_handles, handle);
     if (handle == qp->handle) {
-      ForgetAsyncEvents(*this, AsyncObject::kQp, handle, async_events_reported);
+      ForgetAsyncEventsLocked(AsyncObject::kQp, handle, async_events_reported);
       qp->handle = qp->xrc_handles.front();
     }
     return 0;
   }
-  ForgetAsyncEvents(*this, AsyncObject::kQp, qp->handle, async_events_reported);
+  ForgetAsyncEventsLocked(AsyncObject::kQp, qp->handle, async_events_reported);
   auto& wl = work_list_;
   wl.erase(std::remove(wl.begin(), wl.end(), qp), wl.end());
   auto& tl = timer_list_;

@@ -39,12 +39,16 @@ uint32_t FreshSrqn(const Engine& engine) REQUIRES(engine.mu_) {
 
 }  // namespace
 
-// --- Device: domains, SRQs, receive QPs ---
+// --- Domains, SRQs, receive QPs: Device checks, the engine does ---
 
 int Device::OpenXrcd(const XrcdInode* inode, bool create, bool exclusive, Xrcd** out) {
   SpinLock lock(engine_->mu_);
+  return engine_->OpenXrcdLocked(inode, create, exclusive, out);
+}
+
+int Engine::OpenXrcdLocked(const XrcdInode* inode, bool create, bool exclusive, Xrcd** out) {
   if (inode != nullptr) {
-    for (auto& x : engine_->xrcds_) {
+    for (auto& x : xrcds_) {
       if (!x->has_inode || x->inode_dev != inode->dev || x->inode != inode->ino) continue;
       // O_EXCL fails when the inode already has a domain (EINVAL, as the
       // kernel's uverbs answers).
@@ -65,16 +69,20 @@ int Device::OpenXrcd(const XrcdInode* inode, bool create, bool exclusive, Xrcd**
   }
   x->opens = 1;
   *out = x.get();
-  engine_->xrcds_.push_back(std::move(x));
+  xrcds_.push_back(std::move(x));
   return 0;
 }
 
 int Device::CloseXrcd(Xrcd* xrcd) {
   SpinLock lock(engine_->mu_);
+  return engine_->CloseXrcdLocked(xrcd);
+}
+
+int Engine::CloseXrcdLocked(Xrcd* xrcd) {
   // The last close of a domain still in use fails, as ibv_dealloc_pd does.
   if (xrcd->opens == 1 && xrcd->users > 0) return EBUSY;
   if (--xrcd->opens > 0) return 0;
-  auto& v = engine_->xrcds_;
+  auto& v = xrcds_;
   for (auto it = v.begin(); it != v.end(); ++it) {
     if (it->get() != xrcd) continue;
     v.erase(it);
@@ -89,20 +97,23 @@ int Device::CreateXrcSrq(Pd* pd, Xrcd* xrcd, Cq* cq, const SrqAttr& attr, void* 
   const int rc = CreateSrq(pd, attr, handle, out);
   if (rc != 0) return rc;
   SpinLock lock(engine_->mu_);
-  Srq* srq = *out;
+  engine_->MakeXrcSrqLocked(*out, xrcd, cq);
+  return 0;
+}
+
+void Engine::MakeXrcSrqLocked(Srq* srq, Xrcd* xrcd, Cq* cq) {
   srq->xrcd = xrcd;
   srq->cq = cq;
-  srq->srqn = FreshSrqn(*engine_);
+  srq->srqn = FreshSrqn(*this);
   if (xrcd->has_inode) {
     // A domain opened by file is shared with this user's other processes
     // that open it (xrc_share.h): the number must be free in all of them.
-    if (!engine_->xrc_share_) engine_->xrc_share_ = std::make_unique<XrcShare>(engine_.get());
-    while (!engine_->xrc_share_->Reserve(*xrcd, srq->srqn)) srq->srqn = FreshSrqn(*engine_);
+    if (!xrc_share_) xrc_share_ = std::make_unique<XrcShare>(this);
+    while (!xrc_share_->Reserve(*xrcd, srq->srqn)) srq->srqn = FreshSrqn(*this);
   }
   ++xrcd->users;
   ++cq->users;
-  engine_->xrc_srqs_[srq->srqn] = srq;
-  return 0;
+  xrc_srqs_[srq->srqn] = srq;
 }
 
 uint32_t Device::SrqNum(const Srq* srq) const { return srq->srqn; }
@@ -116,9 +127,13 @@ int Device::CreateXrcRecvQp(Xrcd* xrcd, void* handle, Qp** out) {
 
 int Device::OpenXrcRecvQp(Xrcd* xrcd, uint32_t qpn, void* handle, Qp** out) {
   SpinLock lock(engine_->mu_);
-  auto it = engine_->qps_.find(qpn);
+  return engine_->OpenXrcRecvQpLocked(xrcd, qpn, handle, out);
+}
+
+int Engine::OpenXrcRecvQpLocked(Xrcd* xrcd, uint32_t qpn, void* handle, Qp** out) {
+  auto it = qps_.find(qpn);
   // ibv_open_qp(3): only an XRC receive QP of the same domain can be opened.
-  if (it == engine_->qps_.end() || it->second->xrc != XrcRole::kRecv ||
+  if (it == qps_.end() || it->second->xrc != XrcRole::kRecv ||
       it->second->xrcd != xrcd)
     return EINVAL;
   it->second->xrc_handles.push_back(handle);

@@ -1,0 +1,63 @@
+// Waiting for a completion event (ibv_get_cq_event on a blocking channel).
+//
+// A blocking ibv_get_cq_event waits for the packets that make completions
+// as well as for the event, and applies them itself (issue 17, event-driven
+// completions). Waiting on the channel alone cost two wake-ups in a row per
+// event, each ~40 us across cores here: the packet woke the progress
+// thread, whose completion woke this thread through the channel. Now the
+// packet wakes both at once, and whichever takes the engine lock first
+// makes the completion; this thread, already awake, takes the event.
+// The transport's descriptors are level-triggered (readable while a
+// socket holds datagrams), so a packet the progress thread has not taken
+// yet is never missed, and one it took leaves them quiet. Shared-memory
+// rings are seen through their doorbell, which peers ring while the
+// progress thread sleeps; when it is awake, it makes the event as before.
+// A channel fd the application made non-blocking is only read (EAGAIN
+// when empty): its owner polls it, and a packet is not an event.
+// Returns 0 once an event byte was read, else the errno.
+#include <fcntl.h>
+#include <poll.h>
+
+#include <cerrno>
+
+#include "common/restart_after_signal.h"
+#include "engine/device_internal.h"
+#include "engine/engine.h"
+
+namespace softrnic::engine {
+
+int Engine::AwaitChannelEvent(int event_fd) {
+  const int flags = fcntl(event_fd, F_GETFL);
+  if (flags < 0 || (flags & O_NONBLOCK)) return ReadEventByte(event_fd);
+  pollfd fds[3] = {{event_fd, POLLIN, 0}, {transport_->pollable_fd(), POLLIN, 0}, {-1, 0, 0}};
+  nfds_t n = 2;
+  if (const int reply = transport_->reply_pollable_fd(); reply >= 0) fds[n++] = {reply, POLLIN, 0};
+  for (;;) {
+    {
+      // Packets: a pass, as a polling application runs (PollCq); the lock
+      // is held for microseconds by whoever has it. Then, still under it,
+      // the sleep is announced to shared-memory peers (their doorbell), and
+      // refused if input arrived meanwhile (transport.h).
+      SpinLock lock(mu_);
+      if (PollOnceLocked() || !transport_->PrepareToSleep()) {
+        transport_->WokeUp();
+        if (poll(fds, 1, 0) > 0) return ReadEventByte(event_fd);
+        continue;
+      }
+    }
+    const int r = poll(fds, n, -1);
+    const int poll_errno = errno;
+    transport_->WokeUp();
+    if (r < 0) {
+      if (poll_errno == EINTR && RestartAfterSignal()) continue;
+      return poll_errno;
+    }
+    // The event first: another reader of the channel may have taken it
+    // meanwhile, and then this blocking read waits for the next one, as a
+    // plain read of the channel would.
+    if (fds[0].revents != 0) return ReadEventByte(event_fd);
+  }
+}
+
+
+}  // namespace softrnic::engine
