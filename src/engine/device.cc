@@ -194,15 +194,17 @@ int Device::RegMr(Pd* pd, void* addr, size_t length, uint64_t iova, uint32_t acc
   mr->access = access;
   mr->handle = handle;
   Mr* const made = mr.get();
+  int rc;
   {
     SpinLock lock(engine_->mu_);
-    if (const int rc = engine_->AddMrLocked(mr); rc == 0) {
-      *out = made;
-      return 0;
-    }
+    rc = engine_->AddMrLocked(mr);
   }
-  UnshareRegion(mr->share);
-  return ENOMEM;
+  if (rc == 0) {
+    *out = made;
+    return 0;
+  }
+  UnshareRegion(mr->share);  // mr is still ours, and freed here
+  return rc;
 }
 
 int Device::ReregMr(Mr* mr, uint32_t what, Pd* pd, void* addr, size_t length, uint32_t access) {
