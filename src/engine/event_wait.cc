@@ -14,7 +14,6 @@
 // progress thread sleeps; when it is awake, it makes the event as before.
 // A channel fd the application made non-blocking is only read (EAGAIN
 // when empty): its owner polls it, and a packet is not an event.
-// Returns 0 once an event byte was read, else the errno.
 #include <fcntl.h>
 #include <poll.h>
 
@@ -58,6 +57,5 @@ int Engine::AwaitChannelEvent(int event_fd) {
     if (fds[0].revents != 0) return ReadEventByte(event_fd);
   }
 }
-
 
 }  // namespace softrnic::engine
