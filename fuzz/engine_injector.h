@@ -23,6 +23,7 @@
 
 #include "engine/device.h"
 #include "engine/engine.h"
+#include "tests/unit/engine/engine_test_peer.h"
 #include "transport/transport.h"
 
 namespace softrnic::fuzz {
@@ -75,15 +76,10 @@ inline RecordingTransport* DetachTransport(engine::Device& device) {
   const int async_fd = device.async_fd();
   fcntl(async_fd, F_SETFL, fcntl(async_fd, F_GETFL) | O_NONBLOCK);
   engine::SpinLock lock(e.mu_);
-  auto rec = std::make_unique<RecordingTransport>(e.transport_->locals(),
-                                                  e.transport_->max_multicast_groups());
+  const transport::Transport& old = engine::EngineTestPeer::transport(e);
+  auto rec = std::make_unique<RecordingTransport>(old.locals(), old.max_multicast_groups());
   RecordingTransport* raw = rec.get();
-  // The shared-memory transport (if that is what the device had) goes with
-  // the swap, and with it direct one-sided operations and the exports that
-  // live in its segment.
-  e.shm_direct_.reset();
-  e.peer_memory_ = nullptr;
-  e.transport_ = std::move(rec);
+  engine::EngineTestPeer::ReplaceTransport(e, std::move(rec));
   return raw;
 }
 
@@ -104,9 +100,9 @@ inline void Inject(engine::Device& device, uint8_t* data, uint32_t length,
   rx.traffic_class = traffic_class;
   rx.group = group;
   engine::SpinLock lock(e.mu_);
-  e.DispatchPacket(rx);
-  if (!e.work_list_.empty()) e.RunWorkList();
-  e.FlushTx();
+  engine::EngineTestPeer::Dispatch(e, rx);
+  engine::EngineTestPeer::RunWork(e);
+  engine::EngineTestPeer::FlushTx(e);
 }
 
 // Runs the timers of every QP with one armed (the engine's timer list, as
@@ -116,9 +112,9 @@ inline void FireTimers(engine::Device& device, engine::Clock::duration ahead) {
   engine::Engine& e = device.engine();
   engine::SpinLock lock(e.mu_);
   const engine::Clock::time_point when = engine::Clock::now() + ahead;
-  e.CheckListedTimers(when);
-  if (!e.work_list_.empty()) e.RunWorkList();
-  e.FlushTx();
+  engine::EngineTestPeer::FireTimers(e, when);
+  engine::EngineTestPeer::RunWork(e);
+  engine::EngineTestPeer::FlushTx(e);
 }
 
 // Discards queued async events (the engine keeps them until the application

@@ -71,8 +71,7 @@ std::shared_ptr<Device> Device::Get(std::string* error) {
     for (int i = 0; i < 100; ++i) {
       {
         SpinLock engine_lock(e.mu_);
-        e.ExpireLingering(Clock::now());
-        if (e.lingering_.empty()) return;
+        if (!e.ExpireLingeringLocked(Clock::now())) return;
       }
       usleep(5000);
     }
@@ -115,10 +114,6 @@ std::shared_ptr<Device> Device::Create(std::unique_ptr<transport::Transport> tra
   transport::PeerMemory* peer_memory = transport->peer_memory();
   DeviceAttr attr;
   auto engine = std::make_unique<Engine>(std::move(transport), attr, config);
-  engine->peer_memory_ = peer_memory;
-  if (peer_memory != nullptr && config.shm_direct)
-    engine->shm_direct_ = std::make_unique<ShmDirect>(&peer_memory->own_segment());
-  engine->udp_port_ = config.udp.port;
   engine->StartProgressThread();
   return std::shared_ptr<Device>(new Device(std::move(engine)));
 }
@@ -128,17 +123,17 @@ Device::~Device() { engine_->StopProgressThread(); }
 
 std::optional<transport::ShmPathVerdict> Device::ExplainPath(const Gid& dst) {
   SpinLock lock(engine_->mu_);
-  if (engine_->peer_memory_ == nullptr) return std::nullopt;
-  return engine_->peer_memory_->ExplainPath(transport::Endpoint{dst, engine_->udp_port_});
+  if (engine_->peer_memory() == nullptr) return std::nullopt;
+  return engine_->peer_memory()->ExplainPath(transport::Endpoint{dst, engine_->udp_port()});
 }
 
-bool Device::shared_memory() const { return engine_->peer_memory_ != nullptr; }
-bool Device::direct_operations() const { return engine_->shm_direct_ != nullptr; }
-uint16_t Device::udp_port() const { return engine_->udp_port_; }
+bool Device::shared_memory() const { return engine_->peer_memory() != nullptr; }
+bool Device::direct_operations() const { return engine_->shm_direct() != nullptr; }
+uint16_t Device::udp_port() const { return engine_->udp_port(); }
 
-const std::string& Device::name() const { return engine_->name_; }
-const DeviceAttr& Device::attr() const { return engine_->attr_; }
-std::span<const Gid> Device::gids() const { return engine_->gids_; }
+const std::string& Device::name() const { return engine_->name(); }
+const DeviceAttr& Device::attr() const { return engine_->attr(); }
+std::span<const Gid> Device::gids() const { return engine_->gids(); }
 
 int Device::AllocPd(void* handle, Pd** out) {
   SpinLock lock(engine_->mu_);
@@ -184,9 +179,9 @@ SharedRange ShareIfRemote(bool shm_direct, const void* addr, size_t length, uint
 
 int Device::RegMr(Pd* pd, void* addr, size_t length, uint64_t iova, uint32_t access, void* handle,
                   Mr** out) {
-  if (int rc = CheckRegistration(engine_->attr_, addr, length, access)) return rc;
+  if (int rc = CheckRegistration(engine_->attr(), addr, length, access)) return rc;
   auto mr = std::make_unique<Mr>();
-  mr->share = ShareIfRemote(engine_->shm_direct_ != nullptr, addr, length, access);
+  mr->share = ShareIfRemote(engine_->shm_direct() != nullptr, addr, length, access);
   mr->pd = pd;
   mr->addr = static_cast<uint8_t*>(addr);
   mr->length = length;
@@ -217,14 +212,14 @@ int Device::ReregMr(Mr* mr, uint32_t what, Pd* pd, void* addr, size_t length, ui
   next.length = (what & kReregTranslation) ? length : mr->length;
   next.access = (what & kReregAccess) ? access : mr->access;
   if (next.pd == nullptr) return EINVAL;
-  if (int rc = CheckRegistration(engine_->attr_, new_addr, next.length, next.access)) return rc;
+  if (int rc = CheckRegistration(engine_->attr(), new_addr, next.length, next.access)) return rc;
   next.iova = mr->iova;
   if ((what & kReregTranslation) || ((mr->access ^ next.access) & kZeroBased))
     next.iova = reinterpret_cast<uintptr_t>(new_addr);
   if (next.access & kZeroBased) next.iova = 0;
   // The new range is shared while the old one still is: the same pages, or
   // pages nested in it, reuse the old share without a copy (shm_memory.h).
-  next.share = ShareIfRemote(engine_->shm_direct_ != nullptr, new_addr, next.length, next.access);
+  next.share = ShareIfRemote(engine_->shm_direct() != nullptr, new_addr, next.length, next.access);
   SharedRange old_share;
   {
     SpinLock lock(engine_->mu_);
@@ -252,7 +247,7 @@ uint32_t Device::MrRkey(const Mr* mr) const { return mr->rkey; }
 
 int Device::CreateAh(Pd* pd, const AddressVector& av, void* handle, Ah** out) {
   // RoCE needs a GRH: the GID is the address (IBA A17.4.5.1).
-  if (!av.is_global || av.sgid_index >= engine_->gids_.size() || av.port_num != 1) return EINVAL;
+  if (!av.is_global || av.sgid_index >= engine_->gids().size() || av.port_num != 1) return EINVAL;
   SpinLock lock(engine_->mu_);
   return engine_->AddAhLocked(pd, av, handle, out);
 }
@@ -276,7 +271,7 @@ int Device::CreateGsiQp(Pd* pd, Cq* send_cq, Cq* recv_cq, QpCaps* caps, void* ha
 int Device::CreateQpWithQpn(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq,
                             QpCaps* caps, bool sq_sig_all, void* handle, uint32_t fixed_qpn,
                             Qp** out, Xrcd* xrcd, std::pmr::memory_resource* queue_memory) {
-  const auto& dev = engine_->attr_;
+  const auto& dev = engine_->attr();
   if (type != QpType::kRc && type != QpType::kUc && type != QpType::kUd &&
       type != QpType::kXrcSend && type != QpType::kXrcRecv)
     return EOPNOTSUPP;
@@ -352,10 +347,7 @@ QpState Device::GetQpState(const Qp* qp) const {
 
 int Device::ModifyQp(Qp* qp, const QpAttr& attr, uint32_t mask) {
   SpinLock lock(engine_->mu_);
-  int rc = engine_->ModifyQpLocked(qp, attr, mask);
-  engine_->PublishQp(qp);
-  engine_->FlushTx();
-  return rc;
+  return engine_->ModifyQpLocked(qp, attr, mask);
 }
 
 int Device::QueryQp(Qp* qp, QpAttr* out) {
@@ -382,7 +374,7 @@ int Device::PostSend(Qp* qp, const SendWr& wr) {
   if (wr.sges.size() > qp->caps.max_send_sge) return EINVAL;
   uint64_t length = 0;
   for (const Sge& s : wr.sges) length += s.length;
-  if (length > engine_->attr_.max_msg_sz) return EINVAL;
+  if (length > engine_->attr().max_msg_sz) return EINVAL;
   const bool is_inline = (wr.send_flags & kInline) && op.inline_ok;
   if (is_inline && length > qp->caps.max_inline_data) return EINVAL;
   if (op.atomic) {
@@ -401,11 +393,7 @@ int Device::PostRecv(Qp* qp, const RecvWr& wr) {
   if (qp->srq || qp->xrc != XrcRole::kNone) return EINVAL;
   if (wr.sges.size() > qp->caps.max_recv_sge) return EINVAL;
   SpinLock lock(engine_->mu_);
-  if (qp->attr.qp_state == QpState::kReset) return EINVAL;
-  if (qp->rq.Full()) return ENOMEM;
-  qp->rq.Push(wr);
-  if (qp->attr.qp_state == QpState::kErr) engine_->FlushQp(qp);
-  return 0;
+  return engine_->PostRecvLocked(qp, wr);
 }
 
 int Device::async_fd(int queue) const {
@@ -446,17 +434,17 @@ void Device::CloseAsyncQueue(int queue) {
 
 void Device::SetAsyncRouter(AsyncRouter router) {
   SpinLock lock(engine_->mu_);
-  engine_->async_router_ = router;
+  engine_->SetAsyncRouterLocked(router);
 }
 
 EngineStats Device::stats() const {
   SpinLock lock(engine_->mu_);
-  return engine_->stats_;
+  return engine_->StatsLocked();
 }
 
 transport::TransportCounters Device::transport_counters() const {
   SpinLock lock(engine_->mu_);
-  return engine_->transport_->counters();
+  return engine_->TransportCountersLocked();
 }
 
 void Device::ProgressInline() {

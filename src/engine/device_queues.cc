@@ -42,7 +42,7 @@ int Device::GetCqEvent(CompletionChannel* channel, void** cq_handle) {
 
 int Device::CreateCq(uint32_t cqe, CompletionChannel* channel, void* handle, Cq** out,
                      std::pmr::memory_resource* queue_memory) {
-  if (cqe == 0 || cqe > engine_->attr_.max_cqe) return EINVAL;
+  if (cqe == 0 || cqe > engine_->attr().max_cqe) return EINVAL;
   // The ring is allocated before the lock (device.h, queue memory); on an
   // error below, `cq` frees it after the lock is released (declared first,
   // destroyed last).
@@ -65,7 +65,7 @@ int Device::CreateCq(uint32_t cqe, CompletionChannel* channel, void* handle, Cq*
 uint32_t Device::CqCapacity(const Cq* cq) const { return static_cast<uint32_t>(cq->ring.size()); }
 
 int Device::ResizeCq(Cq* cq, uint32_t cqe) {
-  if (cqe == 0 || cqe > engine_->attr_.max_cqe) return EINVAL;
+  if (cqe == 0 || cqe > engine_->attr().max_cqe) return EINVAL;
   // The new ring is made before the lock; after it, `next` holds the old
   // one (or, on EINVAL, the unused new one) and frees it.
   std::pmr::vector<Completion> next(cq->memory());
@@ -103,7 +103,7 @@ void Device::AckCqEvents(Cq* cq, unsigned n) {
 
 int Device::CreateSrq(Pd* pd, const SrqAttr& attr, void* handle, Srq** out,
                       std::pmr::memory_resource* queue_memory) {
-  const auto& dev = engine_->attr_;
+  const auto& dev = engine_->attr();
   if (attr.max_wr == 0 || attr.max_wr > dev.max_srq_wr || attr.max_sge > dev.max_srq_sge ||
       attr.srq_limit > attr.max_wr)
     return EINVAL;
@@ -132,7 +132,7 @@ int Device::ModifySrq(Srq* srq, const SrqAttr& attr, uint32_t mask) {
   // max_sge never change after creation: read without the lock.
   RecvQueue next(srq->rq.memory());
   if (mask & 1) {  // IBV_SRQ_MAX_WR: resize
-    if (attr.max_wr == 0 || attr.max_wr > engine_->attr_.max_srq_wr) return EINVAL;
+    if (attr.max_wr == 0 || attr.max_wr > engine_->attr().max_srq_wr) return EINVAL;
     try {
       next.Init(attr.max_wr, srq->rq.max_sge);
     } catch (const std::bad_alloc&) {

@@ -36,7 +36,13 @@ bool FromPeerPort(const Qp& qp, const transport::RxPacket& rx, uint16_t device_p
 
 Engine::Engine(std::unique_ptr<transport::Transport> transport, DeviceAttr attr,
                const EngineConfig& config)
-    : config_(config), attr_(std::move(attr)), transport_(std::move(transport)) {
+    : config_(config),
+      attr_(std::move(attr)),
+      transport_(std::move(transport)),
+      peer_memory_(transport_->peer_memory()),
+      udp_port_(config.udp.port) {
+  if (peer_memory_ != nullptr && config.shm_direct)
+    shm_direct_ = std::make_unique<ShmDirect>(&peer_memory_->own_segment());
   for (const auto& ep : transport_->locals()) gids_.push_back(ep.gid);
   attr_.gid_tbl_len = static_cast<uint32_t>(gids_.size());
   // UD multicast: as many groups as the transport joins (multicast.cc
@@ -118,6 +124,11 @@ bool Engine::IsLingering(uint32_t qpn) const {
 
 void Engine::ExpireLingering(Clock::time_point now) {
   std::erase_if(lingering_, [now](const Lingering& l) { return now >= l.until; });
+}
+
+bool Engine::ExpireLingeringLocked(Clock::time_point now) {
+  ExpireLingering(now);
+  return !lingering_.empty();
 }
 
 bool Engine::AnswerLingering(const wire::Packet& pkt, const transport::RxPacket& rx) {

@@ -15,6 +15,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <span>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -43,21 +44,195 @@ namespace softrnic::engine {
 
 class Engine {
  public:
-  // The settings in `config` become the fields below (attr_.active_mtu,
-  // selective_, cc_settings_, ack_delay_, ...); the rest are read from
-  // config() where used.
+  // The transport is the engine's; its capabilities (peer memory, split
+  // payloads, multicast groups) shape the device (engine.cc).
   Engine(std::unique_ptr<transport::Transport> transport, DeviceAttr attr,
          const EngineConfig& config);
   ~Engine();
 
   // What the device was created with (engine_config.h).
   const EngineConfig& config() const { return config_; }
-  const EngineConfig config_;
 
   void StartProgressThread();
   void StopProgressThread();
 
+  // The device lock: Device takes it for each verb, the progress thread for
+  // each pass. Everything below marked REQUIRES(mu_) runs under it.
   SpinMutex mu_;
+
+  // --- What the device is: fixed at construction, read without the lock ---
+  const DeviceAttr& attr() const { return attr_; }
+  std::span<const Gid> gids() const { return gids_; }
+  const std::string& name() const { return name_; }
+  uint16_t udp_port() const { return udp_port_; }
+  // The transport's peer memory capability (null without shared memory).
+  transport::PeerMemory* peer_memory() const { return peer_memory_; }
+  // Direct one-sided operations on same-host peers (null when off).
+  const ShmDirect* shm_direct() const { return shm_direct_.get(); }
+
+  // --- The verbs' work under the lock ---
+  // Each Device verb checks the arguments that need no lock, takes mu_ and
+  // calls one of these (docs/architecture.md, "Threads and locks").
+
+  // Async events (async_events.cc).
+  // The queue's readable fd, or -1 if there is no such queue.
+  int AsyncQueueFdLocked(int queue) const REQUIRES(mu_);
+  // 0 (an event in *out), EAGAIN (none), EIO (the queue is gone).
+  int PopAsyncEventLocked(int queue, AsyncEvent* out) REQUIRES(mu_);
+  // A new queue's id.
+  int AddAsyncQueueLocked(std::unique_ptr<AsyncQueue> queue) REQUIRES(mu_);
+  // The queue, out of the table (null if there is none), for the caller to
+  // close after the lock.
+  std::unique_ptr<AsyncQueue> TakeAsyncQueueLocked(int queue) REQUIRES(mu_);
+  // Device::SetAsyncRouter: where the events of objects of other verbs
+  // contexts go.
+  void SetAsyncRouterLocked(Device::AsyncRouter router) REQUIRES(mu_) { async_router_ = router; }
+
+  // Device::stats, Device::transport_counters: snapshots.
+  EngineStats StatsLocked() const REQUIRES(mu_) { return stats_; }
+  transport::TransportCounters TransportCountersLocked() const REQUIRES(mu_) {
+    return transport_->counters();
+  }
+
+  // One progress pass (progress.cc): receive a burst, dispatch, flush ACKs,
+  // run timers and requesters, transmit. Returns true if it did any work.
+  // Device::ProgressInline runs one from an application thread.
+  bool PollOnceLocked() REQUIRES(mu_);
+
+  // ibv_modify_qp (qp_control.cc): the transition, then peers see the new
+  // state, access and path at once and the packets it queued leave.
+  int ModifyQpLocked(Qp* qp, const QpAttr& attr, uint32_t mask) REQUIRES(mu_);
+  // ibv_post_recv once Device::PostRecv has checked the SGE count
+  // (recv_queue.cc): EINVAL in RESET, ENOMEM when the queue is full.
+  int PostRecvLocked(Qp* qp, const RecvWr& wr) REQUIRES(mu_);
+
+  // Destroyed QPs linger (Lingering below): expires those whose time is
+  // over and returns whether any remain (the exit handler waits for them).
+  bool ExpireLingeringLocked(Clock::time_point now) REQUIRES(mu_);
+
+  // --- Completion events (event_wait.cc) ---
+  // A blocking ibv_get_cq_event: waits for the channel's event byte and,
+  // meanwhile, for the packets that make completions, and runs passes
+  // itself. 0 once an event byte was read, else the errno.
+  int AwaitChannelEvent(int event_fd) EXCLUDES(mu_);
+
+  // --- Completion channels, CQs and SRQs (queue_tables.cc) ---
+  // Add*: ENOMEM at the device's limit (the object stays the caller's, to
+  // free after the lock); Remove*: EBUSY while it has users, EINVAL if not
+  // this device's, else moved into *doomed for the caller to free after the
+  // lock (queues.h: queue memory is never freed under it).
+  void AddChannelLocked(std::unique_ptr<CompletionChannel> channel) REQUIRES(mu_);
+  int RemoveChannelLocked(CompletionChannel* channel) REQUIRES(mu_);
+  int AddCqLocked(std::unique_ptr<Cq>& cq) REQUIRES(mu_);
+  int RemoveCqLocked(Cq* cq, uint32_t* async_events_reported, std::unique_ptr<Cq>* doomed)
+      REQUIRES(mu_);
+  // ibv_poll_cq: held-back packets leave, a pass runs if the CQ holds
+  // fewer than n, and the progress thread learns that an application polls.
+  int PollCqLocked(Cq* cq, int n, Completion* out) REQUIRES(mu_);
+  // ibv_req_notify_cq: the arm, and the progress thread told to watch for
+  // responses when the caller will block on a channel.
+  void ArmCqLocked(Cq* cq, bool solicited_only) REQUIRES(mu_);
+  int AddSrqLocked(std::unique_ptr<Srq>& srq) REQUIRES(mu_);
+  int RemoveSrqLocked(Srq* srq, uint32_t* async_events_reported, std::unique_ptr<Srq>* doomed)
+      REQUIRES(mu_);
+
+  // --- PDs and AHs (protection_domains.cc) ---
+  // ENOMEM: the table is at the device's limit; EBUSY: the PD has users;
+  // EINVAL: not this device's.
+  int AddPdLocked(void* handle, Pd** out) REQUIRES(mu_);
+  int RemovePdLocked(Pd* pd) REQUIRES(mu_);
+  // The PD with this id (ibv_import_pd), or null.
+  Pd* FindPdLocked(uint32_t id) const REQUIRES(mu_);
+  int AddAhLocked(Pd* pd, const AddressVector& av, void* handle, Ah** out) REQUIRES(mu_);
+  int RemoveAhLocked(Ah* ah) REQUIRES(mu_);
+
+  // ibv_advise_mr (odp.cc): each range resolved and faulted in under the
+  // lock; the errnos ibv_advise_mr(3) names.
+  int AdviseMrLocked(const Pd* pd, MrAdvice advice, const Sge* sges, uint32_t num_sge)
+      REQUIRES(mu_);
+
+  // --- Memory regions (memory_regions.cc) ---
+  // Gives mr (filled in by Device: PD, range, access, shared pages) its
+  // keys, its table entry, its export and its PD reference, and moves it
+  // into mrs_. ENOMEM: mr stays the caller's (its pages to unshare).
+  int AddMrLocked(std::unique_ptr<Mr>& mr) REQUIRES(mu_);
+  // What ibv_rereg_mr changes, all at once (the unchanged parts as they were).
+  struct MrTranslation {
+    Pd* pd = nullptr;
+    uint8_t* addr = nullptr;
+    uint64_t length = 0;
+    uint64_t iova = 0;
+    uint32_t access = 0;
+    SharedRange share;
+  };
+  // Revokes the old region, applies `next`, publishes the new one; returns
+  // the old shared pages for the caller to unshare after the lock.
+  SharedRange ReregMrLocked(Mr* mr, const MrTranslation& next) REQUIRES(mu_);
+  // EBUSY: windows are bound to it or a BIND_MW naming it waits in a send
+  // queue. Else revoked, out of the tables and freed; *share: its pages,
+  // for the caller to unshare after the lock.
+  int RemoveMrLocked(Mr* mr, SharedRange* share) REQUIRES(mu_);
+  // The region of pd with this lkey (ibv_import_mr), or null.
+  Mr* FindMrLocked(const Pd* pd, uint32_t lkey) const REQUIRES(mu_);
+  // Memory windows (memory_window_ops.cc): ENOMEM at the device's limit;
+  // EINVAL not this device's, EBUSY while a BIND_MW naming it waits.
+  int AddMwLocked(Pd* pd, MwType type, void* handle, Mw** out) REQUIRES(mu_);
+  int RemoveMwLocked(Mw* mw) REQUIRES(mu_);
+
+  // --- The QP table (qp_table.cc) ---
+  // Gives qp a QPN (fixed_qpn, else a fresh random one), its references on
+  // its PD, CQs, SRQ and XRC domain, its export, and moves it into qps_.
+  // ENOMEM (the table is full) or EBUSY (fixed_qpn taken): qp stays the
+  // caller's, to free after the lock (queues.h).
+  int AddQpLocked(std::unique_ptr<Qp>& qp, uint32_t fixed_qpn) REQUIRES(mu_);
+  // ibv_destroy_qp's work: the QP leaves every list, export and binding and
+  // the table, moved into *doomed for the caller to free after the lock;
+  // or, for an XRC receive QP still opened by other handles, only `handle`
+  // goes. EINVAL (not ours), EBUSY (multicast attachments: multicast.h).
+  int RemoveQpLocked(Qp* qp, uint32_t* async_events_reported, void* handle,
+                     std::unique_ptr<Qp>* doomed) REQUIRES(mu_);
+  uint32_t FreshQpnLocked() const REQUIRES(mu_);
+
+  // ibv_attach_mcast / ibv_detach_mcast (multicast.cc): EOPNOTSUPP on a
+  // device without multicast, EINVAL for a non-UD QP, a unicast GID or (on
+  // detach) an attachment that does not exist, ENOMEM past the limits.
+  int AttachMulticastLocked(Qp* qp, const Gid& gid) REQUIRES(mu_);
+  int DetachMulticastLocked(Qp* qp, const Gid& gid) REQUIRES(mu_);
+
+  // --- Send queue (send_queue.cc) ---
+  // ibv_post_send's work once Device::PostSend has checked the arguments
+  // that need no lock (length: the SGEs' sum; is_inline: inline data that
+  // the opcode allows): the state and ring checks, the WQE, the requester
+  // run at once, doorbell batching and waking the progress thread.
+  // 0, EINVAL or ENOMEM (man ibv_post_send).
+  int PostSendLocked(Qp* qp, const SendWr& wr, uint64_t length, bool is_inline) REQUIRES(mu_);
+
+  // --- XRC (xrc.cc) ---
+  // The verbs' bodies under the lock (Device::OpenXrcd, CloseXrcd,
+  // CreateXrcSrq after CreateSrq, OpenXrcRecvQp): errnos as those say.
+  int OpenXrcdLocked(const XrcdInode* inode, bool create, bool exclusive, Xrcd** out)
+      REQUIRES(mu_);
+  int CloseXrcdLocked(Xrcd* xrcd) REQUIRES(mu_);
+  // srq (just created) becomes an XRC SRQ of xrcd completing on cq: a
+  // fresh number, free in every process sharing the domain.
+  void MakeXrcSrqLocked(Srq* srq, Xrcd* xrcd, Cq* cq) REQUIRES(mu_);
+  int OpenXrcRecvQpLocked(Xrcd* xrcd, uint32_t qpn, void* handle, Qp** out) REQUIRES(mu_);
+
+ private:
+  // The engine's own parts that reach into its state: the publisher copies
+  // counters and QP rows (stats_publisher.h), capture control switches
+  // capture_ (capture_control.h), the XRC share runs requests of other
+  // processes' receive QPs (xrc_share.h). Tests and fuzzers inject packets
+  // and read state through EngineTestPeer (tests/unit/engine).
+  friend class StatsPublisher;
+  friend class CaptureControl;
+  friend class XrcShare;
+  friend class EngineTestPeer;
+
+  // The settings in config_ become the fields below (attr_.active_mtu,
+  // selective_, cc_settings_, ack_delay_, ...); the rest are read from
+  // config() where used.
+  const EngineConfig config_;
   DeviceAttr attr_;
   std::vector<Gid> gids_;
   std::string name_ = "softrnic0";
@@ -95,20 +270,7 @@ class Engine {
   // the caller learns how many were handed out, to wait for their acks.
   void ForgetAsyncEventsLocked(AsyncObject kind, const void* handle, uint32_t* reported)
       REQUIRES(mu_);
-  // The queue's readable fd, or -1 if there is no such queue.
-  int AsyncQueueFdLocked(int queue) const REQUIRES(mu_);
-  // 0 (an event in *out), EAGAIN (none), EIO (the queue is gone).
-  int PopAsyncEventLocked(int queue, AsyncEvent* out) REQUIRES(mu_);
-  // A new queue's id.
-  int AddAsyncQueueLocked(std::unique_ptr<AsyncQueue> queue) REQUIRES(mu_);
-  // The queue, out of the table (null if there is none), for the caller to
-  // close after the lock.
-  std::unique_ptr<AsyncQueue> TakeAsyncQueueLocked(int queue) REQUIRES(mu_);
 
-  // --- Progress (progress.cc) ---
-  // One pass: receive a burst, dispatch, flush ACKs, run timers and
-  // requesters, transmit. Returns true if it did any work. REQUIRES: mu_.
-  bool PollOnceLocked() REQUIRES(mu_);
   // Hands n received packets to capture_ (REQUIRES: capture_).
   void RecordReceived(const transport::RxPacket* rx, int n) REQUIRES(mu_);
   void ProgressThreadMain();
@@ -284,108 +446,18 @@ class Engine {
   void CheckListedTimers(Clock::time_point now) REQUIRES(mu_);
 
   // --- QP control (qp_control.cc) ---
-  int ModifyQpLocked(Qp* qp, const QpAttr& attr, uint32_t mask) REQUIRES(mu_);
+  // ModifyQpLocked's transition (IBA 10.3.1, the table in qp_control.cc);
+  // 0 or EINVAL.
+  int TransitionQp(Qp* qp, const QpAttr& attr, uint32_t mask) REQUIRES(mu_);
   void MoveToError(Qp* qp) REQUIRES(mu_);
   void FlushQp(Qp* qp) REQUIRES(mu_);
   void FlushSendQueue(Qp* qp) REQUIRES(mu_);
   void FlushRecvQueue(Qp* qp) REQUIRES(mu_);
   void ResetQp(Qp* qp) REQUIRES(mu_);
 
-  // --- Completion events (event_wait.cc) ---
-  // A blocking ibv_get_cq_event: waits for the channel's event byte and,
-  // meanwhile, for the packets that make completions, and runs passes
-  // itself. 0 once an event byte was read, else the errno.
-  int AwaitChannelEvent(int event_fd) EXCLUDES(mu_);
-
-  // --- Completion channels, CQs and SRQs (queue_tables.cc) ---
-  // Add*: ENOMEM at the device's limit (the object stays the caller's, to
-  // free after the lock); Remove*: EBUSY while it has users, EINVAL if not
-  // this device's, else moved into *doomed for the caller to free after the
-  // lock (queues.h: queue memory is never freed under it).
-  void AddChannelLocked(std::unique_ptr<CompletionChannel> channel) REQUIRES(mu_);
-  int RemoveChannelLocked(CompletionChannel* channel) REQUIRES(mu_);
-  int AddCqLocked(std::unique_ptr<Cq>& cq) REQUIRES(mu_);
-  int RemoveCqLocked(Cq* cq, uint32_t* async_events_reported, std::unique_ptr<Cq>* doomed)
-      REQUIRES(mu_);
-  // ibv_poll_cq: held-back packets leave, a pass runs if the CQ holds
-  // fewer than n, and the progress thread learns that an application polls.
-  int PollCqLocked(Cq* cq, int n, Completion* out) REQUIRES(mu_);
-  // ibv_req_notify_cq: the arm, and the progress thread told to watch for
-  // responses when the caller will block on a channel.
-  void ArmCqLocked(Cq* cq, bool solicited_only) REQUIRES(mu_);
-  int AddSrqLocked(std::unique_ptr<Srq>& srq) REQUIRES(mu_);
-  int RemoveSrqLocked(Srq* srq, uint32_t* async_events_reported, std::unique_ptr<Srq>* doomed)
-      REQUIRES(mu_);
-
-  // --- PDs and AHs (protection_domains.cc) ---
-  // ENOMEM: the table is at the device's limit; EBUSY: the PD has users;
-  // EINVAL: not this device's.
-  int AddPdLocked(void* handle, Pd** out) REQUIRES(mu_);
-  int RemovePdLocked(Pd* pd) REQUIRES(mu_);
-  // The PD with this id (ibv_import_pd), or null.
-  Pd* FindPdLocked(uint32_t id) const REQUIRES(mu_);
-  int AddAhLocked(Pd* pd, const AddressVector& av, void* handle, Ah** out) REQUIRES(mu_);
-  int RemoveAhLocked(Ah* ah) REQUIRES(mu_);
-
-  // ibv_advise_mr (odp.cc): each range resolved and faulted in under the
-  // lock; the errnos ibv_advise_mr(3) names.
-  int AdviseMrLocked(const Pd* pd, MrAdvice advice, const Sge* sges, uint32_t num_sge)
-      REQUIRES(mu_);
-
-  // --- Memory regions (memory_regions.cc) ---
-  // Gives mr (filled in by Device: PD, range, access, shared pages) its
-  // keys, its table entry, its export and its PD reference, and moves it
-  // into mrs_. ENOMEM: mr stays the caller's (its pages to unshare).
-  int AddMrLocked(std::unique_ptr<Mr>& mr) REQUIRES(mu_);
-  // What ibv_rereg_mr changes, all at once (the unchanged parts as they were).
-  struct MrTranslation {
-    Pd* pd = nullptr;
-    uint8_t* addr = nullptr;
-    uint64_t length = 0;
-    uint64_t iova = 0;
-    uint32_t access = 0;
-    SharedRange share;
-  };
-  // Revokes the old region, applies `next`, publishes the new one; returns
-  // the old shared pages for the caller to unshare after the lock.
-  SharedRange ReregMrLocked(Mr* mr, const MrTranslation& next) REQUIRES(mu_);
-  // EBUSY: windows are bound to it or a BIND_MW naming it waits in a send
-  // queue. Else revoked, out of the tables and freed; *share: its pages,
-  // for the caller to unshare after the lock.
-  int RemoveMrLocked(Mr* mr, SharedRange* share) REQUIRES(mu_);
-  // The region of pd with this lkey (ibv_import_mr), or null.
-  Mr* FindMrLocked(const Pd* pd, uint32_t lkey) const REQUIRES(mu_);
-  // Memory windows (memory_window_ops.cc): ENOMEM at the device's limit;
-  // EINVAL not this device's, EBUSY while a BIND_MW naming it waits.
-  int AddMwLocked(Pd* pd, MwType type, void* handle, Mw** out) REQUIRES(mu_);
-  int RemoveMwLocked(Mw* mw) REQUIRES(mu_);
-
-  // --- The QP table (qp_table.cc) ---
-  // Gives qp a QPN (fixed_qpn, else a fresh random one), its references on
-  // its PD, CQs, SRQ and XRC domain, its export, and moves it into qps_.
-  // ENOMEM (the table is full) or EBUSY (fixed_qpn taken): qp stays the
-  // caller's, to free after the lock (queues.h).
-  int AddQpLocked(std::unique_ptr<Qp>& qp, uint32_t fixed_qpn) REQUIRES(mu_);
-  // ibv_destroy_qp's work: the QP leaves every list, export and binding and
-  // the table, moved into *doomed for the caller to free after the lock;
-  // or, for an XRC receive QP still opened by other handles, only `handle`
-  // goes. EINVAL (not ours), EBUSY (multicast attachments: multicast.h).
-  int RemoveQpLocked(Qp* qp, uint32_t* async_events_reported, void* handle,
-                     std::unique_ptr<Qp>* doomed) REQUIRES(mu_);
-  uint32_t FreshQpnLocked() const REQUIRES(mu_);
-
-  // --- Send queue (send_queue.cc) ---
-  // ibv_post_send's work once Device::PostSend has checked the arguments
-  // that need no lock (length: the SGEs' sum; is_inline: inline data that
-  // the opcode allows): the state and ring checks, the WQE, the requester
-  // run at once, doorbell batching and waking the progress thread.
-  // 0, EINVAL or ENOMEM (man ibv_post_send).
-  int PostSendLocked(Qp* qp, const SendWr& wr, uint64_t length, bool is_inline) REQUIRES(mu_);
-
   // The engine's own steps from here to the per-QP counters: the packet
   // handlers and the requester, called only by the engine's passes and
   // verbs bodies above (docs/architecture.md, "One RDMA WRITE").
- private:
   // --- Requester (requester.cc) ---
   void RunRequester(Qp* qp) REQUIRES(mu_);
   // Builds and queues the next packet of Wqe(sq_next). Returns false if the
@@ -455,17 +527,7 @@ class Engine {
   void CheckTimers(Qp* qp, Clock::time_point now) REQUIRES(mu_);
   void ArmRetransmitTimer(Qp* qp) REQUIRES(mu_);
 
- public:
-  // --- XRC (xrc.cc) ---
-  // The verbs' bodies under the lock (Device::OpenXrcd, CloseXrcd,
-  // CreateXrcSrq after CreateSrq, OpenXrcRecvQp): errnos as those say.
-  int OpenXrcdLocked(const XrcdInode* inode, bool create, bool exclusive, Xrcd** out)
-      REQUIRES(mu_);
-  int CloseXrcdLocked(Xrcd* xrcd) REQUIRES(mu_);
-  // srq (just created) becomes an XRC SRQ of xrcd completing on cq: a
-  // fresh number, free in every process sharing the domain.
-  void MakeXrcSrqLocked(Srq* srq, Xrcd* xrcd, Cq* cq) REQUIRES(mu_);
-  int OpenXrcRecvQpLocked(Xrcd* xrcd, uint32_t qpn, void* handle, Qp** out) REQUIRES(mu_);
+  // --- XRC internals (xrc.cc) ---
   // The XRC SRQ numbered srqn, or null.
   Srq* FindXrcSrq(uint32_t srqn) const REQUIRES(mu_);
   // An XRC receive QP takes the SRQ, PD and CQ of the XRC SRQ the request's
@@ -483,7 +545,6 @@ class Engine {
   // The packet opcode an RC opcode becomes on qp (XRC QPs: the XRC one).
   static uint8_t OnWire(const Qp* qp, uint8_t rc_opcode);
 
- private:
   // --- Multicast (multicast.cc) ---
   // A packet that arrived for a joined group (rx.group): a copy to every
   // attached UD QP.
@@ -551,7 +612,6 @@ class Engine {
   // buffer) or kRecvBadBuffer (ScatterSges refused an SGE), else nullopt.
   std::optional<Refusal> ScatterToRecv(Qp* qp, const uint8_t* data, uint32_t len) REQUIRES(mu_);
 
- public:
   // --- Per-QP counters (qp_counters.h; read by stats_publisher.cc) ---
   // The packet just committed was qp's.
   void CountTx(Qp* qp) REQUIRES(mu_) {

@@ -58,35 +58,43 @@ bool MulticastGroups::Detach(const Gid& gid, Qp* qp, bool* emptied) {
 // ---------------------------------------------------------------- verbs
 
 int Device::AttachMulticast(Qp* qp, const Gid& gid) {
-  Engine& e = *engine_;
-  SpinLock lock(e.mu_);
+  SpinLock lock(engine_->mu_);
+  return engine_->AttachMulticastLocked(qp, gid);
+}
+
+int Device::DetachMulticast(Qp* qp, const Gid& gid) {
+  SpinLock lock(engine_->mu_);
+  return engine_->DetachMulticastLocked(qp, gid);
+}
+
+// A transport that joins no group makes a device without multicast, for
+// which the kernel's ib_attach_mcast and ib_detach_mcast answer EOPNOTSUPP
+// before any other check (as does such a transport's JoinMulticast,
+// transport.h).
+int Engine::AttachMulticastLocked(Qp* qp, const Gid& gid) {
+  if (attr_.max_mcast_grp == 0) return EOPNOTSUPP;
   if (qp->type != QpType::kUd || !gid.IsMulticast()) return EINVAL;
-  if (e.multicast_.IsAttached(gid, qp)) return 0;  // the kernel's answer, too
-  const bool new_group = e.multicast_.Find(gid) == nullptr;
+  if (multicast_.IsAttached(gid, qp)) return 0;  // the kernel's answer, too
+  const bool new_group = multicast_.Find(gid) == nullptr;
   if (new_group) {
-    // A transport that joins no group: a device without multicast, for
-    // which the kernel's ib_attach_mcast answers EOPNOTSUPP (as does such a
-    // transport's JoinMulticast, transport.h).
-    if (e.attr_.max_mcast_grp == 0) return EOPNOTSUPP;
-    if (e.multicast_.group_count() >= e.attr_.max_mcast_grp) return ENOMEM;
-    if (const int rc = e.transport_->JoinMulticast(gid)) return rc;
+    if (multicast_.group_count() >= attr_.max_mcast_grp) return ENOMEM;
+    if (const int rc = transport_->JoinMulticast(gid)) return rc;
   }
   bool created = false;
-  if (!e.multicast_.Attach(gid, qp, &created)) {
-    if (new_group) e.transport_->LeaveMulticast(gid);
+  if (!multicast_.Attach(gid, qp, &created)) {
+    if (new_group) transport_->LeaveMulticast(gid);
     return ENOMEM;
   }
   ++qp->multicast_attachments;
   return 0;
 }
 
-int Device::DetachMulticast(Qp* qp, const Gid& gid) {
-  Engine& e = *engine_;
-  SpinLock lock(e.mu_);
+int Engine::DetachMulticastLocked(Qp* qp, const Gid& gid) {
+  if (attr_.max_mcast_grp == 0) return EOPNOTSUPP;
   bool emptied = false;
-  if (!e.multicast_.Detach(gid, qp, &emptied)) return EINVAL;
+  if (!multicast_.Detach(gid, qp, &emptied)) return EINVAL;
   --qp->multicast_attachments;
-  if (emptied) e.transport_->LeaveMulticast(gid);
+  if (emptied) transport_->LeaveMulticast(gid);
   return 0;
 }
 

@@ -227,6 +227,7 @@ void Engine::WakeProgressThreadFor(Clock::time_point deadline) {
 }
 
 void Engine::StartProgressThread() {
+  stop_.store(false);  // a thread stopped earlier may be started again
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   epoll_event ev{};

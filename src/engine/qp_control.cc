@@ -162,7 +162,14 @@ Clock::duration RnrTimerDelay(uint8_t field) {
   return std::chrono::microseconds(10ull * kTensOfMicros[field & 31]);
 }
 
-int Engine::ModifyQpLocked(Qp* qp, const QpAttr& a, uint32_t mask) {
+int Engine::ModifyQpLocked(Qp* qp, const QpAttr& attr, uint32_t mask) {
+  const int rc = TransitionQp(qp, attr, mask);
+  PublishQp(qp);  // same-host peers check state, access and path (shm_direct.h)
+  FlushTx();      // a move to ERROR may have queued packets
+  return rc;
+}
+
+int Engine::TransitionQp(Qp* qp, const QpAttr& a, uint32_t mask) {
   NoteQpCounters(qp);  // its stats line shows the state and the peer
   const QpState cur = qp->attr.qp_state;
   const QpState next = (mask & kQpState) ? a.qp_state : cur;

@@ -29,11 +29,11 @@ namespace {
 
 // A fresh 24-bit XRC SRQ number (the XRCETH field is 24 bits), never 0 and
 // not in use. Random like QPNs, so a stale peer's number rarely names a
-// new SRQ.
-uint32_t FreshSrqn(const Engine& engine) REQUIRES(engine.mu_) {
+// new SRQ. `in_use`: the engine's xrc_srqs_ (its lock held).
+uint32_t FreshSrqn(const std::unordered_map<uint32_t, Srq*>& in_use) {
   for (;;) {
     const uint32_t n = SecureRandom32() & wire::kQpnMask;
-    if (n != 0 && !engine.xrc_srqs_.contains(n)) return n;
+    if (n != 0 && !in_use.contains(n)) return n;
   }
 }
 
@@ -104,12 +104,12 @@ int Device::CreateXrcSrq(Pd* pd, Xrcd* xrcd, Cq* cq, const SrqAttr& attr, void* 
 void Engine::MakeXrcSrqLocked(Srq* srq, Xrcd* xrcd, Cq* cq) {
   srq->xrcd = xrcd;
   srq->cq = cq;
-  srq->srqn = FreshSrqn(*this);
+  srq->srqn = FreshSrqn(xrc_srqs_);
   if (xrcd->has_inode) {
     // A domain opened by file is shared with this user's other processes
     // that open it (xrc_share.h): the number must be free in all of them.
     if (!xrc_share_) xrc_share_ = std::make_unique<XrcShare>(this);
-    while (!xrc_share_->Reserve(*xrcd, srq->srqn)) srq->srqn = FreshSrqn(*this);
+    while (!xrc_share_->Reserve(*xrcd, srq->srqn)) srq->srqn = FreshSrqn(xrc_srqs_);
   }
   ++xrcd->users;
   ++cq->users;

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <memory>
 
+#include "engine_test_peer.h"
 #include "rc_pair.h"
 
 namespace softrnic::engine::testing {
@@ -24,7 +25,7 @@ bool AsyncFdReadable(Device& d) {
 
 void Post(Device& d, AsyncEventType type, void* handle) {
   std::lock_guard lock(d.engine().mu_);
-  d.engine().PostAsyncEvent(type, handle);
+  EngineTestPeer::PostAsyncEvent(d.engine(), type, handle);
 }
 
 class AsyncLifetimeTest : public RcPairTest {};
@@ -109,7 +110,7 @@ TEST_F(AsyncLifetimeTest, QueueIsBounded) {
   uint64_t dropped = 0;
   {
     std::lock_guard lock(dev->engine().mu_);
-    dropped = dev->engine().async_queues_.at(Device::kDeviceAsyncQueue)->dropped();
+    dropped = EngineTestPeer::AsyncEventsDropped(dev->engine(), Device::kDeviceAsyncQueue);
   }
   const std::vector<AsyncEvent> events = DrainAsync(*dev);
   EXPECT_LE(events.size(), 4096u) << "async queue grew without bound";

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine_test_peer.h"
 #include "rc_pair.h"
 #include "wire/headers.h"
 #include "wire/opcode.h"
@@ -26,7 +27,7 @@ struct Snapshot {
 Snapshot Snap(Device& d, Qp* qp) {
   std::lock_guard lock(d.engine().mu_);
   return Snapshot{qp->cc ? qp->cc->window() : 0, wire::PsnDiff(qp->req.sq_psn, qp->comp.comp_psn),
-                  qp->sr.sacked_count, d.engine().stats_.retransmit_timeouts};
+                  qp->sr.sacked_count, EngineTestPeer::stats(d.engine()).retransmit_timeouts};
 }
 
 void InjectCnp(Device& dev, const Gid& from, uint32_t dest_qp) {
@@ -43,7 +44,7 @@ void InjectCnp(Device& dev, const Gid& from, uint32_t dest_qp) {
   rx.src.gid = from;
   rx.src.port = TestPort();  // the peer's device port (same-host source check)
   std::lock_guard lock(dev.engine().mu_);
-  dev.engine().DispatchPacket(rx);
+  EngineTestPeer::Dispatch(dev.engine(), rx);
 }
 
 // Congestion control acts on packets in flight: these tests need the UDP
@@ -120,8 +121,8 @@ TEST_F(CongestionTest, EcnCeOnRequestSendsCnpToRequester) {
   rx.traffic_class = 0x03;  // ECN CE
   {
     std::lock_guard lock(b_.dev->engine().mu_);
-    b_.dev->engine().DispatchPacket(rx);
-    b_.dev->engine().FlushTx();
+    EngineTestPeer::Dispatch(b_.dev->engine(), rx);
+    EngineTestPeer::FlushTx(b_.dev->engine());
   }
   EXPECT_EQ(StatsOf(*b_.dev).tx_cnp, 1u);
   // The CNP crossed the wire to a, whose QP cut its window.
@@ -130,7 +131,7 @@ TEST_F(CongestionTest, EcnCeOnRequestSendsCnpToRequester) {
   rx.traffic_class = 0x02;
   {
     std::lock_guard lock(b_.dev->engine().mu_);
-    b_.dev->engine().DispatchPacket(rx);
+    EngineTestPeer::Dispatch(b_.dev->engine(), rx);
   }
   EXPECT_EQ(StatsOf(*b_.dev).tx_cnp, 1u);
 }

@@ -53,7 +53,6 @@ TEST(EventWait, BlockedWaiterMakesItsOwnEventWithoutTheProgressThread) {
     ASSERT_EQ(a.dev->PostSend(a.qp, MakeWr(WrOpcode::kSend, uint64_t(round), {&send, 1})), 0);
     if (waiter.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
       // Unblock the waiter the old way before failing: a progress thread.
-      engine.stop_.store(false);
       engine.StartProgressThread();
       waiter.wait();
       FAIL() << "the blocked waiter did not apply the SEND itself";

@@ -13,6 +13,7 @@
 #include <set>
 #include <vector>
 
+#include "engine_test_peer.h"
 #include "rc_pair.h"
 
 namespace softrnic::engine::testing {
@@ -94,7 +95,7 @@ class IdentifiersDeviceTest : public ::testing::Test {
   bool Resolves(uint32_t rkey) {
     std::lock_guard lock(dev_->engine().mu_);
     uint8_t* where = nullptr;
-    return dev_->engine().mr_table_.ResolveRemote(rkey, pd_, reinterpret_cast<uint64_t>(buf_.data()), 8,
+    return EngineTestPeer::mr_table(dev_->engine()).ResolveRemote(rkey, pd_, reinterpret_cast<uint64_t>(buf_.data()), 8,
                                                   kRemoteWrite, &where) == KeyCheck::kOk;
   }
   std::vector<uint8_t> buf_ = std::vector<uint8_t>(4096);

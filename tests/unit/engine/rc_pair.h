@@ -174,18 +174,16 @@ inline void FillPattern(std::vector<uint8_t>& b, size_t offset, size_t len, uint
 
 // A snapshot of the engine's counters.
 inline EngineStats StatsOf(Device& d) { return d.stats(); }
-// The transport's counters (ICRC errors, injected faults): no public
-// accessor, so this reads the engine's internals under the engine lock.
+// The transport's counters (ICRC errors, injected faults).
 inline transport::TransportCounters TransportCountersOf(Device& d) {
-  std::lock_guard lock(d.engine().mu_);
-  return d.engine().transport_->counters();
+  return d.transport_counters();
 }
 
 // One-sided operations this device executed directly on a same-host peer's
 // memory (shared-memory transport), which the peer's engine never sees.
 inline uint64_t DirectOpsOf(Device& d) {
   std::lock_guard lock(d.engine().mu_);
-  const auto& s = d.engine().shm_direct_;
+  const ShmDirect* s = d.engine().shm_direct();
   return s ? s->direct_ops : 0;
 }
 

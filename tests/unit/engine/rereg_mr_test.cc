@@ -70,7 +70,7 @@ TEST_F(ReregMrTest, TranslationMovesTheKeysToTheNewRange) {
   EXPECT_EQ(FirstDiff(fresh.data + 100, a_.buf.data(), 8192), -1);
   ASSERT_EQ(Read(fresh_addr + 100, 8192), WcStatus::kSuccess);
   EXPECT_EQ(FirstDiff(a_.buf.data() + kReadOffset, a_.buf.data(), 8192), -1);
-  if (b_.dev->engine().shm_direct_) {
+  if (b_.dev->engine().shm_direct() != nullptr) {
     // Published for same-host peers: the accesses went direct.
     EXPECT_GT(DirectOpsOf(*a_.dev), direct_before);
   }
@@ -79,7 +79,7 @@ TEST_F(ReregMrTest, TranslationMovesTheKeysToTheNewRange) {
   EXPECT_TRUE(AllBytes(b_.buf.data(), 64, 0));
   ASSERT_EQ(b_.dev->DeregMr(b_.mr), 0);  // before `fresh` goes
   b_.mr = nullptr;
-  EXPECT_EQ(SharedRangeCount(), shared_before - (b_.dev->engine().shm_direct_ ? 1 : 0));
+  EXPECT_EQ(SharedRangeCount(), shared_before - (b_.dev->engine().shm_direct() != nullptr ? 1 : 0));
 }
 
 // A range nested in the old one reuses its shared pages (no copy); the

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <random>
 
+#include "engine_test_peer.h"
 #include "rc_pair.h"
 #include "wire/headers.h"
 #include "wire/opcode.h"
@@ -220,8 +221,8 @@ void InjectResponse(Device& dev, const Gid& from, uint32_t dest_qp, uint32_t psn
   rx.src.port = TestPort();  // the peer's device port (same-host source check)
   Engine& e = dev.engine();
   std::lock_guard lock(e.mu_);
-  e.DispatchPacket(rx);
-  e.FlushTx();
+  EngineTestPeer::Dispatch(e, rx);
+  EngineTestPeer::FlushTx(e);
 }
 
 constexpr uint8_t kNakSeq =

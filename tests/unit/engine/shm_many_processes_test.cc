@@ -149,7 +149,7 @@ TEST(ShmManyProcesses, EveryRingTakenByAClientProcessExchangesVerifiedData) {
   {
     auto server = MakeDevice(TestConfig(0));
     ASSERT_NE(server, nullptr);
-    if (server->engine().peer_memory_ == nullptr) {
+    if (server->engine().peer_memory() == nullptr) {
       for (int fd : fds) close(fd);
       for (pid_t pid : pids) waitpid(pid, nullptr, 0);
       GTEST_SKIP() << "no shared-memory transport";

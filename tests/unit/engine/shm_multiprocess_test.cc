@@ -213,7 +213,7 @@ class ShmMultiProcessTest : public ::testing::Test {
 
   uint64_t DirectOps() {
     std::lock_guard lock(p_.dev->engine().mu_);
-    const auto& d = p_.dev->engine().shm_direct_;
+    const ShmDirect* d = p_.dev->engine().shm_direct();
     return d ? d->direct_ops : 0;
   }
 

@@ -306,8 +306,8 @@ TEST(ShmRevokeSlots, PinnedSlotsCostNoDeregWaitAndComeBackOnceReleased) {
   if (!SOFTRNIC_REVOKE_INTERPOSERS) GTEST_SKIP() << "not under TSan (see the comment)";
   auto dev = MakeDevice(10);
   ASSERT_NE(dev, nullptr);
-  if (dev->engine().peer_memory_ == nullptr) GTEST_SKIP() << "no shared-memory transport";
-  const transport::ShmSegment& seg = dev->engine().peer_memory_->own_segment();
+  if (dev->engine().peer_memory() == nullptr) GTEST_SKIP() << "no shared-memory transport";
+  const transport::ShmSegment& seg = dev->engine().peer_memory()->own_segment();
   Pd* pd = nullptr;
   ASSERT_EQ(dev->AllocPd(nullptr, &pd), 0);
   constexpr size_t kLen = 4 * 4096;

@@ -1,0 +1,55 @@
+// The one door tests and fuzzers have into Engine's private state
+// (engine.h befriends this class). Each member is a step the engine takes
+// itself, exposed so a test can take it at a moment of its choosing: a
+// packet delivered as if received, timers fired as if time had passed, the
+// transport swapped for a recording one. Production code never includes
+// this header.
+//
+// Every member except ReplaceTransport needs the engine lock held.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "engine/engine.h"
+
+namespace softrnic::engine {
+
+class EngineTestPeer {
+ public:
+  // A packet (BTH .. ICRC, the ICRC taken as verified) handed to the
+  // receive dispatch, as the progress pass does for each received packet.
+  static void Dispatch(Engine& e, const transport::RxPacket& rx) { e.DispatchPacket(rx); }
+  // What a pass runs after a receive burst: the work list (coalesced ACKs,
+  // requesters), if any QP is on it.
+  static void RunWork(Engine& e) {
+    if (!e.work_list_.empty()) e.RunWorkList();
+  }
+  // The transmit batch leaves now.
+  static void FlushTx(Engine& e) { e.FlushTx(); }
+  // The timers of every listed QP run as if the clock read `when`.
+  static void FireTimers(Engine& e, Clock::time_point when) { e.CheckListedTimers(when); }
+
+  static void PostAsyncEvent(Engine& e, AsyncEventType type, void* handle) {
+    e.PostAsyncEvent(type, handle);
+  }
+  // Events the queue dropped because it was full.
+  static uint64_t AsyncEventsDropped(Engine& e, int queue) {
+    return e.async_queues_.at(queue)->dropped();
+  }
+  static const MrTable& mr_table(const Engine& e) { return e.mr_table_; }
+  static const EngineStats& stats(const Engine& e) { return e.stats_; }
+  static const transport::Transport& transport(const Engine& e) { return *e.transport_; }
+
+  // The engine sends and receives through `next` from now on. The
+  // shared-memory path (if the device had one) goes with the old transport,
+  // and with it direct one-sided operations and the exports in its segment.
+  // The progress thread must be stopped and the lock held.
+  static void ReplaceTransport(Engine& e, std::unique_ptr<transport::Transport> next) {
+    e.shm_direct_.reset();
+    e.peer_memory_ = nullptr;
+    e.transport_ = std::move(next);
+  }
+};
+
+}  // namespace softrnic::engine
