@@ -453,7 +453,9 @@ std::vector<Setting> DescribeSettings(const config::Environment& env, const engi
                              : "exactly " + binds});
   s.push_back({"SOFTRNIC_PORT", raw("SOFTRNIC_PORT"), "UDP port " + std::to_string(cfg.udp.port)});
   s.push_back({"SOFTRNIC_MTU", raw("SOFTRNIC_MTU"),
-               "active_mtu " + std::to_string(MtuBytes(static_cast<int>(cfg.mtu)))});
+               cfg.mtu ? "active_mtu " + std::to_string(MtuBytes(static_cast<int>(*cfg.mtu)))
+                       : "automatic: the largest whose packets fit the smallest MTU of the "
+                         "interfaces with an address (the port's active_mtu above)"});
   return s;
 }
 

@@ -48,11 +48,13 @@ constexpr std::array kVariables = {
              "measured slower in the engine). A kernel the CPU lacks falls back to `auto`",
              "wire"},
     // --- Engine: the RDMA protocol (src/engine) ---
-    Variable{"SOFTRNIC_MTU", Kind::kChoice, "1024", "256|512|1024|2048|4096",
-             "The port's `active_mtu`, which perftest and rdma_cm take as the path MTU. 1024 fits "
-             "1500-byte Ethernet (softrnic sends with Don't Fragment); 4096 where every link on "
-             "the path carries at least 4200 bytes (loopback, jumbo frames). Both ends must agree, "
-             "as with a NIC's MTU",
+    Variable{"SOFTRNIC_MTU", Kind::kChoice, "auto", "auto|256|512|1024|2048|4096",
+             "The port's `active_mtu`, which perftest and rdma_cm take as the path MTU. `auto`: "
+             "the largest whose packets (payload + 88 header bytes) fit the smallest MTU of the "
+             "interfaces the device has addresses on, as rxe derives it from its netdev: 1024 "
+             "with a 1500-byte Ethernet interface (softrnic sends with Don't Fragment), 4096 "
+             "where every interface carries at least 4184 bytes (loopback, jumbo frames). Both "
+             "ends must agree, as with a NIC's MTU",
              "engine"},
     Variable{"SOFTRNIC_RETRANSMIT", Kind::kChoice, "selective", "selective|gbn",
              "`selective`: offer selective retransmission to softrnic peers (the BTH sr bit; used "

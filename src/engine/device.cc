@@ -111,7 +111,6 @@ std::shared_ptr<Device> Device::Create(const EngineConfig& config, std::string* 
 
 std::shared_ptr<Device> Device::Create(std::unique_ptr<transport::Transport> transport,
                                        const EngineConfig& config) {
-  transport::PeerMemory* peer_memory = transport->peer_memory();
   DeviceAttr attr;
   auto engine = std::make_unique<Engine>(std::move(transport), attr, config);
   engine->StartProgressThread();

@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include "engine/device_identity.h"
+#include "engine/port_mtu.h"
 #include "log/log.h"
 
 #include <fcntl.h>
@@ -50,13 +51,13 @@ Engine::Engine(std::unique_ptr<transport::Transport> transport, DeviceAttr attr,
   // multicast, which reports 0 for every multicast limit.
   attr_.max_mcast_grp = transport_->max_multicast_groups();
   if (attr_.max_mcast_grp == 0) attr_.max_mcast_qp_attach = attr_.max_total_mcast_qp_attach = 0;
-  // SOFTRNIC_MTU: the port's active MTU, what applications (perftest,
-  // rdma_cm) take as the path MTU. 1024 by default: a 4096-byte payload
-  // plus headers does not fit a 1500-byte Ethernet frame, and softrnic sends
-  // with Don't Fragment. Where every interface on the path carries more
-  // (loopback: 65536; jumbo frames), 4096 cuts the packets per byte by four.
-  // Like a NIC's MTU, both ends must agree.
-  attr_.active_mtu = config.mtu;
+  // The port's active MTU, what applications (perftest, rdma_cm) take as
+  // the path MTU: SOFTRNIC_MTU, else the largest whose packets fit every
+  // link the endpoints are on (port_mtu.h; 1500-byte Ethernet: 1024, since
+  // softrnic sends with Don't Fragment; loopback and jumbo frames: 4096,
+  // a quarter of the packets per byte). Like a NIC's MTU, both ends must
+  // agree.
+  attr_.active_mtu = config.mtu.value_or(ActiveMtuForLink(transport_->link_mtu()));
   // The same GUIDs in every process of this host and network namespace, as
   // a NIC's (device_identity.h, shared with `softrnic run`'s sysfs view).
   attr_.node_guid = NodeGuid(CurrentHostIdentity(), kDeviceName);

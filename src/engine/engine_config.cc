@@ -13,7 +13,7 @@ EngineConfig ReadSettings(const config::Environment& env) {
   EngineConfig c;
   c.udp = transport::UdpConfigFromEnvironment(env);
 
-  const std::string mtu = env.Choice("SOFTRNIC_MTU");
+  const std::string mtu = env.Choice("SOFTRNIC_MTU");  // "auto": none
   for (Mtu v : {Mtu::k256, Mtu::k512, Mtu::k1024, Mtu::k2048, Mtu::k4096})
     if (std::to_string(MtuBytes(v)) == mtu) c.mtu = v;
   c.selective = env.Choice("SOFTRNIC_RETRANSMIT") != "gbn";

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include "config/environment.h"
@@ -23,7 +24,8 @@ struct EngineConfig {
   transport::UdpConfig udp;
 
   // --- The engine ---
-  Mtu mtu = Mtu::k1024;                             // SOFTRNIC_MTU
+  // SOFTRNIC_MTU; none (`auto`): derived from the links (port_mtu.h).
+  std::optional<Mtu> mtu;
   // SOFTRNIC_RETRANSMIT: whether QPs offer selective retransmission.
   bool selective = true;
   CcSettings cc;                                    // SOFTRNIC_CC, _CC_TARGET_US, _CC_DELAY

@@ -83,6 +83,7 @@ class ShmTransport final : public Transport, public PeerMemory {
   int JoinMulticast(const Gid& group) override { return udp_->JoinMulticast(group); }
   void LeaveMulticast(const Gid& group) override { udp_->LeaveMulticast(group); }
   uint32_t max_multicast_groups() const override { return udp_->max_multicast_groups(); }
+  uint32_t link_mtu() const override { return udp_->link_mtu(); }
 
   // While shared-memory traffic is possible, a ring push costs no system
   // call, an ACK has no wake-up to save (deferral measured ~0.5 us slower

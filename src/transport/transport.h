@@ -199,6 +199,12 @@ class Transport {
   // wraps another reports the inner one's.
   virtual uint32_t max_multicast_groups() const { return 0; }
 
+  // The smallest MTU (bytes of IP packet) of the links the endpoints are
+  // on (link_mtu.h), from which the engine derives the port's active MTU
+  // when none is configured; 0: unknown. A wrapping transport reports the
+  // inner one's.
+  virtual uint32_t link_mtu() const { return 0; }
+
   // --- Capabilities (null: not offered) ---
   // Same-host peers' memory for direct one-sided operations (peer_memory.h).
   virtual PeerMemory* peer_memory() { return nullptr; }

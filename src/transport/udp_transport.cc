@@ -23,6 +23,7 @@
 #include <memory>
 
 #include "log/log.h"
+#include "transport/link_mtu.h"
 #include "transport/local_address.h"
 #include "transport/udp_multicast.h"
 #include "transport/udp_receive.h"
@@ -51,6 +52,7 @@ class UdpTransport final : public Transport {
   int JoinMulticast(const Gid& group) override;
   void LeaveMulticast(const Gid& group) override;
   uint32_t max_multicast_groups() const override { return kMaxMulticastGroups; }
+  uint32_t link_mtu() const override { return link_mtu_; }
 
  private:
   // Segmented sending is off when faults are injected above this transport
@@ -75,6 +77,7 @@ class UdpTransport final : public Transport {
   std::vector<uint16_t> main_of_local_;  // the socket that sends for each endpoint
   std::vector<int> owner_fds_;  // EndpointSockets::owner_fd of each endpoint
   std::vector<Endpoint> locals_;
+  uint32_t link_mtu_ = 0;  // SmallestLinkMtu(locals_), read once at creation
   int epoll_fd_ = -1;        // the device-port sockets
   int all_epoll_fd_ = -1;    // every socket, for RecvBurst's readiness check
   int reply_epoll_fd_ = -1;  // the reply sockets
@@ -112,6 +115,9 @@ std::unique_ptr<Transport> UdpTransport::Create(const UdpConfig& config, std::st
           [&](const EndpointSockets& e, std::string* err) { return t->AddEndpoint(e, err); },
           error))
     return nullptr;
+  std::vector<Gid> gids;
+  for (const Endpoint& e : t->locals_) gids.push_back(e.gid);
+  t->link_mtu_ = SmallestLinkMtu(gids);
   return t;
 }
 

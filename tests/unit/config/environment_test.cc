@@ -64,7 +64,7 @@ TEST(EnvironmentTest, UnsetAndEmptyMeanTheDefault) {
   const Environment env = Env({{"SOFTRNIC_MTU", ""}});
   EXPECT_EQ(env.Raw("SOFTRNIC_MTU"), nullptr);
   EXPECT_EQ(env.Raw("SOFTRNIC_PORT"), nullptr);
-  EXPECT_EQ(env.Choice("SOFTRNIC_MTU"), "1024");
+  EXPECT_EQ(env.Choice("SOFTRNIC_MTU"), "auto");
   EXPECT_EQ(env.Integer("SOFTRNIC_CM_RETRIES"), 9);
   EXPECT_EQ(env.Text("SOFTRNIC_STATS_DIR"), "/dev/shm");
   EXPECT_TRUE(env.Flag("SOFTRNIC_GSO"));

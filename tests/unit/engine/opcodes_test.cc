@@ -528,7 +528,11 @@ TEST_F(UdTest, QkeyMismatchDroppedAndHighBitUsesQpQkey) {
 }
 
 TEST_F(UdTest, OversizeAndWrongOpcodesRefused) {
-  Sge ss = SgeOf(a_, 0, 1025);  // > port MTU 1024
+  // One byte more than the port's active MTU (UD messages are one packet;
+  // 4096 for these loopback devices, port_mtu.h).
+  const uint32_t mtu = MtuBytes(a_.dev->attr().active_mtu);
+  ASSERT_GE(a_.buf.size(), mtu + 1u);
+  Sge ss = SgeOf(a_, 0, mtu + 1);
   EXPECT_EQ(a_.dev->PostSend(a_.qp, Ud(WrOpcode::kSend, 1, &ss, 0x11111111)), EINVAL);
   Sge s8 = SgeOf(a_, 0, 8);
   EXPECT_EQ(a_.dev->PostSend(a_.qp, Ud(WrOpcode::kRdmaWrite, 1, &s8, 0x11111111)), EINVAL);
