@@ -52,6 +52,13 @@ FLOOR_PAIRS = [
     ("sr_write_bw", "cpu_per_gb", "floor_udp_stream_crcplace",
      "ib_write_bw 64 KiB CPU vs the same stream's CPU"),
 ]
+# Issue 17: the tail of every latency figure, p99.9 <= 3x the median, on both
+# of softrnic's paths (UDP and shm). Checked per run (p99.9 and median of the
+# same run), for softrnic's rows; the kernel UDP floor's rows are shown
+# beside them for reference (not counted).
+TAIL_TARGET = 3.0
+TAIL_ROWS = ["sr_write_lat", "sr_send_lat", "sr_read_lat", "sr_atomic_lat", "sr_shm_write_lat",
+             "sr_shm_send_lat", "floor_udp_lat_single", "floor_udp_lat_reqack"]
 PLACEMENTS = ["unpinned", "pinned"]
 SR_LAT = ["sr_write_lat", "sr_send_lat", "sr_read_lat", "sr_atomic_lat", "sr_shm_write_lat",
           "sr_shm_send_lat"]
@@ -85,6 +92,7 @@ PEER_NOTES = {
 }
 METRIC_TEXT = {
     "lat": ("latency", "us"), "lat_avg": ("latency avg", "us"), "lat_p99": ("latency p99", "us"),
+    "lat_p999": ("latency p99.9", "us"),
     "bw": ("bandwidth", "GB/s"), "rate": ("message rate", "M msg/s"),
     "cpu_per_gb": ("CPU per GB", "ms/GB"), "iters": ("iterations (-n)", ""),
 }
@@ -133,6 +141,7 @@ def size_text(s):
 class Data:
     def __init__(self, rows):
         self.vals = collections.defaultdict(list)
+        self.by_rep = collections.defaultdict(dict)
         self.label = {}
         self.size = {}
         self.order = []
@@ -142,6 +151,7 @@ class Data:
             except ValueError:
                 continue
             self.vals[(id_, place, metric)].append(v)
+            self.by_rep[(id_, place, metric)][rep] = v
             self.label[id_] = label
             self.size[id_] = size
             if id_ not in self.order:
@@ -159,6 +169,15 @@ class Data:
 
     def has(self, id_):
         return id_ in self.label
+
+    def ratio_stat(self, id_, place, num, den):
+        """num / den computed within each run (same rep), then median, min,
+        max and count over the runs, as stat()."""
+        a, b = self.by_rep.get((id_, place, num), {}), self.by_rep.get((id_, place, den), {})
+        v = [a[r] / b[r] for r in a if r in b and b[r] > 0]
+        if not v:
+            return None
+        return statistics.median(v), min(v), max(v), len(v)
 
 
 def cell(s):
@@ -182,6 +201,52 @@ def stat_rows(w, d, ids, metrics_of, extra_of=None):
                 row = (f"| {d.label[id_]} | {size_text(d.size[id_])} | {place} | {mt} ({unit}) | "
                        f"{c[0]} | {c[1]} | {c[2]} | {c[3]} |")
                 w(row + (f" {extra_of(id_, place)} |" if extra_of else ""))
+
+
+def tail_table(w, d):
+    """Issue 17's tail target: p99.9 / median per latency row and run."""
+    rows = [i for i in TAIL_ROWS if any(d.stat(i, p, "lat_p999") for p in PLACEMENTS)]
+    if not rows:
+        return
+    w("### Tail latency: p99.9 / median (target: p99.9 <= %gx the median on both paths)"
+      % TAIL_TARGET)
+    w("")
+    w("Per run, perftest's (udp_floor's) 99.9th percentile divided by the median of the same "
+      "run; the ratio column is the median of those per-run ratios (min - max over the runs); "
+      "*met* when that median is <= %gx. Latency columns are medians over the runs (one-way, "
+      "us). The kernel UDP floor's rows (reference, not counted) are a ping-pong of softrnic's "
+      "datagrams with no RDMA engine at all, measured in the same run: a tail the floor shows "
+      "too is there without softrnic."
+      % TAIL_TARGET)
+    w("")
+    w("| latency row | placement | median (us) | p99 (us) | p99.9 (us) | p99.9 / median | "
+      "round trips per run | status |")
+    w("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
+    summary = []
+    for id_ in rows:
+        for place in PLACEMENTS:
+            r = d.ratio_stat(id_, place, "lat_p999", "lat")
+            if not r:
+                continue
+            it = d.med(id_, place, "iters")
+            met = r[0] <= TAIL_TARGET
+            status = "**met**" if met else f"missed: {fmt(r[0] / TAIL_TARGET)}x too high"
+            label = d.label[id_] + (" (reference)" if id_.startswith("floor_") else "")
+            w(f"| {label} | {place} | {fmt(d.med(id_, place, 'lat'))} | "
+              f"{fmt(d.med(id_, place, 'lat_p99'))} | {fmt(d.med(id_, place, 'lat_p999'))} | "
+              f"{fmt(r[0])}x ({fmt(r[1])} - {fmt(r[2])}) | {int(it) if it else ''} | {status} |")
+            if id_.startswith("sr_"):
+                summary.append(met)
+    w("")
+    few = [i for i in rows for p in PLACEMENTS if (d.med(i, p, "iters") or 1e9) < 1000]
+    if few:
+        w("Rows with fewer than 1,000 round trips per run: their p99.9 is the slowest trip of "
+          "the run, not a percentile.")
+        w("")
+    if summary:
+        w(f"{sum(summary)} of {len(summary)} softrnic latency rows meet the tail target "
+          "(both placements counted).")
+        w("")
 
 
 AB_BEGIN = "<!-- ab_results.md begin -->"
@@ -301,6 +366,7 @@ def main():
               "softrnic is still far from its targets where marked *missed*; what limits each "
               "figure is below.")
         w("")
+    tail_table(w, d)
     # What limits the figures: analysis kept by hand next to this script.
     findings = os.path.join(os.path.dirname(os.path.abspath(__file__)), "findings.md")
     if os.path.exists(findings):
@@ -322,7 +388,7 @@ def main():
     w("| test | size | placement | metric | median | min | max | n | -n iterations |")
     w("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |")
     def sr_metrics(id_):
-        return ["lat", "lat_avg", "lat_p99"] if id_ in SR_LAT else (
+        return ["lat", "lat_avg", "lat_p99", "lat_p999"] if id_ in SR_LAT else (
             ["rate", "bw", "cpu_per_gb"] if id_ == "sr_write_rate" else ["bw", "cpu_per_gb", "rate"])
 
     def sr_iterations(id_, place):
@@ -350,7 +416,8 @@ def main():
         w("")
         w("| floor | size | placement | metric | median | min | max | n |")
         w("| --- | --- | --- | --- | ---: | ---: | ---: | ---: |")
-        stat_rows(w, d, floor_ids, lambda _: ["lat", "lat_avg", "lat_p99", "bw", "cpu_per_gb"])
+        stat_rows(w, d, floor_ids,
+                  lambda _: ["lat", "lat_avg", "lat_p99", "lat_p999", "bw", "cpu_per_gb"])
         w("")
         w("softrnic against the floor doing the same work (medians; ratio = softrnic / floor; "
           "the difference is what softrnic's engine, verbs layer and perftest add):")
@@ -490,9 +557,16 @@ def main():
       "`-n iterations` column shows the value used. All runs use `-F` (no cpufreq check).")
     w("- Latency is always one-way (half a round trip). perftest's figure is its median "
       "(t_typical); the peers' are averages (qperf and fi_pingpong only report averages; "
-      "ucx_perftest's percentile covers only its last report interval). perftest's average and "
-      "99th percentile are in the softrnic table: compare those with the peers when the "
-      "distribution is skewed.")
+      "ucx_perftest's percentile covers only its last report interval). perftest's average, "
+      "99th and 99.9th percentiles are in the softrnic table: compare those with the peers when "
+      "the distribution is skewed.")
+    w("- Percentiles (p99, p99.9) come from perftest (softrnic) and udp_floor (the floor), each "
+      "over all the measured round trips of one run (udp_floor: the sorted samples at n*99/100 "
+      "and n*999/1000). The peers have none: qperf and fi_pingpong print averages only, and "
+      "ucx_perftest's percentile (`-R`) is taken over a ring of its last 2048 samples "
+      "(`TIMING_QUEUE_SIZE` in UCX's libperf), not over the run, so no p99 or p99.9 is recorded "
+      "for them. A p99.9 stands on the slowest 0.1 % of the trips (100 of 100,000): a handful of "
+      "slow trips decides it; with fewer than 1,000 trips per run it is the slowest trip.")
     w("- Bandwidth is GB/s = 1e9 bytes/s (perftest and UCX print MiB/s; converted). "
       "fi_pingpong's 64 KiB figure is ping-pong bandwidth (one message in flight), lower than "
       "a stream by construction.")

@@ -325,6 +325,7 @@ sr_test() {
         rec "$id" "$label" "$place" "$size" lat us "${f[4]}" "$rep"
         rec "$id" "$label" "$place" "$size" lat_avg us "${f[5]}" "$rep"
         rec "$id" "$label" "$place" "$size" lat_p99 us "${f[7]}" "$rep"
+        rec "$id" "$label" "$place" "$size" lat_p999 us "${f[8]}" "$rep"
       else
         # bytes iters bw_peak bw_avg(MiB/s) msg_rate(Mpps)
         local bytes; bytes=$(awk -v a="${f[1]}" -v s="${f[0]}" 'BEGIN {printf "%.0f", a * s}')
@@ -382,7 +383,9 @@ floors() {
         fi
         rec "$id" "kernel UDP ping-pong ($pat)" "$place" 8 lat us "$(sed -n 's/.*typical=\([0-9.]*\).*/\1/p' <<<"$out")" "$rep"
         rec "$id" "kernel UDP ping-pong ($pat)" "$place" 8 lat_avg us "$(sed -n 's/.*avg=\([0-9.]*\).*/\1/p' <<<"$out")" "$rep"
-        rec "$id" "kernel UDP ping-pong ($pat)" "$place" 8 lat_p99 us "$(sed -n 's/.*p99=\([0-9.]*\).*/\1/p' <<<"$out")" "$rep"
+        rec "$id" "kernel UDP ping-pong ($pat)" "$place" 8 lat_p99 us "$(sed -n 's/.* p99=\([0-9.]*\).*/\1/p' <<<"$out")" "$rep"
+        rec "$id" "kernel UDP ping-pong ($pat)" "$place" 8 lat_p999 us "$(sed -n 's/.* p999=\([0-9.]*\).*/\1/p' <<<"$out")" "$rep"
+        rec "$id" "kernel UDP ping-pong ($pat)" "$place" 8 iters n "$iters" "$rep"
       done
       for work in copy crc crc-place; do
         local id=floor_udp_stream_${work//-/}
