@@ -298,9 +298,13 @@ sr_test() {
       fail "$id" probe 0 "rc=$PAIR_RC: ${SRV[*]:2} (server) / 127.0.0.1 (client)"
       n=$pn
     elif [[ $kind == lat ]]; then
-      # one iteration = one round trip = 2 x the one-way latency perftest prints
-      n=$(awk -v r="$row" -v T="$TARGET_SEC" 'BEGIN {split(r, f, " "); l = f[6]; if (l <= 0) l = 1
-            n = int(T * 1e6 / (2 * l)); if (n < 100) n = 100; if (n > 200000) n = 200000; print n}')
+      # one iteration = one round trip = 2 x the one-way latency perftest
+      # prints. Sized from the probe's median (t_typical), not its average:
+      # one preempted trip among the probe's 100 can raise the average
+      # tenfold (a busy run got -n 315 for shm ib_write_lat that way). At
+      # least 10000 trips, so that the p99.9 recorded rests on 10 of them.
+      n=$(awk -v r="$row" -v T="$TARGET_SEC" 'BEGIN {split(r, f, " "); l = f[5]; if (l <= 0) l = 1
+            n = int(T * 1e6 / (2 * l)); if (n < 10000) n = 10000; if (n > 200000) n = 200000; print n}')
     else
       n=$(awk -v r="$row" -v T="$TARGET_SEC" -v s="$size" 'BEGIN {split(r, f, " "); bw = f[4] * 1048576
             if (bw <= 0) bw = 1e6; n = int(T * bw / s); if (n < 200) n = 200; if (n > 5000000) n = 5000000; print n}')
