@@ -8,6 +8,9 @@ Inputs (tab-separated, written by run_bench.sh):
   failures: id placement rep what
 Usage: report.py --results R --sweep S --meta M --failures F --out FILE.md
                  --img-dir DIR [--img-prefix P]
+       report.py --results R --meta M --tail-md FILE.md
+         writes only the p99.9 / median section of that run (issue 17), for
+         bench/tail_results.md, which every report includes (as ab_results.md)
 """
 import argparse
 import collections
@@ -203,14 +206,24 @@ def stat_rows(w, d, ids, metrics_of, extra_of=None):
                 w(row + (f" {extra_of(id_, place)} |" if extra_of else ""))
 
 
-def tail_table(w, d):
-    """Issue 17's tail target: p99.9 / median per latency row and run."""
+def tail_table(w, d, meta=None):
+    """Issue 17's tail target: p99.9 / median per latency row and run. With
+    meta: a section of its own (bench/tail_results.md) that names its run."""
     rows = [i for i in TAIL_ROWS if any(d.stat(i, p, "lat_p999") for p in PLACEMENTS)]
     if not rows:
         return
     w("### Tail latency: p99.9 / median (target: p99.9 <= %gx the median on both paths)"
       % TAIL_TARGET)
     w("")
+    if meta is not None:
+        w(f"Recorded {meta.get('date', '?')} from the latency rows of one run of "
+          f"`{meta.get('command', 'bench/run_bench.sh')}` ({meta.get('runs', '?')} runs per "
+          f"figure; softrnic commit {meta.get('commit', '?')}; {meta.get('cpus', '?')} vCPUs, "
+          f"{meta.get('cpu_model', '?')}; load average before {meta.get('loadavg_before', '?')}, "
+          f"after {meta.get('loadavg_after', '?')}), then `bench/report.py --results "
+          "bench/results/tail-latest.tsv --meta bench/results/tail-latest-meta.tsv --tail-md "
+          "bench/tail_results.md`. Not the run of the tables above.")
+        w("")
     w("Per run, perftest's (udp_floor's) 99.9th percentile divided by the median of the same "
       "run; the ratio column is the median of those per-run ratios (min - max over the runs); "
       "*met* when that median is <= %gx. Latency columns are medians over the runs (one-way, "
@@ -251,6 +264,8 @@ def tail_table(w, d):
 
 AB_BEGIN = "<!-- ab_results.md begin -->"
 AB_END = "<!-- ab_results.md end -->"
+TAIL_BEGIN = "<!-- tail_results.md begin -->"
+TAIL_END = "<!-- tail_results.md end -->"
 
 
 def main():
@@ -259,13 +274,25 @@ def main():
     ap.add_argument("--sweep")
     ap.add_argument("--meta")
     ap.add_argument("--failures")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--img-dir", required=True)
+    ap.add_argument("--out")
+    ap.add_argument("--img-dir")
     ap.add_argument("--img-prefix", default="")
+    ap.add_argument("--tail-md")
     a = ap.parse_args()
+    if not a.tail_md and not (a.out and a.img_dir):
+        ap.error("--out and --img-dir are required (unless --tail-md)")
 
     d = Data(read_tsv(a.results, 8))
     meta = {r[0]: r[1] for r in read_tsv(a.meta, 2)}
+    if a.tail_md:
+        L = []
+        tail_table(L.append, d, meta)
+        if not L:
+            sys.exit("report: no p99.9 figures in %s" % a.results)
+        with open(a.tail_md, "w") as f:
+            f.write("\n".join(L).rstrip() + "\n")
+        print(f"report: wrote {a.tail_md}")
+        return
     fails = read_tsv(a.failures, 4)
     sweep = read_tsv(a.sweep, 4)
     out_dir = os.path.dirname(os.path.abspath(a.out))
@@ -367,6 +394,15 @@ def main():
               "figure is below.")
         w("")
     tail_table(w, d)
+    # The tail section of a separately recorded run (report.py --tail-md),
+    # kept next to this script as ab_results.md is.
+    tail = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tail_results.md")
+    if os.path.exists(tail):
+        w(TAIL_BEGIN)
+        with open(tail) as f:
+            w(f.read().rstrip())
+        w(TAIL_END)
+        w("")
     # What limits the figures: analysis kept by hand next to this script.
     findings = os.path.join(os.path.dirname(os.path.abspath(__file__)), "findings.md")
     if os.path.exists(findings):
@@ -552,8 +588,9 @@ def main():
     w("## Method")
     w("")
     w("- softrnic's perftest runs: before the measured runs, each test is probed once (not "
-      "counted) and `-n` is chosen so that one measured run lasts about 2 s (bounded to "
-      "100..200000 round trips for latency, 200..5000000 messages for bandwidth); the "
+      "counted) and `-n` is chosen so that one measured run lasts about 2 s (latency: from "
+      "the probe's median, bounded to 10000..200000 round trips so that a p99.9 rests on at "
+      "least 10 trips; bandwidth: bounded to 200..5000000 messages); the "
       "`-n iterations` column shows the value used. All runs use `-F` (no cpufreq check).")
     w("- Latency is always one-way (half a round trip). perftest's figure is its median "
       "(t_typical); the peers' are averages (qperf and fi_pingpong only report averages; "
