@@ -211,7 +211,7 @@ def tail_table(w, d, meta=None):
     meta: a section of its own (bench/tail_results.md) that names its run."""
     rows = [i for i in TAIL_ROWS if any(d.stat(i, p, "lat_p999") for p in PLACEMENTS)]
     if not rows:
-        return
+        return False
     w("### Tail latency: p99.9 / median (target: p99.9 <= %gx the median on both paths)"
       % TAIL_TARGET)
     w("")
@@ -260,6 +260,7 @@ def tail_table(w, d, meta=None):
         w(f"{sum(summary)} of {len(summary)} softrnic latency rows meet the tail target "
           "(both placements counted).")
         w("")
+    return True
 
 
 AB_BEGIN = "<!-- ab_results.md begin -->"
@@ -393,11 +394,13 @@ def main():
               "softrnic is still far from its targets where marked *missed*; what limits each "
               "figure is below.")
         w("")
-    tail_table(w, d)
+    has_tail = tail_table(w, d)
     # The tail section of a separately recorded run (report.py --tail-md),
-    # kept next to this script as ab_results.md is.
+    # kept next to this script as ab_results.md is; only while the report's
+    # own run has no p99.9 figures (runs from before run_bench.sh recorded
+    # them), so that a new full run's table is not followed by an older one.
     tail = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tail_results.md")
-    if os.path.exists(tail):
+    if os.path.exists(tail) and not has_tail:
         w(TAIL_BEGIN)
         with open(tail) as f:
             w(f.read().rstrip())
