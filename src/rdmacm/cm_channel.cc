@@ -120,14 +120,8 @@ int PopEvent(Channel* c, rdma_cm_event** out) {
         Event* e = c->q.front();
         c->q.pop_front();
         TakeCount(c);
-        if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST) {
-          Id* child = ToId(e->ev.id);
-          if (child->unclaimed_of) {
-            --child->unclaimed_of->unclaimed_requests;
-            child->unclaimed_of = nullptr;
-            child->request_chan = nullptr;
-          }
-        }
+        if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST) ClaimRequest(ToId(e->ev.id));
+        CM_DBG("taken %s id %p", rdma_event_str(e->ev.event), (void*)e->ev.id);
         *out = &e->ev;
         return 0;
       }

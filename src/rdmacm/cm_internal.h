@@ -50,18 +50,31 @@ using Clock = std::chrono::steady_clock;
 int RetryMs();
 int Retries();
 bool Debug();
-#define CM_DBG(...)                                  \
-  do {                                               \
-    if (::softrnic::rdmacm::Debug()) {               \
-      fprintf(stderr, "softrnic-cm: " __VA_ARGS__);  \
-      fputc('\n', stderr);                           \
-    }                                                \
+// CLOCK_MONOTONIC in microseconds (the debug lines' time stamps).
+long long DebugUs();
+// Each line carries the monotonic time in microseconds, so a log of two
+// processes (client and server) can be merged into one timeline.
+#define CM_DBG(...)                                                      \
+  do {                                                                   \
+    if (::softrnic::rdmacm::Debug()) {                                   \
+      fprintf(stderr, "softrnic-cm: %lld ", ::softrnic::rdmacm::DebugUs()); \
+      fprintf(stderr, __VA_ARGS__);                                      \
+      fputc('\n', stderr);                                               \
+    }                                                                    \
   } while (0)
 
 constexpr int kSendSlots = 256;
-constexpr int kRecvSlots = 128;
+// QP1's receive queue, as deep as the kernel's MAD layer's default
+// (ib_mad's recv_queue_size, 512): a burst of connects (cmtime -c 1000
+// sends 1000 REQs at once) outruns 128, and a UD MAD with no receive WQE
+// is dropped and costs a 500 ms retransmission. The CM thread reposts
+// each buffer as soon as it has copied the MAD out (Cm::pending_mads).
+constexpr int kRecvSlots = 512;
 constexpr int kSlotSize = 512;
 constexpr size_t kGrh = 40;
+// MADs copied off QP1 and not handled yet: at most this many (a flood
+// beyond it is dropped as a full receive queue would drop it).
+constexpr size_t kMaxPendingMads = 4096;
 constexpr uint64_t kRecvTag = 1ull << 32;
 constexpr int kMaxRdAtomic = 16;
 // A same-host connect to a port with no registered listener polls the
@@ -111,6 +124,9 @@ struct Id {
   bool sync = false;  // created without a channel: calls wait for their event
   St st = St::kIdle;
   bool bound = false;
+  // ListenKey(port space, source port) under which the id is in Cm::ports
+  // (NotePort), 0 while it is not.
+  uint32_t port_key = 0;
   bool local_dst = false;  // destination is on this host (registry lookup)
   bool registered = false;  // listener in the host registry
   int sgid_index = 0;
@@ -125,7 +141,8 @@ struct Id {
   // Timeout (RTS) and the traffic class of its path (RTR).
   uint8_t ack_timeout = 14;
   uint8_t tos = 0;
-  // Retransmission.
+  // Retransmission. `timer` and `deadline` change only through SetTimer /
+  // StopTimer, which keep Cm::timers in step.
   Timer timer = Timer::kNone;
   int retries_left = 0;
   Clock::time_point deadline;
@@ -151,6 +168,7 @@ struct Id {
   // Passive id made by a REQ whose CONNECT_REQUEST the application has not
   // taken yet: its listener (whose backlog it holds), the channel its event
   // waits in, and when it came (unclaimed ones are reclaimed after a while).
+  // (In Cm::unclaimed while unclaimed_of is set.)
   Id* unclaimed_of = nullptr;
   Channel* request_chan = nullptr;
   Clock::time_point requested_at;
@@ -194,6 +212,23 @@ struct Cm {
   std::map<PeerKeyT, Id*> by_peer;                   // PeerKey -> passive id
   std::unordered_map<uint32_t, Id*> listeners;       // ListenKey -> listener
   std::set<Id*> ids;
+  // Bound ids by ListenKey(port space, source port) (NotePort / ForgetId):
+  // a bind looks at the ids on its port only.
+  std::unordered_multimap<uint32_t, Id*> ports;
+  // Ids whose timer runs, by deadline (an id is here, under its
+  // Id::deadline, exactly while Id::timer is not kNone), and passive ids
+  // whose CONNECT_REQUEST nobody took, by arrival: the CM thread finds what
+  // is due, and how long it may sleep, without walking every id.
+  std::set<std::pair<Clock::time_point, Id*>> timers;
+  std::set<std::pair<Clock::time_point, Id*>> unclaimed;
+  // MADs taken off QP1's receive queue (its buffers reposted at once), in
+  // arrival order, for the CM thread to handle (cm_qp1.cc).
+  struct PendingMad {
+    uint32_t len;
+    uint8_t buf[kGrh + kMadSize];
+  };
+  std::deque<PendingMad> pending_mads;
+  uint64_t pending_mad_drops = 0;
   std::map<ibv_context*, ibv_pd*> default_pd;
   std::string netns;
   // MADs dropped because they did not match a connection (wrong peer address
@@ -306,8 +341,14 @@ int PopEvent(Channel* c, rdma_cm_event** out);
 // Sends a MAD through the CM's MAD port (Cm::send_mad).
 int SendRaw(int sgid_index, const ibv_gid& dgid, const uint8_t* mad);
 int SendMsg(int sgid_index, const ibv_gid& dgid, const CmMsg& m, Id* remember = nullptr);
+// Timer `t` of the id, due at `deadline` (Cm::timers follows).
+void SetTimer(Id* id, Timer t, Clock::time_point deadline);
+// SetTimer(t, now + the retransmission interval), with the full retry count.
 void ArmTimer(Id* id, Timer t);
 void StopTimer(Id* id);
+// When the CM thread must next run RunTimers or ReclaimUnclaimedRequests
+// (Clock::time_point::max(): nothing pending).
+Clock::time_point NextCmDeadline();
 uint32_t NewCommId(Id* id);
 uint32_t NewPsn();
 void SendRtu(Id* id);
@@ -337,8 +378,14 @@ void AddListener(Id* l, int backlog);
 void ReleaseListener(Id* l);
 // Forgets an id in the CM's lookup tables (rdma_destroy_id).
 void ForgetId(Id* id);
+// Indexes the bound id under its port (Cm::ports), once its source port is
+// set; again after a change.
+void NotePort(Id* id);
 // Destroys passive ids whose CONNECT_REQUEST nobody took within the
 // reclaim time (the CM thread, every pass).
 void ReclaimUnclaimedRequests();
+// The application took the CONNECT_REQUEST of passive id `c` (PopEvent):
+// it no longer holds a slot of its listener's backlog.
+void ClaimRequest(Id* c);
 
 }  // namespace softrnic::rdmacm

@@ -136,7 +136,8 @@ void SendDrep(int sgid, const ibv_gid& peer, uint32_t local, uint32_t remote) {
 void DestroyUnclaimed(Id* c) {
   Cm& g = G();
   PurgeEvents(c->request_chan, c);
-  if (c->unclaimed_of) --c->unclaimed_of->unclaimed_requests;
+  ClaimRequest(c);
+  StopTimer(c);
   ForgetId(c);
   g.ids.erase(c);
   if (c->sync) FreeChannel(c->chan);
@@ -164,12 +165,28 @@ int SendMsg(int sgid_index, const ibv_gid& dgid, const CmMsg& m, Id* remember) {
   return SendRaw(sgid_index, dgid, buf);
 }
 
-void ArmTimer(Id* id, Timer t) {
+void SetTimer(Id* id, Timer t, Clock::time_point deadline) {
+  Cm& g = G();
+  if (id->timer != Timer::kNone) g.timers.erase({id->deadline, id});
   id->timer = t;
-  id->retries_left = Retries();
-  id->deadline = Now() + std::chrono::milliseconds(RetryMs());
+  id->deadline = deadline;
+  if (t != Timer::kNone) g.timers.insert({deadline, id});
 }
-void StopTimer(Id* id) { id->timer = Timer::kNone; }
+
+void ArmTimer(Id* id, Timer t) {
+  id->retries_left = Retries();
+  SetTimer(id, t, Now() + std::chrono::milliseconds(RetryMs()));
+}
+
+void StopTimer(Id* id) { SetTimer(id, Timer::kNone, Clock::time_point{}); }
+
+Clock::time_point NextCmDeadline() {
+  const Cm& g = G();
+  Clock::time_point next = Clock::time_point::max();
+  if (!g.timers.empty()) next = g.timers.begin()->first;
+  if (!g.unclaimed.empty()) next = std::min(next, g.unclaimed.begin()->first + UnclaimedLifetime());
+  return next;
+}
 
 uint32_t NewCommId(Id* id) {
   Cm& g = G();
@@ -212,8 +229,7 @@ void SendOrDefer(Id* id, const CmMsg& m, Timer t, bool defer) {
   id->have_last = true;
   id->pending_lookup = true;
   id->lookups_left = kLookups;
-  id->timer = t;
-  id->deadline = Now() + std::chrono::milliseconds(kLookupMs);
+  SetTimer(id, t, Now() + std::chrono::milliseconds(kLookupMs));
 }
 
 
@@ -225,14 +241,43 @@ void AddListener(Id* l, int backlog) {
 
 void ReleaseListener(Id* l) {
   Cm& g = G();
+  // Only the unclaimed requests (at most the backlogs) are walked.
   std::vector<Id*> unclaimed;
-  for (Id* i : g.ids)
-    if (i->unclaimed_of == l) unclaimed.push_back(i);
+  for (const auto& [at, c] : g.unclaimed)
+    if (c->unclaimed_of == l) unclaimed.push_back(c);
   for (Id* c : unclaimed) DestroyUnclaimed(c);
+}
+
+void ClaimRequest(Id* c) {
+  if (!c->unclaimed_of) return;
+  G().unclaimed.erase({c->requested_at, c});
+  --c->unclaimed_of->unclaimed_requests;
+  c->unclaimed_of = nullptr;
+  c->request_chan = nullptr;
+}
+
+void NotePort(Id* id) {
+  Cm& g = G();
+  if (id->port_key) {
+    auto [b, e] = g.ports.equal_range(id->port_key);
+    for (auto it = b; it != e; ++it)
+      if (it->second == id) {
+        g.ports.erase(it);
+        break;
+      }
+    id->port_key = 0;
+  }
+  if (!id->bound) return;
+  id->port_key = ListenKey(id->id.ps, SinPort(id->id.route.addr.src_sin));  // sin6_port: same offset
+  g.ports.emplace(id->port_key, id);
 }
 
 void ForgetId(Id* id) {
   Cm& g = G();
+  StopTimer(id);
+  ClaimRequest(id);
+  id->bound = false;
+  NotePort(id);
   auto erase_if_mine = [id](auto& map, auto key) {
     auto it = map.find(key);
     if (it != map.end() && it->second == id) map.erase(it);
@@ -246,8 +291,9 @@ void ReclaimUnclaimedRequests() {
   Cm& g = G();
   const auto cutoff = Now() - UnclaimedLifetime();
   std::vector<Id*> old;
-  for (Id* i : g.ids)
-    if (i->unclaimed_of && i->requested_at < cutoff) old.push_back(i);
+  // Oldest first: only the ones due are looked at.
+  for (auto it = g.unclaimed.begin(); it != g.unclaimed.end() && it->first < cutoff; ++it)
+    old.push_back(it->second);
   for (Id* c : old) {
     ++g.reclaimed_requests;
     CM_DBG("request from %s never taken: reclaimed (%llu reclaimed)", GidStr(c->dgid).c_str(),
@@ -400,6 +446,7 @@ void HandleReq(const CmMsg& m, int sgid, const ibv_gid& peer, const ibv_gid& loc
   c->unclaimed_of = l;
   c->request_chan = l->chan;
   c->requested_at = Now();
+  g.unclaimed.insert({c->requested_at, c});
   ++l->unclaimed_requests;
   // Addresses from rdma_cm's IP header (peer's view), else from the packet.
   const CmaHdr h = DecodeCmaHdr(m.pdata);
@@ -434,6 +481,7 @@ void HandleReq(const CmMsg& m, int sgid, const ibv_gid& peer, const ibv_gid& loc
   }
   c->id.route.addr.addr.ibaddr.dgid = peer;
   c->id.route.addr.addr.ibaddr.pkey = htons(0xffff);
+  NotePort(c);
 
   const CmTransition* t = FindTransition(c->st, CmEvent::kReq);  // a new id: always there
   Event* e = NewEvent(c, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
@@ -526,9 +574,8 @@ const CmTransition* RunCmAction(Id* id, const CmTransition& t, const CmMsg& m) {
       // listener and opens the next one right after its handshake): try
       // again shortly, for about a second, before reporting REJECTED.
       --id->invalid_sid_retries;
-      id->timer = Timer::kReq;
       id->retries_left = std::max(id->retries_left, 1);
-      id->deadline = Now() + std::chrono::milliseconds(kLookupMs);
+      SetTimer(id, Timer::kReq, Now() + std::chrono::milliseconds(kLookupMs));
       return &t;
     case CmAction::kSendDrep: SendDrep(id->sgid_index, id->dgid, id->local_comm_id, id->remote_comm_id); return &t;
     case CmAction::kSendDreqOnce: SendDreq(id, /*remember=*/false); return &t;
@@ -591,9 +638,13 @@ void HandleMad(const uint8_t* buf, size_t len) {
 }
 
 void RunTimers() {
-  auto now = Now();
-  for (Id* id : G().ids) {
-    if (id->timer == Timer::kNone || now < id->deadline) continue;
+  Cm& g = G();
+  const auto now = Now();
+  // Only the due ones (Cm::timers is ordered by deadline). Each is taken
+  // off the front before it is handled: handling re-arms it (later) or
+  // stops it, and may stop or destroy nothing else.
+  while (!g.timers.empty() && g.timers.begin()->first <= now) {
+    Id* id = g.timers.begin()->second;
     if (id->pending_lookup) {
       long pid;
       uint32_t lip;
@@ -606,7 +657,7 @@ void RunTimers() {
         SendRaw(id->sgid_index, id->dgid, id->last_mad);
         ArmTimer(id, id->timer);
       } else if (--id->lookups_left > 0) {
-        id->deadline = now + std::chrono::milliseconds(kLookupMs);
+        SetTimer(id, id->timer, now + std::chrono::milliseconds(kLookupMs));
       } else {
         // Nobody on this host listens on the port: what the destination's
         // CM answers (REJ, invalid service ID), without a round trip.
@@ -620,8 +671,8 @@ void RunTimers() {
     }
     if (id->retries_left > 0 && id->have_last) {
       --id->retries_left;
-      id->deadline = now + std::chrono::milliseconds(RetryMs());
-      CM_DBG("retransmit");
+      SetTimer(id, id->timer, now + std::chrono::milliseconds(RetryMs()));
+      CM_DBG("retransmit %s to %s", CmAttrName(MadAttr(id->last_mad)), GidStr(id->dgid).c_str());
       SendRaw(id->sgid_index, id->dgid, id->last_mad);
       continue;
     }

@@ -6,7 +6,9 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -38,6 +40,7 @@ ibv_ah* GetAh(int sgid_index, const ibv_gid& dgid) {
   return ah;
 }
 
+void DrainGsiCq();
 void PollGsiCq();
 
 // The CM's MAD port (Cm::send_mad): copies the MAD into a free send buffer
@@ -49,7 +52,9 @@ int Qp1Send(int sgid_index, const ibv_gid& dgid, const uint8_t* mad) {
   Cm& g = G();
   ibv_ah* ah = GetAh(sgid_index, dgid);
   if (!ah) return errno ? errno : EINVAL;
-  if (g.send_slots.Free() < 0) PollGsiCq();
+  // Completions only: handling MADs here would nest inside the handler that
+  // is sending.
+  if (g.send_slots.Free() < 0) DrainGsiCq();
   const int slot = g.send_slots.Free();
   if (slot < 0) {
     CM_DBG("QP1 send queue full: %s dropped", CmAttrName(MadAttr(mad)));
@@ -72,11 +77,17 @@ int Qp1Send(int sgid_index, const ibv_gid& dgid, const uint8_t* mad) {
   return rc;
 }
 
-void PollGsiCq() {
+// Takes every completion off QP1's CQ: a received MAD is copied to
+// Cm::pending_mads and its buffer reposted at once, so the receive queue
+// stays full however long handling takes (a REP's handler moves the data QP
+// to RTR and RTS, which can take milliseconds; with 128 buffers handled one
+// by one, a burst of 1000 REQs or REPs overflowed the queue and every MAD
+// dropped cost a 500 ms retransmission).
+void DrainGsiCq() {
   Cm& g = G();
-  ibv_wc wc[16];
+  ibv_wc wc[32];
   int n;
-  while ((n = ibv_poll_cq(g.cq, 16, wc)) > 0) {
+  while ((n = ibv_poll_cq(g.cq, 32, wc)) > 0) {
     for (int i = 0; i < n; ++i) {
       if (!(wc[i].wr_id & kRecvTag)) {  // send completion
         g.send_slots.Completed();
@@ -84,7 +95,17 @@ void PollGsiCq() {
       }
       int slot = int(wc[i].wr_id & 0xffffffff);
       uint8_t* b = g.bufs + size_t(kSendSlots + slot) * kSlotSize;
-      if (wc[i].status == IBV_WC_SUCCESS) HandleMad(b, wc[i].byte_len);
+      if (wc[i].status == IBV_WC_SUCCESS && wc[i].byte_len >= kGrh + kMadSize) {
+        if (g.pending_mads.size() < kMaxPendingMads) {
+          Cm::PendingMad& m = g.pending_mads.emplace_back();
+          m.len = uint32_t(kGrh + kMadSize);
+          std::memcpy(m.buf, b, kGrh + kMadSize);
+        } else {
+          ++g.pending_mad_drops;
+          CM_DBG("%zu MADs waiting: one dropped (%llu dropped)", g.pending_mads.size(),
+                 (unsigned long long)g.pending_mad_drops);
+        }
+      }
       ibv_sge sge{reinterpret_cast<uintptr_t>(b), kSlotSize, g.mr->lkey};
       ibv_recv_wr wr{}, *bad = nullptr;
       wr.wr_id = kRecvTag | uint64_t(slot);
@@ -95,11 +116,39 @@ void PollGsiCq() {
   }
 }
 
+// Drains QP1's CQ and handles the MADs in arrival order, draining again
+// after each one (see DrainGsiCq). Not re-entered: a handler's send drains
+// completions only.
+void PollGsiCq() {
+  Cm& g = G();
+  DrainGsiCq();
+  while (!g.pending_mads.empty()) {
+    const Cm::PendingMad m = g.pending_mads.front();
+    g.pending_mads.pop_front();
+    HandleMad(m.buf, m.len);
+    DrainGsiCq();
+  }
+}
+
+// The CM thread sleeps until QP1's completion channel fires or the next CM
+// deadline (a retransmission, a registry lookup, an unclaimed request's
+// reclaim), at most kMaxSleepMs: no fixed tick delays a MAD, and an idle CM
+// costs one wake-up per kMaxSleepMs.
+constexpr int kMaxSleepMs = 50;
+
+int SleepMs() {
+  const Clock::time_point next = NextCmDeadline();
+  if (next == Clock::time_point::max()) return kMaxSleepMs;
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(next - Now()).count();
+  return int(std::clamp<long long>(left, 0, kMaxSleepMs));
+}
+
 void CmThread() {
   Cm& g = G();
+  int sleep_ms = kMaxSleepMs;
   for (;;) {
     pollfd p{g.cc->fd, POLLIN, 0};
-    poll(&p, 1, 50);
+    poll(&p, 1, sleep_ms);
     if (p.revents & POLLIN) {
       ibv_cq* cq;
       void* ctx;
@@ -110,6 +159,7 @@ void CmThread() {
     PollGsiCq();
     RunTimers();
     ReclaimUnclaimedRequests();
+    sleep_ms = SleepMs();
   }
 }
 

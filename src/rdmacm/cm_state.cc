@@ -39,6 +39,10 @@ bool Debug() {
   return v;
 }
 
+long long DebugUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch()).count();
+}
+
 // Never destroyed: the CM thread may outlive static destructors. A forked
 // child starts over with a fresh CM (its own device, QP1 and thread, as the
 // verbs shim gives it its own device); ids inherited from the parent are not

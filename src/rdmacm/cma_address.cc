@@ -22,14 +22,13 @@
 namespace softrnic::rdmacm {
 namespace {
 
+// A random port of the ephemeral range no bound id of the port space holds
+// (Cm::ports: no walk over every id).
 uint16_t EphemeralPort(int ps) {
   Cm& g = G();
   for (;;) {
     uint16_t p = uint16_t(32768 + SecureRandomBelow(28000));
-    bool used = false;
-    for (Id* i : g.ids)
-      if (i->bound && i->id.ps == ps && SinPort(i->id.route.addr.src_sin) == p) used = true;
-    if (!used) return p;
+    if (!g.ports.count(ListenKey(ps, p))) return p;
   }
 }
 
@@ -40,10 +39,11 @@ int ClaimPort(Id* id, uint16_t* port) {
     *port = EphemeralPort(id->id.ps);
     return 0;
   }
-  for (Id* i : G().ids)
-    if (i != id && i->bound && i->id.ps == id->id.ps && SinPort(i->id.route.addr.src_sin) == *port &&
-        (i->st == St::kListen || i->st == St::kIdle))
-      return EADDRINUSE;
+  auto [b, e] = G().ports.equal_range(ListenKey(id->id.ps, *port));
+  for (auto it = b; it != e; ++it) {
+    const Id* i = it->second;
+    if (i != id && (i->st == St::kListen || i->st == St::kIdle)) return EADDRINUSE;
+  }
   return 0;
 }
 
@@ -61,6 +61,7 @@ int BindLocked6(Id* id, const sockaddr* addr) {
   s.sin6_port = htons(port);
   std::memcpy(&id->id.route.addr.src_sin6, &s, sizeof s);
   id->bound = true;
+  NotePort(id);
   if (wildcard || IN6_IS_ADDR_LOOPBACK(&s.sin6_addr)) {
     if (!wildcard && g.loop_idx >= 0) {
       id->sgid_index = g.loop_idx;
@@ -193,6 +194,7 @@ void BindResolvedSource(Id* id, int family, const ibv_gid& sgid) {
     id->id.route.addr.src_sin.sin_port = htons(EphemeralPort(id->id.ps));  // sin6_port: same offset
     SetSourceIp(id, family, sgid);
     id->bound = true;
+    NotePort(id);
   } else if (s->sa_family == family && GidFromSockaddr(s, &bound) && GidIsUnspecified(bound)) {
     SetSourceIp(id, family, sgid);
   }
@@ -272,6 +274,7 @@ int BindLocked(Id* id, const sockaddr* addr) {
   s.sin_port = htons(port);
   std::memcpy(&id->id.route.addr.src_sin, &s, sizeof s);
   id->bound = true;
+  NotePort(id);
   // The kernel's cma_any_addr() is "zero or loopback": rdma_bind_addr() to
   // 0.0.0.0 or to any 127/8 address binds no device (librdmacm leaves
   // id->verbs NULL), and a listener bound so takes requests for any local

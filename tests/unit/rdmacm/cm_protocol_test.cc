@@ -711,10 +711,10 @@ TEST_F(CmProtocolTest, MadsNotInTheTableChangeNothing) {
       {
         std::lock_guard<std::mutex> l(G().mu);
         NewCommId(id);
+        SetTimer(id, Timer::kReq, g_now + std::chrono::seconds(1));  // a timer the MAD must not stop
       }
       id->remote_comm_id = kPeerComm;
       id->st = s;
-      id->timer = Timer::kReq;  // a timer the MAD must not stop
       sent_.clear();
       const uint64_t unexpected = G().unexpected_events;
       CmMsg m = FromPeer(mad.attr, id);
@@ -725,7 +725,10 @@ TEST_F(CmProtocolTest, MadsNotInTheTableChangeNothing) {
       EXPECT_TRUE(sent_.empty()) << CmAttrName(mad.attr) << " in " << StName(s);
       EXPECT_EQ(NextEvent().type, -1) << CmAttrName(mad.attr) << " in " << StName(s);
       EXPECT_EQ(G().unexpected_events, unexpected + 1) << CmAttrName(mad.attr) << " in " << StName(s);
-      id->timer = Timer::kNone;
+      {
+        std::lock_guard<std::mutex> l(G().mu);
+        StopTimer(id);
+      }
       ASSERT_EQ(rdma_destroy_id(&id->id), 0);
       ++checked;
     }
@@ -748,9 +751,11 @@ TEST_F(CmProtocolTest, TimeoutsNotInTheTableChangeNothing) {
     for (St s : kAll) {
       Id* id = ActiveId();
       id->st = s;
-      id->timer = t.timer;
       id->retries_left = 0;
-      id->deadline = g_now;
+      {
+        std::lock_guard<std::mutex> l(G().mu);
+        SetTimer(id, t.timer, g_now);
+      }
       AdvanceAndRunTimers(1);
       EXPECT_EQ(id->timer, Timer::kNone);
       if (FindTransition(s, t.ev)) {
