@@ -769,6 +769,90 @@ TEST_F(CmProtocolTest, TimeoutsNotInTheTableChangeNothing) {
   }
 }
 
+// Connection setup at scale (issue 17): the CM looks only at the timers
+// that are due (Cm::timers, by deadline), and sleeps until the earliest.
+TEST_F(CmProtocolTest, OnlyDueTimersRunAndTheNextDeadlineIsTheEarliest) {
+  std::vector<Id*> early, late;
+  for (int i = 0; i < 50; ++i) early.push_back(Connecting());
+  g_now += std::chrono::milliseconds(RetryMs() / 2);
+  for (int i = 0; i < 50; ++i) late.push_back(Connecting());
+  EXPECT_EQ(G().timers.size(), 100u);
+  {
+    std::lock_guard<std::mutex> l(G().mu);
+    EXPECT_EQ(NextCmDeadline(), early[0]->deadline);
+  }
+  sent_.clear();
+  AdvanceAndRunTimers(RetryMs() - RetryMs() / 2);  // the early REQs are due, the late ones not
+  ASSERT_EQ(sent_.size(), 50u);
+  for (size_t i = 0; i < early.size(); ++i) {
+    EXPECT_EQ(sent_[i].msg.attr, kAttrReq);
+    EXPECT_EQ(early[i]->retries_left, Retries() - 1);
+  }
+  for (Id* id : late) EXPECT_EQ(id->retries_left, Retries());
+  {
+    std::lock_guard<std::mutex> l(G().mu);
+    EXPECT_EQ(NextCmDeadline(), late[0]->deadline);
+  }
+  ASSERT_EQ(rdma_destroy_id(&late[0]->id), 0);
+  EXPECT_EQ(G().timers.size(), 99u) << "a destroyed id leaves the timers";
+}
+
+// Unclaimed requests are indexed by arrival (Cm::unclaimed) until the
+// application takes them or they are reclaimed.
+TEST_F(CmProtocolTest, UnclaimedRequestsAreIndexedUntilTakenOrReclaimed) {
+  Id* l = Listener();
+  for (uint32_t i = 0; i < 5; ++i) {
+    CmMsg m = Req();
+    m.local_comm_id = kPeerComm + i;
+    Inject(m);
+  }
+  EXPECT_EQ(G().unclaimed.size(), 5u);
+  EXPECT_EQ(l->unclaimed_requests, 5);
+  const Ev taken = NextEvent();
+  ASSERT_EQ(taken.type, RDMA_CM_EVENT_CONNECT_REQUEST);
+  EXPECT_EQ(G().unclaimed.size(), 4u);
+  EXPECT_EQ(l->unclaimed_requests, 4);
+  {
+    std::lock_guard<std::mutex> lock(G().mu);
+    g_now += std::chrono::milliseconds(RetryMs() / 2);
+    ReclaimUnclaimedRequests();  // too early
+    EXPECT_EQ(G().unclaimed.size(), 4u);
+    g_now += 2 * std::chrono::milliseconds(RetryMs()) * (Retries() + 1);
+    ReclaimUnclaimedRequests();
+  }
+  EXPECT_TRUE(G().unclaimed.empty());
+  EXPECT_EQ(l->unclaimed_requests, 0);
+  EXPECT_EQ(G().ids.size(), 2u) << "the listener and the request it took";
+  EXPECT_EQ(NextEvent().type, -1) << "the reclaimed requests' events went with them";
+}
+
+// Ports are found through Cm::ports: a port an idle or listening id holds
+// is EADDRINUSE until that id is destroyed; ephemeral ports are distinct.
+TEST_F(CmProtocolTest, BoundPortsAreIndexed) {
+  rdma_cm_id *a = nullptr, *b = nullptr, *e1 = nullptr, *e2 = nullptr;
+  ASSERT_EQ(rdma_create_id(&chan_->ch, &a, nullptr, RDMA_PS_TCP), 0);
+  ASSERT_EQ(rdma_create_id(&chan_->ch, &b, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in s{};
+  s.sin_family = AF_INET;
+  s.sin_port = htons(47001);
+  ASSERT_EQ(rdma_bind_addr(a, reinterpret_cast<sockaddr*>(&s)), 0);
+  EXPECT_EQ(rdma_bind_addr(b, reinterpret_cast<sockaddr*>(&s)), -1);
+  EXPECT_EQ(errno, EADDRINUSE);
+  ASSERT_EQ(rdma_destroy_id(a), 0);
+  EXPECT_EQ(rdma_bind_addr(b, reinterpret_cast<sockaddr*>(&s)), 0) << "the port is free again";
+  ASSERT_EQ(rdma_create_id(&chan_->ch, &e1, nullptr, RDMA_PS_TCP), 0);
+  ASSERT_EQ(rdma_create_id(&chan_->ch, &e2, nullptr, RDMA_PS_TCP), 0);
+  s.sin_port = 0;
+  ASSERT_EQ(rdma_bind_addr(e1, reinterpret_cast<sockaddr*>(&s)), 0);
+  ASSERT_EQ(rdma_bind_addr(e2, reinterpret_cast<sockaddr*>(&s)), 0);
+  const uint16_t p1 = SockPort(rdma_get_local_addr(e1)), p2 = SockPort(rdma_get_local_addr(e2));
+  EXPECT_NE(p1, 0);
+  EXPECT_NE(p1, p2);
+  EXPECT_NE(p1, 47001);
+  EXPECT_EQ(G().ports.size(), 3u);
+  EXPECT_EQ(G().ports.count(ListenKey(RDMA_PS_TCP, p1)), 1u);
+}
+
 TEST(CmTransitionTableTest, RowsFollowTheSpec) {
   // The handshake (12.9): each message moves the state one step.
   EXPECT_EQ(FindTransition(St::kRouteResolved, CmEvent::kConnect)->next, St::kReqSent);
