@@ -229,6 +229,14 @@ struct Cm {
   };
   std::deque<PendingMad> pending_mads;
   uint64_t pending_mad_drops = 0;
+  // MADs to send while every QP1 send buffer is still queued (a burst of
+  // 1000 DREQs), in order; posted as send completions free buffers.
+  struct BackloggedMad {
+    int sgid_index;
+    ibv_gid dgid;
+    uint8_t mad[kMadSize];
+  };
+  std::deque<BackloggedMad> send_backlog;
   std::map<ibv_context*, ibv_pd*> default_pd;
   std::string netns;
   // MADs dropped because they did not match a connection (wrong peer address

@@ -43,23 +43,10 @@ ibv_ah* GetAh(int sgid_index, const ibv_gid& dgid) {
 void DrainGsiCq();
 void PollGsiCq();
 
-// The CM's MAD port (Cm::send_mad): copies the MAD into a free send buffer
-// (cm_send_slots.h) and posts it. While every buffer is still queued nothing
-// is copied and the MAD is dropped (ENOMEM: the CM retransmits what
-// matters), so a send can never overwrite the buffer of one still waiting to
-// go out (security review L7).
-int Qp1Send(int sgid_index, const ibv_gid& dgid, const uint8_t* mad) {
+// Copies the MAD into free send buffer `slot` (cm_send_slots.h) and posts
+// it.
+int PostMad(int slot, ibv_ah* ah, const uint8_t* mad) {
   Cm& g = G();
-  ibv_ah* ah = GetAh(sgid_index, dgid);
-  if (!ah) return errno ? errno : EINVAL;
-  // Completions only: handling MADs here would nest inside the handler that
-  // is sending.
-  if (g.send_slots.Free() < 0) DrainGsiCq();
-  const int slot = g.send_slots.Free();
-  if (slot < 0) {
-    CM_DBG("QP1 send queue full: %s dropped", CmAttrName(MadAttr(mad)));
-    return ENOMEM;
-  }
   uint8_t* b = g.bufs + size_t(slot) * kSlotSize;
   std::memcpy(b, mad, kMadSize);
   ibv_sge sge{reinterpret_cast<uintptr_t>(b), uint32_t(kMadSize), g.mr->lkey};
@@ -75,6 +62,47 @@ int Qp1Send(int sgid_index, const ibv_gid& dgid, const uint8_t* mad) {
   int rc = ibv_post_send(g.qp, &wr, &bad);
   if (!rc) g.send_slots.Posted();
   return rc;
+}
+
+// Posts backlogged MADs, oldest first, while send buffers are free.
+void FlushSendBacklog() {
+  Cm& g = G();
+  while (!g.send_backlog.empty()) {
+    const int slot = g.send_slots.Free();
+    if (slot < 0) return;
+    const Cm::BackloggedMad& m = g.send_backlog.front();
+    if (ibv_ah* ah = GetAh(m.sgid_index, m.dgid)) PostMad(slot, ah, m.mad);
+    g.send_backlog.pop_front();
+  }
+}
+
+// The CM's MAD port (Cm::send_mad). A send buffer is never reused while its
+// MAD may still be waiting to go out (security review L7): with every
+// buffer queued, the MAD waits in Cm::send_backlog (at most
+// kMaxPendingMads, beyond that it is dropped, ENOMEM: the CM retransmits
+// what matters) until completions free one. Dropping it at once, as
+// before, cost a burst of 1000 DREQs (cmtime) a 500 ms retransmission for
+// every one past the 256th.
+int Qp1Send(int sgid_index, const ibv_gid& dgid, const uint8_t* mad) {
+  Cm& g = G();
+  ibv_ah* ah = GetAh(sgid_index, dgid);
+  if (!ah) return errno ? errno : EINVAL;
+  // Completions only: handling MADs here would nest inside the handler that
+  // is sending. Draining also posts what is backlogged, oldest first.
+  if (g.send_slots.Free() < 0 || !g.send_backlog.empty()) DrainGsiCq();
+  const int slot = g.send_backlog.empty() ? g.send_slots.Free() : -1;
+  if (slot < 0) {
+    if (g.send_backlog.size() >= kMaxPendingMads) {
+      CM_DBG("QP1 send queue full: %s dropped", CmAttrName(MadAttr(mad)));
+      return ENOMEM;
+    }
+    Cm::BackloggedMad& m = g.send_backlog.emplace_back();
+    m.sgid_index = sgid_index;
+    m.dgid = dgid;
+    std::memcpy(m.mad, mad, kMadSize);
+    return 0;
+  }
+  return PostMad(slot, ah, mad);
 }
 
 // Takes every completion off QP1's CQ: a received MAD is copied to
@@ -114,6 +142,7 @@ void DrainGsiCq() {
       ibv_post_recv(g.qp, &wr, &bad);
     }
   }
+  FlushSendBacklog();
 }
 
 // Drains QP1's CQ and handles the MADs in arrival order, draining again
@@ -203,7 +232,7 @@ void DisconnectAllAtExit() {
     PollGsiCq();
     bool unanswered = false;
     for (Id* id : told) unanswered |= id->st == St::kDreqSent;
-    if (!unanswered && g.send_slots.done() >= g.send_slots.posted()) break;
+    if (!unanswered && g.send_backlog.empty() && g.send_slots.done() >= g.send_slots.posted()) break;
     if (unanswered && i % kPassesPerRetry == kPassesPerRetry - 1) {
       for (Id* id : told)
         if (id->st == St::kDreqSent) SendDreq(id, /*remember=*/false);
