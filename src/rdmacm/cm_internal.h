@@ -35,6 +35,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "rdmacm/cm_send_slots.h"
@@ -64,14 +65,19 @@ long long DebugUs();
   } while (0)
 
 constexpr int kSendSlots = 256;
-// QP1's receive queue, as deep as the kernel's MAD layer's default
-// (ib_mad's recv_queue_size, 512): a burst of connects (cmtime -c 1000
-// sends 1000 REQs at once) outruns 128, and a UD MAD with no receive WQE
-// is dropped and costs a 500 ms retransmission. The CM thread reposts
-// each buffer as soon as it has copied the MAD out (Cm::pending_mads).
-constexpr int kRecvSlots = 512;
-constexpr int kSlotSize = 512;
+// QP1's receive queue. A UD MAD that finds no receive WQE is dropped and
+// costs a 500 ms retransmission, and a burst of connects (cmtime -c 1000
+// sends 1000 REQs, then 1000 DREQs, at once) arrives while the CM thread
+// may wait for Cm::mu (an application thread moving a QP under it): 128
+// buffers dropped dozens of REQs, 512 still hundreds of DREQs (the
+// kernel's MAD layer, 512 by default, drains them in softirq context).
+// The CM thread reposts each buffer as soon as it has copied the MAD out
+// (Cm::pending_mads).
+constexpr int kRecvSlots = 2048;
+// GRH + MAD (296 bytes), rounded up to a cache line.
+constexpr int kSlotSize = 320;
 constexpr size_t kGrh = 40;
+static_assert(kSlotSize >= int(kGrh + kMadSize), "a QP1 buffer holds a GRH and a MAD");
 // MADs copied off QP1 and not handled yet: at most this many (a flood
 // beyond it is dropped as a full receive queue would drop it).
 constexpr size_t kMaxPendingMads = 4096;
@@ -213,8 +219,9 @@ struct Cm {
   std::unordered_map<uint32_t, Id*> listeners;       // ListenKey -> listener
   std::set<Id*> ids;
   // Bound ids by ListenKey(port space, source port) (NotePort / ForgetId):
-  // a bind looks at the ids on its port only.
-  std::unordered_multimap<uint32_t, Id*> ports;
+  // a bind looks at the ids on its port only. A set per port: a listener's
+  // passive ids all share its port, and one leaves in O(1).
+  std::unordered_map<uint32_t, std::unordered_set<Id*>> ports;
   // Ids whose timer runs, by deadline (an id is here, under its
   // Id::deadline, exactly while Id::timer is not kNone), and passive ids
   // whose CONNECT_REQUEST nobody took, by arrival: the CM thread finds what

@@ -259,17 +259,16 @@ void ClaimRequest(Id* c) {
 void NotePort(Id* id) {
   Cm& g = G();
   if (id->port_key) {
-    auto [b, e] = g.ports.equal_range(id->port_key);
-    for (auto it = b; it != e; ++it)
-      if (it->second == id) {
-        g.ports.erase(it);
-        break;
-      }
+    auto it = g.ports.find(id->port_key);
+    if (it != g.ports.end()) {
+      it->second.erase(id);
+      if (it->second.empty()) g.ports.erase(it);
+    }
     id->port_key = 0;
   }
   if (!id->bound) return;
   id->port_key = ListenKey(id->id.ps, SinPort(id->id.route.addr.src_sin));  // sin6_port: same offset
-  g.ports.emplace(id->port_key, id);
+  g.ports[id->port_key].insert(id);
 }
 
 void ForgetId(Id* id) {

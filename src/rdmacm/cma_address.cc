@@ -39,11 +39,10 @@ int ClaimPort(Id* id, uint16_t* port) {
     *port = EphemeralPort(id->id.ps);
     return 0;
   }
-  auto [b, e] = G().ports.equal_range(ListenKey(id->id.ps, *port));
-  for (auto it = b; it != e; ++it) {
-    const Id* i = it->second;
+  const auto it = G().ports.find(ListenKey(id->id.ps, *port));
+  if (it == G().ports.end()) return 0;
+  for (const Id* i : it->second)
     if (i != id && (i->st == St::kListen || i->st == St::kIdle)) return EADDRINUSE;
-  }
   return 0;
 }
 

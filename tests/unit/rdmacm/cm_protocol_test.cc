@@ -850,7 +850,8 @@ TEST_F(CmProtocolTest, BoundPortsAreIndexed) {
   EXPECT_NE(p1, p2);
   EXPECT_NE(p1, 47001);
   EXPECT_EQ(G().ports.size(), 3u);
-  EXPECT_EQ(G().ports.count(ListenKey(RDMA_PS_TCP, p1)), 1u);
+  ASSERT_EQ(G().ports.count(ListenKey(RDMA_PS_TCP, p1)), 1u);
+  EXPECT_EQ(G().ports[ListenKey(RDMA_PS_TCP, p1)].count(ToId(e1)), 1u);
 }
 
 TEST(CmTransitionTableTest, RowsFollowTheSpec) {
