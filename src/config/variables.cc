@@ -51,10 +51,11 @@ constexpr std::array kVariables = {
     Variable{"SOFTRNIC_MTU", Kind::kChoice, "auto", "auto|256|512|1024|2048|4096",
              "The port's `active_mtu`, which perftest and rdma_cm take as the path MTU. `auto`: "
              "the largest whose packets (payload + 88 header bytes) fit the smallest MTU of the "
-             "interfaces the device has addresses on, as rxe derives it from its netdev: 1024 "
-             "with a 1500-byte Ethernet interface (softrnic sends with Don't Fragment), 4096 "
-             "where every interface carries at least 4184 bytes (loopback, jumbo frames). Both "
-             "ends must agree, as with a NIC's MTU",
+             "interfaces that are up with an address (with SOFTRNIC_BIND: of the bound addresses' "
+             "interfaces), as rxe derives it from its netdev: 1024 with a 1500-byte Ethernet "
+             "interface (softrnic sends with Don't Fragment), 4096 where every one carries at "
+             "least 4184 bytes (loopback only, jumbo frames). Both ends must agree, as with a "
+             "NIC's MTU",
              "engine"},
     Variable{"SOFTRNIC_RETRANSMIT", Kind::kChoice, "selective", "selective|gbn",
              "`selective`: offer selective retransmission to softrnic peers (the BTH sr bit; used "

@@ -233,7 +233,9 @@ struct SrState {
 // SACKs. Set up at RTR (SrPrepareResponder).
 struct SrStoreState {
   bool peer_sr_req = false;
-  std::vector<uint8_t> ooo_store;   // kSrWindow * ooo_slot_bytes
+  // kSrWindow * ooo_slot_bytes (0.5-2 MiB), taken by the first packet kept
+  // (SrKeep), never zeroed: a slot is read only up to its ooo_len.
+  std::unique_ptr<uint8_t[]> ooo_store;
   std::vector<uint32_t> ooo_len;    // packet length per slot, 0 = empty
   std::vector<uint32_t> ooo_psn;
   uint32_t ooo_slot_bytes = 0;

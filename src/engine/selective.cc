@@ -36,6 +36,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
+#include <new>
 
 #include "engine/engine.h"
 #include "engine/sr_store.h"
@@ -90,11 +91,13 @@ uint64_t SrRequestDigest(const uint8_t* packet, size_t length) {
 void Engine::SrPrepareResponder(Qp* qp) {
   qp->sr_store = {};
   if (qp->type != QpType::kRc || qp->xrc != XrcRole::kNone || !selective_) return;
-  // Allocated once per connection (the path MTU is known now), never per
-  // packet.
+  // The slot size is known now (the path MTU); the packet memory itself
+  // waits for the first packet kept (SrKeep): most connections never see
+  // one out of order, and zero-filling kSrWindow slots here cost ~5 ms per
+  // connection (rdma_cm's connect rate, docs/benchmarks.md) and kept
+  // 0.5-2 MiB resident per connected QP.
   SrStoreState& st = qp->sr_store;
   st.ooo_slot_bytes = qp->mtu_bytes + kMaxHeaderBytes;
-  st.ooo_store.resize(size_t{kSrWindow} * st.ooo_slot_bytes);
   st.ooo_len.assign(kSrWindow, 0);
   st.ooo_psn.assign(kSrWindow, 0);
   st.ran_from_store.assign(kSrWindow, SrRun{});
@@ -130,6 +133,15 @@ void Engine::SrKeep(Qp* qp, const wire::Packet& pkt, int32_t diff) {
       pkt.length > qp->sr_store.ooo_slot_bytes) {
     ++stats_.rx_ooo_dropped;
     return;
+  }
+  if (!qp->sr_store.ooo_store) {
+    // Default-initialised: the pages are touched only by the packets kept.
+    qp->sr_store.ooo_store.reset(new (std::nothrow)
+                                     uint8_t[size_t{kSrWindow} * qp->sr_store.ooo_slot_bytes]);
+    if (!qp->sr_store.ooo_store) {
+      ++stats_.rx_ooo_dropped;  // the requester's resend brings it again
+      return;
+    }
   }
   const uint32_t psn = pkt.bth.psn();
   const uint32_t slot = psn % kSrWindow;

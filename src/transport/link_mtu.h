@@ -4,7 +4,9 @@
 // The kernel's rxe takes its port MTU from its one netdev. A softrnic
 // device has endpoints on every interface with an address (its GID table,
 // docs/addressing.md), and a QP's traffic may leave through any of them,
-// so the smallest of their MTUs is the one every path can carry.
+// so the smallest of their MTUs is the one every path can carry. The UDP
+// transport asks for the addresses it may bind, not those it got, so that
+// every process of a namespace derives the same MTU (udp_transport.cc).
 //
 // Thread-safety: pure functions (LinkMtuOf reads the interface list).
 #pragma once

@@ -115,8 +115,19 @@ std::unique_ptr<Transport> UdpTransport::Create(const UdpConfig& config, std::st
           [&](const EndpointSockets& e, std::string* err) { return t->AddEndpoint(e, err); },
           error))
     return nullptr;
+  // Both ends of a connection take the path MTU from their own port, so
+  // every process of a network namespace must derive the same one: from
+  // every address the automatic scheme may bind, not only those this
+  // process got (another process may hold a host address's port), and
+  // loopback for the per-process 127.x address. An explicit SOFTRNIC_BIND:
+  // from those addresses.
   std::vector<Gid> gids;
-  for (const Endpoint& e : t->locals_) gids.push_back(e.gid);
+  if (config.bind_addresses.empty()) {
+    for (const LocalAddress& a : HostAddresses()) gids.push_back(a.gid);
+    gids.push_back(Gid::FromIpv4(htonl(INADDR_LOOPBACK)));
+  } else {
+    for (const Endpoint& e : t->locals_) gids.push_back(e.gid);
+  }
   t->link_mtu_ = SmallestLinkMtu(gids);
   return t;
 }

@@ -56,6 +56,11 @@ softrnic_env   # Debian's tools load softrnic's libibverbs.so.1
 
 A=srn-devinfo-a-$$ B=srn-devinfo-b-$$ IPA=10.242.0.1 IPB=10.242.0.2
 netns_pair_up "$A" "$B" "$IPA" "$IPB" || die "netns setup"
+# A device binds an IPv6 address only once duplicate address detection is
+# over (docs/addressing.md): until then two processes in A could see
+# different GID tables (a CI run compared 2 GIDs with 3).
+wait_until 10 bash -c "! ip netns exec '$A' ip -6 addr show tentative | grep -q inet6" ||
+  die "IPv6 duplicate address detection still running in $A"
 
 # devinfo NAME NS [ENV...] -- ARGS...: `softrnic devinfo ARGS` in NS, output
 # in $SOFTRNIC_TMP/NAME.out (stderr in NAME.err), exit status in rc.

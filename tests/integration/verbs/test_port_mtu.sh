@@ -47,6 +47,22 @@ expect "4183-byte link" "2048 (4)" "$(active_mtu_in 4183)"
 expect "1500-byte Ethernet" "1024 (3)" "$(active_mtu_in 1500)"
 expect "600-byte link: 512 fits exactly" "512 (2)" "$(active_mtu_in 600)"
 expect "599-byte link" "256 (1)" "$(active_mtu_in 599)"
+# Both ends take the path MTU from their own port, so a process that could
+# not bind the veth address (another process holds its port 4791) must
+# derive the same MTU as the one that did: from the interfaces, not from
+# its own GIDs (which are loopback's alone).
+held=$(timeout 40 unshare -n bash -c '
+  ip link set lo up
+  ip link add v0 mtu 1500 type veth peer name v1 mtu 1500
+  ip link set v0 up && ip link set v1 up
+  ip addr add 10.247.0.1/24 dev v0
+  timeout 20 ibv_rc_pingpong -g 0 -p 18790 >/dev/null 2>&1 &
+  for _ in $(seq 50); do ss -lun | grep -q "10.247.0.1:4791" && break; sleep 0.1; done
+  out=$(ibv_devinfo -v 2>&1)
+  kill %1
+  echo "$(grep -c "10.247.0.1" <<<"$out") $(sed -n "s/.*active_mtu:[[:space:]]*//p" <<<"$out")"')
+expect "1500-byte Ethernet, its address held by another process: no GID there, same MTU" \
+  "0 1024 (3)" "$held"
 # A setting wins over the links, in both directions.
 expect "SOFTRNIC_MTU=1024 on jumbo frames" "1024 (3)" "$(active_mtu_in 9000 SOFTRNIC_MTU=1024)"
 expect "SOFTRNIC_MTU=4096 on 1500" "4096 (5)" "$(active_mtu_in 1500 SOFTRNIC_MTU=4096)"
