@@ -53,7 +53,8 @@ Engine::Engine(std::unique_ptr<transport::Transport> transport, DeviceAttr attr,
   if (attr_.max_mcast_grp == 0) attr_.max_mcast_qp_attach = attr_.max_total_mcast_qp_attach = 0;
   // The port's active MTU, what applications (perftest, rdma_cm) take as
   // the path MTU: SOFTRNIC_MTU, else the largest whose packets fit every
-  // link the endpoints are on (port_mtu.h; 1500-byte Ethernet: 1024, since
+  // link the device may send on (Transport::link_mtu: the same for every
+  // process of the namespace; port_mtu.h; 1500-byte Ethernet: 1024, since
   // softrnic sends with Don't Fragment; loopback and jumbo frames: 4096,
   // a quarter of the packets per byte). Like a NIC's MTU, both ends must
   // agree.
