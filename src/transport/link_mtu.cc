@@ -10,33 +10,26 @@
 #include <algorithm>
 #include <cstring>
 
+#include "transport/local_address.h"
+
 namespace softrnic::transport {
 
 namespace {
 
 bool IsLoopbackGid(const Gid& g) {
-  if (g.IsV4Mapped()) return (ntohl(g.Ipv4()) >> 24) == 127;
-  static constexpr uint8_t kIpv6Loopback[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
-  return std::memcmp(g.raw.data(), kIpv6Loopback, 16) == 0;
+  return g.IsV4Mapped() ? (ntohl(g.Ipv4()) >> 24) == 127 : IsIpv6Loopback(g);
 }
 
-// The GID of an interface address (IPv4-mapped for IPv4); false for other
-// families.
+// The GID of an interface address (getifaddrs gives no length: the
+// family's own); false for other families.
 bool GidOf(const sockaddr* sa, Gid* out) {
   if (sa == nullptr) return false;
-  if (sa->sa_family == AF_INET) {
-    sockaddr_in sin;
-    std::memcpy(&sin, sa, sizeof(sin));
-    *out = Gid::FromIpv4(sin.sin_addr.s_addr);
-    return true;
-  }
-  if (sa->sa_family == AF_INET6) {
-    sockaddr_in6 sin6;
-    std::memcpy(&sin6, sa, sizeof(sin6));
-    std::memcpy(out->raw.data(), &sin6.sin6_addr, 16);
-    return true;
-  }
-  return false;
+  const socklen_t len =
+      static_cast<socklen_t>(sa->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in));
+  Endpoint ep;
+  if (!FromSockaddr(sa, len, &ep, nullptr)) return false;
+  *out = ep.gid;
+  return true;
 }
 
 uint32_t InterfaceMtu(const std::string& name) {

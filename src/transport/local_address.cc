@@ -8,12 +8,12 @@
 
 namespace softrnic::transport {
 
-namespace {
-
 bool IsIpv6Loopback(const Gid& g) {
   static constexpr uint8_t kLoopback[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
   return std::memcmp(g.raw.data(), kLoopback, 16) == 0;
 }
+
+namespace {
 
 // What neither the automatic scheme nor an explicit bind may use as an
 // IPv6 source: the wildcard, loopback (the per-process 127.x address plays

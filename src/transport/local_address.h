@@ -33,6 +33,8 @@ struct LocalAddress {
 
 // fe80::/10.
 bool IsIpv6LinkLocal(const Gid& gid);
+// ::1.
+bool IsIpv6Loopback(const Gid& gid);
 
 // The host addresses in `list` (a getifaddrs chain) a device binds
 // automatically, in GID-table order: first every IPv4 address, then every
