@@ -98,12 +98,13 @@ inline constexpr uint32_t kSrWindow = 512;
 
 // Requester scoreboard entry for the request packet with PSN `psn`
 // (indexed psn % kSrWindow; `psn` tells a live entry from a stale one).
+// (24 bytes: the flags share the PSN's word.)
 struct SrSlot {
   uint32_t psn = 0;
   bool valid = false;
   bool sacked = false;   // the peer reported it received and kept
-  uint64_t tx_seq = 0;   // SrState::tx_seq when it was last (re)transmitted
   bool resent = false;   // an RTT sample from it would be ambiguous (Karn)
+  uint64_t tx_seq = 0;   // SrState::tx_seq when it was last (re)transmitted
   Clock::time_point sent{};
 };
 
@@ -209,7 +210,11 @@ struct AckDelayState {
 struct SrState {
   bool sr_local = false;   // this QP offers it (SOFTRNIC_RETRANSMIT, at RTS)
   bool peer_sr = false;    // the peer's responses carried the sr bit
-  std::vector<SrSlot> scoreboard;  // kSrWindow entries, allocated at RTS
+  // kSrWindow entries, taken by the first request packet sent
+  // (SrOnTransmit): a connection that never sends costs nothing here (a
+  // zero-filled scoreboard per QP at RTS cost rdma_cm's connect rate ~8
+  // fresh pages per connection, docs/benchmarks.md). Empty: nothing sent.
+  std::vector<SrSlot> scoreboard;
   uint64_t tx_seq = 0;        // request packets transmitted (incl. resends)
   uint64_t delivered_seq = 0; // highest tx_seq of a packet the peer reported
   uint32_t sacked_count = 0;  // packets past comp_psn the last SACK reported
@@ -230,11 +235,15 @@ struct SrState {
 // Selective retransmission, responder side (selective.cc, sr_store.h): the
 // requests carried the sr bit, so out-of-order packets are kept (up to
 // kSrWindow PSNs past epsn, each slot one whole packet) and answered with
-// SACKs. Set up at RTR (SrPrepareResponder).
+// SACKs. Set up at RTR (SrPrepareResponder); every array below is taken by
+// the first packet kept (SrKeep), since most connections never see one out
+// of order: allocating and zero-filling them at RTR cost rdma_cm's connect
+// rate ~5 ms per connection (docs/benchmarks.md) and kept them resident.
 struct SrStoreState {
+  bool offered = false;      // this QP keeps out-of-order packets (set at RTR)
   bool peer_sr_req = false;
-  // kSrWindow * ooo_slot_bytes (0.5-2 MiB), taken by the first packet kept
-  // (SrKeep), never zeroed: a slot is read only up to its ooo_len.
+  // kSrWindow * ooo_slot_bytes (0.5-2 MiB), never zeroed: a slot is read
+  // only up to its ooo_len.
   std::unique_ptr<uint8_t[]> ooo_store;
   std::vector<uint32_t> ooo_len;    // packet length per slot, 0 = empty
   std::vector<uint32_t> ooo_psn;
@@ -242,7 +251,7 @@ struct SrStoreState {
   uint32_t ooo_count = 0;
   bool sack_pending = false;        // send a SACK at the end of the burst
   bool draining = false;            // replaying kept packets (no re-store)
-  std::vector<SrRun> ran_from_store;  // kSrWindow entries (sr_store.h), with the store
+  std::vector<SrRun> ran_from_store;  // kSrWindow entries (sr_store.h)
 };
 
 // Shared-memory direct path (shm_direct.cc, shm_direct.h): this QP's export

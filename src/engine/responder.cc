@@ -270,7 +270,7 @@ void Engine::HandleRequest(Qp* qp, const wire::Packet& pkt, const transport::RxP
   // ahead would switch the store on and be kept, where plain RC accepts
   // only the one expected PSN (IBA 9.7.5.1.1).
   const uint32_t epsn_before = qp->resp.epsn;
-  const bool offers_sr = pkt.bth.sr() && !qp->sr_store.ooo_len.empty() &&
+  const bool offers_sr = pkt.bth.sr() && qp->sr_store.offered &&
                          !qp->sr_store.peer_sr_req && qp->type == QpType::kRc &&
                          pkt.bth.psn() == epsn_before;
   HandleRequestOne(qp, pkt, rx);
@@ -399,7 +399,7 @@ void Engine::HandleOutOfSequence(Qp* qp, const wire::Packet& pkt, int32_t diff) 
     SrKeep(qp, pkt, diff);
     return;
   }
-  if (pkt.bth.sr() && !qp->sr_store.ooo_len.empty()) ++stats_.rx_sr_unnegotiated;
+  if (pkt.bth.sr() && qp->sr_store.offered) ++stats_.rx_sr_unnegotiated;
   // IBA 9.7.5.1.1 (C9-111): NAK the first out-of-sequence packet once,
   // then stay silent until the expected PSN arrives.
   if (qp->resp.nak_sequence_sent) return;

@@ -2,7 +2,7 @@
 // IRN (Mittal et al., SIGCOMM'18), within RoCE v2's wire format.
 //
 // Responder: an out-of-order request (PSN past the expected one) is kept,
-// whole, in a per-QP reorder store of kSrWindow slots (allocated at RTR),
+// whole, in a per-QP reorder store of kSrWindow slots (taken by the first such packet),
 // and answered with a SACK: a NAK "PSN sequence error" for the expected PSN
 // (acknowledging everything before it, IBA 9.7.5.2.2) whose payload is a
 // bitmap of the PSNs kept after it (wire/headers.h). When the missing packet
@@ -71,6 +71,40 @@ bool SamePacket(const uint8_t* kept, uint32_t kept_length, const wire::Packet& p
   return std::memcmp(kept + 9, p + 9, pkt.length - 9 - wire::kIcrcSize) == 0;
 }
 
+// Responder: the reorder store's arrays, on the first packet kept (qp.h);
+// false if out of memory.
+bool TakeReorderStore(Qp* qp) {
+  SrStoreState& st = qp->sr_store;
+  if (st.ooo_store) return true;
+  try {
+    st.ooo_len.assign(kSrWindow, 0);
+    st.ooo_psn.assign(kSrWindow, 0);
+    st.ran_from_store.assign(kSrWindow, SrRun{});
+  } catch (const std::bad_alloc&) {
+    st.ooo_len = {};
+    st.ooo_psn = {};
+    st.ran_from_store = {};
+    return false;
+  }
+  // Default-initialised: the pages are touched only by the packets kept.
+  st.ooo_store.reset(new (std::nothrow) uint8_t[size_t{kSrWindow} * st.ooo_slot_bytes]);
+  return st.ooo_store != nullptr;
+}
+
+// Requester: the scoreboard, on the first packet sent (qp.h); false if out
+// of memory.
+bool TakeScoreboard(Qp* qp) {
+  // Without it (out of memory) this QP recovers by its timeout, as with
+  // go-back-N: every scoreboard user treats an empty one as nothing known.
+  try {
+    qp->sr.scoreboard.assign(kSrWindow, SrSlot{});
+  } catch (const std::bad_alloc&) {
+    qp->sr.scoreboard = {};
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 uint64_t SrRequestDigest(const uint8_t* packet, size_t length) {
@@ -96,12 +130,11 @@ void Engine::SrPrepareResponder(Qp* qp) {
   // one out of order, and zero-filling kSrWindow slots here cost ~5 ms per
   // connection (rdma_cm's connect rate, docs/benchmarks.md) and kept
   // 0.5-2 MiB resident per connected QP.
-  SrStoreState& st = qp->sr_store;
-  st.ooo_slot_bytes = qp->mtu_bytes + kMaxHeaderBytes;
-  st.ooo_len.assign(kSrWindow, 0);
-  st.ooo_psn.assign(kSrWindow, 0);
-  st.ran_from_store.assign(kSrWindow, SrRun{});
+  // The same holds for the slot bookkeeping (qp.h).
+  qp->sr_store.offered = true;
+  qp->sr_store.ooo_slot_bytes = qp->mtu_bytes + kMaxHeaderBytes;
 }
+
 
 void Engine::SrPrepareRequester(Qp* qp) {
   qp->sr = {};
@@ -109,8 +142,9 @@ void Engine::SrPrepareRequester(Qp* qp) {
   qp->sr.sr_local = qp->type == QpType::kRc && qp->xrc == XrcRole::kNone && selective_;
   qp->sr.sq_psn_max = qp->req.sq_psn;
   qp->sr.last_progress = Clock::now();
-  if (qp->sr.sr_local) qp->sr.scoreboard.assign(kSrWindow, SrSlot{});
+  // The scoreboard waits for the first packet sent (SrOnTransmit, qp.h).
 }
+
 
 void Engine::SrReleaseQp(Qp* qp) {
   // Frees the scoreboard and the reorder store (moved-from vectors).
@@ -129,19 +163,14 @@ void Engine::SrKeep(Qp* qp, const wire::Packet& pkt, int32_t diff) {
   // range the SACK bitmap can describe.
   qp->sr_store.sack_pending = true;
   MarkWork(qp);
-  if (qp->sr_store.ooo_len.empty() || diff > static_cast<int32_t>(kSrWindow) ||
+  if (!qp->sr_store.offered || diff > static_cast<int32_t>(kSrWindow) ||
       pkt.length > qp->sr_store.ooo_slot_bytes) {
     ++stats_.rx_ooo_dropped;
     return;
   }
-  if (!qp->sr_store.ooo_store) {
-    // Default-initialised: the pages are touched only by the packets kept.
-    qp->sr_store.ooo_store.reset(new (std::nothrow)
-                                     uint8_t[size_t{kSrWindow} * qp->sr_store.ooo_slot_bytes]);
-    if (!qp->sr_store.ooo_store) {
-      ++stats_.rx_ooo_dropped;  // the requester's resend brings it again
-      return;
-    }
+  if (!TakeReorderStore(qp)) {
+    ++stats_.rx_ooo_dropped;  // out of memory: the requester's resend brings it again
+    return;
   }
   const uint32_t psn = pkt.bth.psn();
   const uint32_t slot = psn % kSrWindow;
@@ -315,7 +344,8 @@ void Engine::SrOnTransmit(Qp* qp, uint32_t psn, uint32_t psns, uint32_t payload)
   } else {
     qp->sr.sq_psn_max = wire::PsnAdd(psn, psns);
   }
-  if (qp->sr.scoreboard.empty()) return;
+  if (!qp->sr.sr_local) return;
+  if (qp->sr.scoreboard.empty() && !TakeScoreboard(qp)) return;
   const Clock::time_point now = Clock::now();
   // The probe clock starts when something goes out with nothing in flight.
   if (qp->comp.comp_psn == qp->req.sq_psn && !qp->sr.resending) qp->sr.last_progress = now;

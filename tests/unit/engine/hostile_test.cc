@@ -475,18 +475,21 @@ TEST_F(HostileTest, ForgedKeptPacketDoesNotReplaceRealOne) {
 }
 
 // The reorder store's packet memory (kSrWindow slots of the path MTU) is
-// taken by the first packet kept, not at RTR: most connections never see a
+// taken by the first packet kept, not at RTR (its slot arrays too): most connections never see a
 // packet out of order (issue 17: zero-filling it cost ~5 ms per rdma_cm
 // connection). A kept packet still runs from it, byte for byte.
 TEST_F(HostileTest, ReorderStoreMemoryTakenByTheFirstPacketKept) {
   REQUIRE_SPOOFING();
   auto has_store = [&] {
     std::lock_guard lock(b_.dev->engine().mu_);
-    return b_.qp->sr_store.ooo_store != nullptr;
+    const SrStoreState& st = b_.qp->sr_store;
+    EXPECT_EQ(st.ooo_store != nullptr, !st.ooo_len.empty()) << "the store's parts taken apart";
+    EXPECT_EQ(st.ooo_len.empty(), st.ran_from_store.empty()) << "the store's parts taken apart";
+    return st.ooo_store != nullptr;
   };
   {
     std::lock_guard lock(b_.dev->engine().mu_);
-    ASSERT_FALSE(b_.qp->sr_store.ooo_len.empty()) << "setup: the responder offers selective repeat";
+    ASSERT_TRUE(b_.qp->sr_store.offered) << "setup: the responder offers selective repeat";
   }
   EXPECT_FALSE(has_store());
   Forger f(TestAddress(0), TestPort());

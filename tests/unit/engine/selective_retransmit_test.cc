@@ -171,6 +171,31 @@ TEST(SelectiveRatioTest, FarFewerRetransmissionsThanGoBackN) {
   }
 }
 
+// A connected QP that has sent nothing holds neither the requester's
+// scoreboard nor the responder's reorder store (qp.h: taken on first use,
+// issue 17's connect rate and idle-QP memory); the first request packet
+// takes the sender's scoreboard, an in-order stream takes no store.
+TEST(SelectiveMemoryTest, ScoreboardAndStoreTakenOnFirstUse) {
+  QpOptions o;
+  Pair p;
+  OpenPair(p, o, true, true);
+  auto sizes = [&](Side& s) {
+    std::lock_guard lock(s.dev->engine().mu_);
+    return std::make_pair(s.qp->sr.scoreboard.size(), s.qp->sr_store.ooo_len.size());
+  };
+  {
+    std::lock_guard lock(p.b.dev->engine().mu_);
+    ASSERT_TRUE(p.b.qp->sr.sr_local && p.b.qp->sr_store.offered) << "setup: selective on both";
+  }
+  EXPECT_EQ(sizes(p.a), std::make_pair(size_t{0}, size_t{0}));
+  EXPECT_EQ(sizes(p.b), std::make_pair(size_t{0}, size_t{0}));
+  TransferAndVerify(p.a, p.b, 4, 4096, 5);
+  EXPECT_EQ(sizes(p.a).first, size_t{kSrWindow}) << "the sender's scoreboard";
+  EXPECT_EQ(sizes(p.b), std::make_pair(size_t{0}, size_t{0}))
+      << "the receiver sent no request and kept no packet";
+  EXPECT_EQ(StatsOf(*p.b.dev).rx_ooo_kept, 0u);
+}
+
 // A peer that only does go-back-N (SOFTRNIC_RETRANSMIT=gbn, or hardware)
 // against a selective one, in both directions, under loss.
 TEST(SelectiveInteropTest, GoBackNPeerAgainstSelectivePeer) {
