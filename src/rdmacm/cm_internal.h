@@ -142,6 +142,13 @@ struct Id {
   uint32_t remote_qpn = 0, remote_psn = 0;
   // Connection parameters as this side applies them to its QP.
   uint8_t resp_res = 1, init_depth = 1, retry_cnt = 7, rnr_retry = 7;
+  // The connection's path MTU (enum ibv_mtu): on the active side the port's
+  // active MTU when the route is resolved, as the kernel's rdma_cm takes its
+  // netdev's; carried in the REQ ("Path Packet Payload MTU", IBA 12.6.5),
+  // whose value the passive side adopts so that both ends agree (a responder
+  // checks every packet's length against its QP's path MTU, IBA 9.7.5.1.2
+  // C9-98..C9-100).
+  uint8_t path_mtu = IBV_MTU_1024;
   uint32_t remote_qkey = 0;
   // rdma_set_option(RDMA_OPTION_ID_ACK_TIMEOUT / _TOS): the QP's Local ACK
   // Timeout (RTS) and the traffic class of its path (RTR).
@@ -297,6 +304,9 @@ ibv_pd* DefaultPd(ibv_context* ctx);
 void AttachDevice(Id* id);
 Id* NewIdLocked(Channel* c, void* ctx, rdma_port_space ps, ibv_qp_type qpt);
 uint8_t ClampRd(uint8_t v);
+// The active MTU of port 1 of `ctx` (enum ibv_mtu); IBV_MTU_1024 if it
+// cannot be queried.
+uint8_t PortActiveMtu(ibv_context* ctx);
 
 // ---------------------------------------------------------------- addresses (addrinfo.cc)
 bool IsLocalIp(uint32_t ip);

@@ -36,7 +36,7 @@ int InitQpAttr(Id* id, ibv_qp_attr* a, int* mask) {
         return 0;
       }
       if (!id->remote_qpn) return EINVAL;
-      a->path_mtu = IBV_MTU_1024;
+      a->path_mtu = static_cast<ibv_mtu>(id->path_mtu);
       a->dest_qp_num = id->remote_qpn;
       a->rq_psn = id->remote_psn;
       a->max_dest_rd_atomic = id->resp_res;

@@ -203,6 +203,12 @@ Id* NewIdLocked(Channel* c, void* ctx, rdma_port_space ps, ibv_qp_type qpt) {
 
 uint8_t ClampRd(uint8_t v) { return v > kMaxRdAtomic ? kMaxRdAtomic : v; }
 
+uint8_t PortActiveMtu(ibv_context* ctx) {
+  ibv_port_attr pa{};
+  if (!ctx || ibv_query_port(ctx, 1, &pa) != 0) return IBV_MTU_1024;
+  return static_cast<uint8_t>(pa.active_mtu);
+}
+
 }  // namespace softrnic::rdmacm
 
 using namespace softrnic::rdmacm;

@@ -235,7 +235,7 @@ CMA_EXPORT int rdma_connect(rdma_cm_id* cid, rdma_conn_param* param) {
         m.flow_control = param ? param->flow_control : 1;
         m.srq = id->id.srq || (param && param->srq) ? 1 : 0;
         m.transport = id->id.qp_type == IBV_QPT_UC ? 1 : 0;
-        m.mtu = IBV_MTU_1024;
+        m.mtu = id->path_mtu;
         std::memcpy(m.sgid, id->id.route.addr.addr.ibaddr.sgid.raw, 16);
         std::memcpy(m.dgid, id->dgid.raw, 16);
         SendOrDefer(id, m, Timer::kReq, defer);

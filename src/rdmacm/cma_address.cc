@@ -334,8 +334,9 @@ CMA_EXPORT int rdma_resolve_route(rdma_cm_id* cid, int timeout_ms) {
     p->hop_limit = 64;
     p->reversible = 1;
     p->numb_path = 1;
+    id->path_mtu = PortActiveMtu(id->id.verbs);
     p->mtu_selector = 2;
-    p->mtu = IBV_MTU_1024;
+    p->mtu = id->path_mtu;
     p->rate_selector = 2;
     p->rate = 3;  // 10 Gb/s
     p->packet_life_time_selector = 2;

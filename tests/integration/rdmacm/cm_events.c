@@ -13,6 +13,8 @@
  *   - connect to a port nobody listens on -> REJECTED (status 8), promptly;
  *   - event channel fd: pollable, O_NONBLOCK -> EAGAIN;
  *   - rdma_init_qp_attr for INIT/RTR/RTS;
+ *   - both connected QPs at the port's active MTU (test_path_mtu.sh runs
+ *     this program where that is 4096 and 2048);
  *   - synchronous ids (rdma_create_ep / rdma_get_request / rdma_connect);
  *   - no fd or thread leak after destroying everything, over several rounds;
  *   - a forked child that exits while connected: DISCONNECTED in the parent;
@@ -229,6 +231,18 @@ static int round_trip(int round) {
         "REP private data");
   rdma_ack_cm_event(e);
   if (expect(sch, RDMA_CM_EVENT_ESTABLISHED, NULL)) return -1;
+  /* Both QPs run at the port's active MTU, as the kernel's rdma_cm takes
+   * its netdev's (the REQ carries it; the passive side adopts it). */
+  struct ibv_port_attr pa;
+  CHECK(ibv_query_port(cid->verbs, 1, &pa) == 0, "query_port");
+  struct ibv_qp_init_attr qia;
+  memset(&qa, 0, sizeof qa);
+  CHECK(ibv_query_qp(cid->qp, &qa, IBV_QP_PATH_MTU, &qia) == 0 && qa.path_mtu == pa.active_mtu,
+        "active side path_mtu %d, port active_mtu %d", qa.path_mtu, pa.active_mtu);
+  memset(&qa, 0, sizeof qa);
+  CHECK(ibv_query_qp(child->qp, &qa, IBV_QP_PATH_MTU, &qia) == 0 && qa.path_mtu == pa.active_mtu,
+        "passive side path_mtu %d, port active_mtu %d", qa.path_mtu, pa.active_mtu);
+  if (round == 0) printf("path MTU %d (port active_mtu %d)\n", 128 << qa.path_mtu, 128 << pa.active_mtu);
   struct ibv_sge ss = {(uintptr_t)sbuf, sizeof sbuf, smr->lkey};
   struct ibv_send_wr swr = {.wr_id = 2, .sg_list = &ss, .num_sge = 1, .opcode = IBV_WR_SEND,
                             .send_flags = IBV_SEND_SIGNALED},

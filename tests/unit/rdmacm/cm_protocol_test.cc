@@ -322,6 +322,48 @@ TEST_F(CmProtocolTest, PassiveReqRepRtuEstablishes) {
   EXPECT_EQ(est.id, &c->id);
 }
 
+// The path MTU (issue 17): the active side's REQ carries the MTU its route
+// resolution took from the port, and its RTR attributes use it; the passive
+// side adopts the REQ's, as the kernel's CM does, so both ends agree; a
+// value outside 256..4096 gets the default 1024.
+TEST_F(CmProtocolTest, PathMtuTravelsInTheReqAndBothSidesUseIt) {
+  Id* id = ActiveId();
+  id->path_mtu = IBV_MTU_4096;  // what rdma_resolve_route took from the port
+  rdma_conn_param p{};
+  p.qp_num = 0x99;
+  ASSERT_EQ(rdma_connect(&id->id, &p), 0);
+  ASSERT_EQ(sent_.size(), 1u);
+  EXPECT_EQ(sent_[0].msg.mtu, IBV_MTU_4096);
+  CmMsg rep = FromPeer(kAttrRep, id);
+  rep.qpn = 0x321;
+  Inject(rep);
+  ASSERT_EQ(NextEvent().type, RDMA_CM_EVENT_CONNECT_RESPONSE);
+  ibv_qp_attr a{};
+  int mask = 0;
+  a.qp_state = IBV_QPS_RTR;
+  ASSERT_EQ(rdma_init_qp_attr(&id->id, &a, &mask), 0);
+  EXPECT_TRUE(mask & IBV_QP_PATH_MTU);
+  EXPECT_EQ(a.path_mtu, IBV_MTU_4096);
+
+  Id* l = Listener();
+  for (const auto& [sent, want] : {std::pair{IBV_MTU_2048, IBV_MTU_2048},
+                                   std::pair{IBV_MTU_256, IBV_MTU_256},
+                                   std::pair{static_cast<ibv_mtu>(7), IBV_MTU_1024},
+                                   std::pair{static_cast<ibv_mtu>(0), IBV_MTU_1024}}) {
+    CmMsg req = Req();
+    req.local_comm_id = kPeerComm + sent;  // a new connection each time
+    req.mtu = static_cast<uint8_t>(sent);
+    Inject(req);
+    const Ev e = NextEvent();
+    ASSERT_EQ(e.type, RDMA_CM_EVENT_CONNECT_REQUEST) << "REQ mtu " << sent;
+    ASSERT_EQ(e.listen_id, &l->id);
+    ibv_qp_attr pa{};
+    pa.qp_state = IBV_QPS_RTR;
+    ASSERT_EQ(rdma_init_qp_attr(e.id, &pa, &mask), 0);
+    EXPECT_EQ(pa.path_mtu, want) << "REQ mtu " << sent;
+  }
+}
+
 // IPv6 (issue 15): a REQ arriving from an IPv6 peer (the 40-byte IPv6
 // header in QP1's GRH area) whose rdma_cm header says IP version 6 gives a
 // connection with sockaddr_in6 addresses, the local IPv6 GID as source, and
