@@ -39,6 +39,62 @@ CcLoss LossEvent(const Qp* qp) { return CcLoss{Clock::now(), qp->sr.sq_psn_max, 
 
 }  // namespace
 
+// --- Packets in flight per destination (dest_window.h) ---
+
+namespace {
+
+uint64_t DestUnit(const Qp* qp) { return uint64_t{qp->mtu_bytes} + kDestPacketOverhead; }
+
+}  // namespace
+
+void Engine::DestAttach(Qp* qp) {
+  DestRelease(qp);
+  if (qp->type != QpType::kRc) return;
+  const uint32_t budget = transport_->inflight_budget_bytes();
+  if (budget == 0) return;
+  const Gid& gid = qp->attr.ah_attr.dgid;
+  DestFlight& f = dest_flight_[gid];
+  f.budget_bytes = budget;
+  ++f.qps;
+  qp->dest.flight = &f;  // unordered_map nodes stay where they are
+  qp->dest.gid = gid;
+  qp->dest.counted_bytes = 0;
+}
+
+void Engine::DestRelease(Qp* qp) {
+  DestShare& d = qp->dest;
+  if (d.flight == nullptr) return;
+  d.flight->inflight_bytes -= d.counted_bytes;
+  if (--d.flight->qps == 0) dest_flight_.erase(d.gid);
+  d = {};
+}
+
+void Engine::DestSync(Qp* qp) {
+  DestShare& d = qp->dest;
+  if (d.flight == nullptr) return;
+  uint64_t bytes = 0;
+  const QpState st = qp->attr.qp_state;
+  if (st == QpState::kRts || st == QpState::kSqd) {
+    const int32_t pipe = Pipe(qp, wire::PsnDiff(qp->req.sq_psn, qp->comp.comp_psn));
+    if (pipe > 0) bytes = static_cast<uint64_t>(pipe) * DestUnit(qp);
+  }
+  d.flight->inflight_bytes = d.flight->inflight_bytes - d.counted_bytes + bytes;
+  d.counted_bytes = bytes;
+}
+
+bool Engine::DestWindowFull(const Qp* qp) const {
+  const DestShare& d = qp->dest;
+  return d.flight != nullptr && d.counted_bytes > 0 &&
+         d.flight->inflight_bytes + DestUnit(qp) > d.flight->budget_bytes;
+}
+
+bool Engine::DestFillsWindow(const Qp* qp) const {
+  const DestShare& d = qp->dest;
+  return d.flight != nullptr && d.flight->inflight_bytes + 2 * DestUnit(qp) > d.flight->budget_bytes;
+}
+
+// --- The QP's own controller ---
+
 void Engine::CcInit(Qp* qp) { qp->cc = MakeCongestionControl(cc_settings_, qp->sr.rtt, stats_); }
 
 bool Engine::CcWindowFull(const Qp* qp) const {

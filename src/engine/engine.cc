@@ -277,6 +277,7 @@ void Engine::DispatchPacket(const transport::RxPacket& rx) {
     HandleRequest(qp, pkt, rx);
   } else {
     HandleResponse(qp, pkt);
+    DestSync(qp);  // acknowledged packets leave the destination's budget
   }
 }
 

@@ -491,6 +491,18 @@ class Engine {
   void SrOnTransmit(Qp* qp, uint32_t psn, uint32_t psns, uint32_t payload) REQUIRES(mu_);
   void SrForgetSacks(Qp* qp) REQUIRES(mu_);
 
+  // --- Packets in flight per destination (congestion.cc, dest_window.h) ---
+  void DestAttach(Qp* qp) REQUIRES(mu_);   // at RTS
+  void DestRelease(Qp* qp) REQUIRES(mu_);  // at RESET and destruction
+  // Recomputes the QP's share from its state: after it sent, after an
+  // acknowledgement, on any state change.
+  void DestSync(Qp* qp) REQUIRES(mu_);
+  // The destination has no room for another packet of this QP.
+  bool DestWindowFull(const Qp* qp) const REQUIRES(mu_);
+  // ... and will have none once the packet at sq_psn leaves (AckReq).
+  bool DestFillsWindow(const Qp* qp) const REQUIRES(mu_);
+  std::unordered_map<Gid, DestFlight, GidHash> dest_flight_ GUARDED_BY(mu_);
+
   // --- Congestion control (congestion.cc, docs/loss.md) ---
   void CcInit(Qp* qp) REQUIRES(mu_);
   bool CcWindowFull(const Qp* qp) const REQUIRES(mu_);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/congestion_control.h"
+#include "engine/dest_window.h"
 #include "engine/qp_counters.h"
 #include "engine/queues.h"
 #include "engine/rtt_estimator.h"
@@ -339,6 +340,10 @@ class Qp {
   // docs/loss.md): the controller, its algorithm a setting (SOFTRNIC_CC),
   // owns its state. Made at RTS (CcInit); none before, and RESET drops it.
   std::unique_ptr<CongestionControl> cc;
+  // Its share of the packets in flight to its destination (dest_window.h),
+  // from RTS (DestAttach) to RESET or destruction (DestRelease); never
+  // reset with `= {}` (the destination's sum holds its part).
+  DestShare dest;
   ShmPathState shm;
 
   // What this QP sent and received (qp_counters.h), and whether it is on

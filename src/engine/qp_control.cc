@@ -272,6 +272,7 @@ int Engine::TransitionQp(Qp* qp, const QpAttr& a, uint32_t mask) {
     qp->comp.rnr_retry_left = q.rnr_retry;
     SrPrepareRequester(qp);
     CcInit(qp);
+    DestAttach(qp);
   }
   if (cur == QpState::kRts && next == QpState::kSqd) {
     q.qp_state = QpState::kSqd;
@@ -290,6 +291,7 @@ int Engine::TransitionQp(Qp* qp, const QpAttr& a, uint32_t mask) {
 
 void Engine::ResetQp(Qp* qp) {
   // IBA 10.3.1.1: RESET empties both queues without completions.
+  DestRelease(qp);  // before attr (its destination) goes
   QpCaps caps = qp->caps;
   QpAttr fresh;
   fresh.cap = caps;
@@ -317,6 +319,7 @@ void Engine::MoveToError(Qp* qp) {
   // Kept out-of-order packets will never run.
   SrClearStore(qp);
   qp->sr_store.sack_pending = false;
+  DestSync(qp);  // nothing of an errored QP is in flight any more
   FlushQp(qp);
 }
 

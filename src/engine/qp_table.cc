@@ -69,6 +69,7 @@ int Engine::RemoveQpLocked(Qp* qp, uint32_t* async_events_reported, void* handle
   auto& tl = timer_list_;
   tl.erase(std::remove(tl.begin(), tl.end(), qp), tl.end());
   StartLinger(qp);
+  DestRelease(qp);
   if (qp_rows_wanted_) qps_destroyed_.push_back(qp->qpn);  // stats_publisher.h
   if (shm_direct_) shm_direct_->RemoveQp(qp);
   UnbindWindowsOf(qp);

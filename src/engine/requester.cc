@@ -42,7 +42,7 @@ uint32_t SgeHolding(const Sge* sges, uint32_t num_sge, uint32_t* offset) {
 
 bool Engine::CanSend(const Qp* qp, const SendWqe& w) const {
   if (qp->type != QpType::kRc) return true;
-  if (CcWindowFull(qp)) return false;
+  if (CcWindowFull(qp) || DestWindowFull(qp)) return false;
   if (GetWrOpcodeInfo(w.opcode).read_or_atomic()) {
     const uint32_t depth = std::max<uint32_t>(qp->attr.max_rd_atomic, 1);
     if (qp->req.outstanding_rd_atomic >= depth) return false;
@@ -57,6 +57,7 @@ void Engine::RunRequester(Qp* qp) {
   if (qp->attr.qp_state != QpState::kRts || qp->comp.rnr_waiting) return;
   // Lost packets first (selective retransmission): they hold the window.
   if (qp->sr.retx_scan) RetransmitLost(qp);
+  DestSync(qp);
   bool sent = false;
   while (qp->sq_next != qp->sq_tail && qp->attr.qp_state == QpState::kRts) {
     const uint64_t index = qp->sq_next;
@@ -75,6 +76,7 @@ void Engine::RunRequester(Qp* qp) {
     }
     if (!CanSend(qp, w)) break;
     if (!SendNextPacket(qp, w, index)) break;
+    DestSync(qp);  // the next CanSend and AckReq see this packet
     sent = true;
   }
   // A deferred ACK leaves after the requests (ack_delay.cc): a peer that
@@ -194,7 +196,7 @@ bool Engine::SendNextPacket(Qp* qp, SendWqe& w, uint64_t index) {
     // A resent packet asks for an answer at once: it fills a hole.
     // So does the packet that fills the window (congestion.cc).
     f.ack_req = qp->type == QpType::kRc &&
-                (last || qp->sr.resending || CcFillsWindow(qp) ||
+                (last || qp->sr.resending || CcFillsWindow(qp) || DestFillsWindow(qp) ||
                  pkt_index % kAckReqInterval == kAckReqInterval - 1);
     f.solicited = last && (w.send_flags & kSolicited);
     f.dma_length = w.length;

@@ -84,6 +84,7 @@ class ShmTransport final : public Transport, public PeerMemory {
   void LeaveMulticast(const Gid& group) override { udp_->LeaveMulticast(group); }
   uint32_t max_multicast_groups() const override { return udp_->max_multicast_groups(); }
   uint32_t link_mtu() const override { return udp_->link_mtu(); }
+  uint32_t inflight_budget_bytes() const override { return udp_->inflight_budget_bytes(); }
 
   // While shared-memory traffic is possible, a ring push costs no system
   // call, an ACK has no wake-up to save (deferral measured ~0.5 us slower

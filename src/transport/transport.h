@@ -205,6 +205,14 @@ class Transport {
   // inner one's.
   virtual uint32_t link_mtu() const { return 0; }
 
+  // Bytes of packets that may be in flight towards one destination before
+  // the peer's receive buffer overflows, shared by every QP sending there
+  // (engine/dest_window.h); 0: no bound (the transport pushes back instead
+  // of dropping). A datagram transport reports its own socket receive
+  // buffer, the best guess of a peer that runs the same software on a host
+  // set up alike. A wrapping transport reports the inner one's.
+  virtual uint32_t inflight_budget_bytes() const { return 0; }
+
   // --- Capabilities (null: not offered) ---
   // Same-host peers' memory for direct one-sided operations (peer_memory.h).
   virtual PeerMemory* peer_memory() { return nullptr; }

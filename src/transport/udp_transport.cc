@@ -53,6 +53,7 @@ class UdpTransport final : public Transport {
   void LeaveMulticast(const Gid& group) override;
   uint32_t max_multicast_groups() const override { return kMaxMulticastGroups; }
   uint32_t link_mtu() const override { return link_mtu_; }
+  uint32_t inflight_budget_bytes() const override { return receive_buffer_bytes_; }
 
  private:
   // Segmented sending is off when faults are injected above this transport
@@ -78,6 +79,12 @@ class UdpTransport final : public Transport {
   std::vector<int> owner_fds_;  // EndpointSockets::owner_fd of each endpoint
   std::vector<Endpoint> locals_;
   uint32_t link_mtu_ = 0;  // SmallestLinkMtu(locals_), read once at creation
+  // The smallest receive buffer of the device-port sockets, as granted
+  // (EnlargeSocketBuffers asks for 4 MiB; without CAP_NET_ADMIN the kernel
+  // caps it at net.core.rmem_max). getsockopt reports the kernel's doubled
+  // figure (socket(7), SO_RCVBUF: the other half is its bookkeeping), so
+  // this is half of it.
+  uint32_t receive_buffer_bytes_ = 0;
   int epoll_fd_ = -1;        // the device-port sockets
   int all_epoll_fd_ = -1;    // every socket, for RecvBurst's readiness check
   int reply_epoll_fd_ = -1;  // the reply sockets
@@ -166,6 +173,13 @@ bool UdpTransport::AddEndpoint(const EndpointSockets& e, std::string* error) {
     close_all();
     *error = "too many local addresses";
     return false;
+  }
+  int rcvbuf = 0;
+  socklen_t rcvbuf_len = sizeof rcvbuf;
+  if (getsockopt(e.main.fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &rcvbuf_len) == 0 && rcvbuf > 0) {
+    const uint32_t granted = static_cast<uint32_t>(rcvbuf) / 2;
+    receive_buffer_bytes_ =
+        receive_buffer_bytes_ == 0 ? granted : std::min(receive_buffer_bytes_, granted);
   }
   epoll_event ev{};
   ev.events = EPOLLIN;

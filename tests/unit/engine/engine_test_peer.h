@@ -40,6 +40,14 @@ class EngineTestPeer {
   static const MrTable& mr_table(const Engine& e) { return e.mr_table_; }
   static const EngineStats& stats(const Engine& e) { return e.stats_; }
   static const transport::Transport& transport(const Engine& e) { return *e.transport_; }
+  // Packets in flight per destination (dest_window.h), and a smaller budget
+  // for every destination known now, so a test can make it bind.
+  static const std::unordered_map<Gid, DestFlight, GidHash>& dest_flights(const Engine& e) {
+    return e.dest_flight_;
+  }
+  static void SetDestBudget(Engine& e, uint64_t bytes) {
+    for (auto& [gid, flight] : e.dest_flight_) flight.budget_bytes = bytes;
+  }
 
   // The engine sends and receives through `next` from now on. The
   // shared-memory path (if the device had one) goes with the old transport,

@@ -1,0 +1,182 @@
+// Packets in flight per destination (engine/dest_window.h, issue 17): the
+// RC QPs of one device that send to one peer share one budget. Checked
+// here: one entry per destination holding every QP; the sum it keeps
+// equals its QPs' shares and follows their real pipes; with a small budget
+// the packets in flight stay within the budget plus one packet per QP
+// (every QP may always have one), data arrives byte for byte, also under
+// loss; and everything returns to zero when the transfers end and the QPs
+// go.
+#include <cstring>
+
+#include "engine_test_peer.h"
+#include "rc_pair.h"
+#include "wire/headers.h"
+
+namespace softrnic::engine::testing {
+namespace {
+
+constexpr uint64_t kUnit = 1024 + kDestPacketOverhead;  // QpOptions' MTU 1024
+
+struct Pairs {
+  std::shared_ptr<Device> da, db;
+  std::vector<Side> a, b;
+};
+
+void OpenPairs(Pairs& p, int n, const QpOptions& o, transport::FaultConfig fa = {}) {
+  p.da = MakeDevice(0, fa);
+  p.db = MakeDevice(1);
+  ASSERT_TRUE(p.da && p.db);
+  p.a.resize(n);
+  p.b.resize(n);
+  for (int i = 0; i < n; ++i) {
+    SetupSide(p.a[i], p.da, o);
+    SetupSide(p.b[i], p.db, o);
+    Connect(p.a[i], p.b[i], o);
+    Connect(p.b[i], p.a[i], o);
+  }
+}
+
+// Under the engine lock: the destination's sum, its QPs' shares and their
+// real pipes (outstanding PSNs minus those reported kept), in bytes.
+struct Sample {
+  uint64_t inflight = 0, shares = 0, pipes = 0;
+};
+Sample Take(Pairs& p) {
+  Engine& e = p.da->engine();
+  std::lock_guard lock(e.mu_);
+  Sample s;
+  const auto& flights = EngineTestPeer::dest_flights(e);
+  if (flights.size() == 1) s.inflight = flights.begin()->second.inflight_bytes;
+  for (Side& side : p.a) {
+    const Qp* qp = side.qp;
+    s.shares += qp->dest.counted_bytes;
+    int32_t pipe = wire::PsnDiff(qp->req.sq_psn, qp->comp.comp_psn);
+    if (qp->sr.peer_sr) pipe -= static_cast<int32_t>(qp->sr.sacked_count);
+    if (pipe > 0) s.pipes += static_cast<uint64_t>(pipe) * kUnit;
+  }
+  return s;
+}
+
+// Every QP of `a` WRITEs `per_qp` bytes in 4 messages to its peer; checks
+// the bound at every sample, then the data.
+void TransferChecked(Pairs& p, uint32_t per_qp, uint64_t bound) {
+  const int n = static_cast<int>(p.a.size());
+  std::vector<Sge> sg(size_t(n) * 4);
+  for (int i = 0; i < n; ++i) {
+    FillPattern(p.a[i].buf, 0, per_qp, 100 + i);
+    for (int m = 0; m < 4; ++m) {
+      const size_t off = size_t(m) * (per_qp / 4);
+      sg[size_t(i) * 4 + m] = SgeOf(p.a[i], off, per_qp / 4);
+      ASSERT_EQ(p.a[i].dev->PostSend(p.a[i].qp,
+                                     MakeWr(WrOpcode::kRdmaWrite, uint64_t(m), {&sg[size_t(i) * 4 + m], 1},
+                                            Addr(p.b[i], off), p.b[i].dev->MrRkey(p.b[i].mr))),
+                0);
+    }
+  }
+  std::vector<int> done(size_t(n), 0);
+  int finished = 0, samples = 0;
+  uint64_t peak = 0;
+  Completion wc[8];
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (finished < n && std::chrono::steady_clock::now() < deadline) {
+    for (int i = 0; i < n; ++i) {
+      const int got = p.a[i].dev->PollCq(p.a[i].cq, 8, wc);
+      for (int k = 0; k < got; ++k) ASSERT_EQ(wc[k].status, WcStatus::kSuccess) << "QP " << i;
+      done[size_t(i)] += got;
+      if (got > 0 && done[size_t(i)] == 4) ++finished;
+    }
+    const Sample s = Take(p);
+    ++samples;
+    EXPECT_EQ(s.inflight, s.shares) << "the destination's sum and its QPs' shares differ";
+    peak = std::max(peak, s.pipes);
+    // The shares are brought up to date at each send and acknowledgement,
+    // the pipes are live: a sample may fall between the two, by the one
+    // packet a requester's loop is sending or the ACKs one burst carried.
+    EXPECT_LE(s.pipes, bound + 64 * kUnit);
+  }
+  ASSERT_EQ(finished, n) << "stalled";
+  ::testing::Test::RecordProperty("peak_inflight_bytes", std::to_string(peak));
+  std::printf("%d QPs, %d samples, peak in flight %llu bytes (bound %llu)\n", n, samples,
+              static_cast<unsigned long long>(peak), static_cast<unsigned long long>(bound));
+  for (int i = 0; i < n; ++i)
+    EXPECT_EQ(FirstDiff(p.b[i].buf.data(), p.a[i].buf.data(), per_qp), -1) << "QP " << i;
+  const Sample end = Take(p);
+  EXPECT_EQ(end.inflight, 0u) << "bytes left in the budget after every WRITE completed";
+}
+
+TEST(DestWindowTest, QpsToOnePeerShareOneBoundedBudget) {
+  constexpr int kQps = 24;
+  QpOptions o;
+  o.buf_size = 1 << 20;
+  Pairs p;
+  OpenPairs(p, kQps, o);
+  const uint64_t budget = 16 * kUnit;
+  {
+    Engine& e = p.da->engine();
+    std::lock_guard lock(e.mu_);
+    const auto& flights = EngineTestPeer::dest_flights(e);
+    ASSERT_EQ(flights.size(), 1u) << "one destination";
+    EXPECT_EQ(flights.begin()->first, p.db->gids()[0]);
+    EXPECT_EQ(flights.begin()->second.qps, uint32_t(kQps));
+    EXPECT_GT(flights.begin()->second.budget_bytes, 0u) << "the UDP transport's receive buffer";
+    EngineTestPeer::SetDestBudget(e, budget);
+  }
+  TransferChecked(p, 1 << 20, budget + kQps * kUnit);
+  // The QPs go: so does the destination's entry.
+  for (int i = 0; i < kQps; ++i) ASSERT_EQ(p.da->DestroyQp(p.a[i].qp), 0);
+  Engine& e = p.da->engine();
+  std::lock_guard lock(e.mu_);
+  EXPECT_TRUE(EngineTestPeer::dest_flights(e).empty());
+}
+
+// Loss: resends and rewinds move the PSNs back and forth; no QP may stall
+// waiting for room another holds, and the sum must come back to zero.
+TEST(DestWindowTest, SharedBudgetUnderLossLosesNothingAndDrainsToZero) {
+  constexpr int kQps = 8;
+  QpOptions o;
+  o.buf_size = 1 << 20;
+  o.timeout = kLossyLinkTimeout;
+  transport::FaultConfig f;
+  f.drop = 0.02;
+  f.seed = 23;
+  Pairs p;
+  OpenPairs(p, kQps, o, f);
+  {
+    Engine& e = p.da->engine();
+    std::lock_guard lock(e.mu_);
+    EngineTestPeer::SetDestBudget(e, 8 * kUnit);
+  }
+  TransferChecked(p, 512 << 10, 8 * kUnit + kQps * kUnit);
+  EXPECT_GT(TransportCountersOf(*p.da).injected_drops, 0u);
+}
+
+// RESET gives the QP's share back; RTS again takes a new one.
+TEST(DestWindowTest, ResetLeavesTheBudgetAndRtsJoinsAgain) {
+  QpOptions o;
+  Pairs p;
+  OpenPairs(p, 2, o);
+  QpAttr attr;
+  attr.qp_state = QpState::kReset;
+  ASSERT_EQ(p.da->ModifyQp(p.a[0].qp, attr, kQpState), 0);
+  {
+    Engine& e = p.da->engine();
+    std::lock_guard lock(e.mu_);
+    ASSERT_EQ(EngineTestPeer::dest_flights(e).size(), 1u);
+    EXPECT_EQ(EngineTestPeer::dest_flights(e).begin()->second.qps, 1u);
+    EXPECT_EQ(p.a[0].qp->dest.flight, nullptr);
+  }
+  ASSERT_EQ(p.da->ModifyQp(p.a[1].qp, attr, kQpState), 0);
+  {
+    Engine& e = p.da->engine();
+    std::lock_guard lock(e.mu_);
+    EXPECT_TRUE(EngineTestPeer::dest_flights(e).empty()) << "the last QP took the entry with it";
+  }
+  Connect(p.a[0], p.b[0], o);
+  Engine& e = p.da->engine();
+  std::lock_guard lock(e.mu_);
+  ASSERT_EQ(EngineTestPeer::dest_flights(e).size(), 1u);
+  EXPECT_EQ(EngineTestPeer::dest_flights(e).begin()->second.qps, 1u);
+}
+
+}  // namespace
+}  // namespace softrnic::engine::testing
