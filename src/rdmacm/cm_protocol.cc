@@ -441,7 +441,7 @@ void HandleReq(const CmMsg& m, int sgid, const ibv_gid& peer, const ibv_gid& loc
   c->rnr_retry = m.rnr_retry_count;
   // The requester's path MTU, as the kernel's CM takes it from the REQ; a
   // value outside 256..4096 (no valid requester sends one) gets the default.
-  c->path_mtu = m.mtu >= IBV_MTU_256 && m.mtu <= IBV_MTU_4096 ? m.mtu : IBV_MTU_1024;
+  c->path_mtu = m.mtu >= IBV_MTU_256 && m.mtu <= IBV_MTU_4096 ? m.mtu : uint8_t{IBV_MTU_1024};
   c->local_psn = NewPsn();
   NewCommId(c);
   g.by_peer[PeerKey(peer, c->remote_comm_id)] = c;
