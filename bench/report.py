@@ -18,6 +18,9 @@ import os
 import statistics
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report_issue17 import issue17_section  # noqa: E402
+
 # The project's targets (issue tracker): id, metric, op, value, text.
 TARGETS = [
     ("sr_write_lat", "lat", "<=", 2.5, "ib_write_lat 8 B one-way latency <= 2.5 us"),
@@ -267,6 +270,8 @@ AB_BEGIN = "<!-- ab_results.md begin -->"
 AB_END = "<!-- ab_results.md end -->"
 TAIL_BEGIN = "<!-- tail_results.md begin -->"
 TAIL_END = "<!-- tail_results.md end -->"
+CM_BEGIN = "<!-- cm_rate_results.md begin -->"
+CM_END = "<!-- cm_rate_results.md end -->"
 
 
 def main():
@@ -406,6 +411,8 @@ def main():
             w(f.read().rstrip())
         w(TAIL_END)
         w("")
+    # Issue 17's table, every row from this run (bench/report_issue17.py).
+    issue17_section(w, d, meta, fails, fmt)
     # What limits the figures: analysis kept by hand next to this script.
     findings = os.path.join(os.path.dirname(os.path.abspath(__file__)), "findings.md")
     if os.path.exists(findings):
@@ -621,6 +628,16 @@ def main():
       "benchmarks) disturbs the figures: compare min/max spread and the load average above.")
     w("- Raw per-run values of the full run: `bench/results/latest*.tsv`.")
     w("")
+
+    # rdma_cm connection rate analysis (bench/cm_rate.sh runs), kept by hand
+    # next to this script as findings.md is.
+    cm = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cm_rate_results.md")
+    if os.path.exists(cm):
+        w(CM_BEGIN)
+        with open(cm) as f:
+            w(f.read().rstrip())
+        w(CM_END)
+        w("")
 
     with open(a.out, "w") as f:
         f.write("\n".join(L))

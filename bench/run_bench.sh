@@ -42,6 +42,10 @@
 #   --no-install       never call apt-get
 #   --no-peers         softrnic only
 #   --no-sweep         skip the size sweeps and plots
+#   --no-issue17       skip issue 17's extra rows (bench/issue17/*.sh: UCX
+#                      rc_verbs over softrnic, two network namespaces,
+#                      event-driven round trips, QP scale, -q 1..1000,
+#                      256 MiB messages, ibv_reg_mr of 1 GiB, cmtime -c 1000)
 # Environment: CPU_CLIENT (0), CPU_SERVER (1), BENCH_TARGET_SEC (seconds one
 # measured run should last, full mode, default 2), BENCH_KEEP_LOGS=1,
 # UDP_MTU (SOFTRNIC_MTU of the UDP runs, default 4096: they cross loopback,
@@ -57,7 +61,7 @@ set -m
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/.." && pwd)
 QUICK=0 RUNS="" OUT_DIR="" LIB_DIR="" BUILD_DIR="$REPO/build-bench"
-INSTALL=1 PEERS=1 SWEEP=1
+INSTALL=1 PEERS=1 SWEEP=1 ISSUE17=1
 ARGS_ORIG=("$@")
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -69,6 +73,7 @@ while [[ $# -gt 0 ]]; do
     --no-install) INSTALL=0; shift ;;
     --no-peers) PEERS=0; shift ;;
     --no-sweep) SWEEP=0; shift ;;
+    --no-issue17) ISSUE17=0; shift ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_bench.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -94,6 +99,7 @@ META=$WORK/meta.txt; : >"$META"
 BG_PIDS=()
 cleanup() {
   local p
+  declare -F i17_ns_down >/dev/null && i17_ns_down
   for p in "${BG_PIDS[@]}"; do
     [[ -n "$p" ]] && kill "$p" 2>/dev/null
   done
@@ -195,10 +201,12 @@ next_port() {
   PORT=$((PORT + 1))
   while ss -Hltun "sport = :$PORT" 2>/dev/null | grep -q .; do PORT=$((PORT + 1)); done
 }
+LISTEN_NS=""  # network namespace wait_listen looks into (issue17/netns.sh)
 wait_listen() {  # PORT PID [secs]: until a TCP listener on PORT, or PID died
-  local i
+  local i ns=()
+  [[ -n $LISTEN_NS ]] && ns=(ip netns exec "$LISTEN_NS")
   for (( i=0; i<${3:-10}*20; i++ )); do
-    ss -Hltn "sport = :$1" 2>/dev/null | grep -q . && return 0
+    "${ns[@]}" ss -Hltn "sport = :$1" 2>/dev/null | grep -q . && return 0
     kill -0 "$2" 2>/dev/null || return 1
     sleep 0.05
   done
@@ -242,6 +250,8 @@ pair() {
   local srv=("${SRV[@]//@PORT@/$PORT}") cli=("${CLI[@]//@PORT@/$PORT}")
   local ps="" pc=""
   if [[ $place == pinned ]]; then ps=$(pin server); pc=$(pin client); fi
+  # both processes on one core (issue 17's event-driven rows)
+  if [[ $place == onecore ]]; then ps=$(pin client); pc=$ps; fi
   SLOG=$LOGS/$tag.srv.log CLOG=$LOGS/$tag.cli.log
   # Each side runs as its own process group (job control, set -m above) with
   # `timeout --foreground`, which stays in that group: killing the group
@@ -605,6 +615,19 @@ if (( SWEEP )); then
   fi
   # sweep results are not headline figures
   sed -i '/^sweep_ucx/d' "$RES"
+fi
+
+# ------------------------------------------------------------------ 5b. issue 17
+# The rows of issue 17's target table that the sections above do not
+# measure (bench/issue17/*.sh; rendered by bench/report_issue17.py).
+if (( ISSUE17 )); then
+  say "issue 17 rows"
+  # shellcheck source=issue17/one_host.sh
+  source "$HERE/issue17/one_host.sh"
+  # shellcheck source=issue17/netns.sh
+  source "$HERE/issue17/netns.sh"
+  i17_one_host
+  i17_netns
 fi
 
 # ------------------------------------------------------------------ 6. report
