@@ -122,7 +122,7 @@ i17_bw() {
   pair "${id}_${place}_$rep" "$place" "$t"
   local row; row=$(pt_row "$CLOG")
   if [[ $PAIR_RC -ne 0 || -z "$row" ]]; then
-    fail "$id" "$place" "$rep" "rc=$PAIR_RC: SOFTRNIC_TRANSPORT=$tr $* -s $size$(grep -h -m1 -E 'Failed status|[Ee]rror' "$CLOG" "$SLOG" | head -1 | sed 's/^ */: /')"
+    fail "$id" "$place" "$rep" "rc=$PAIR_RC: SOFTRNIC_TRANSPORT=$tr $* -s $size$(grep -h -o -E 'Failed status [0-9]+|Completion with error[a-z ]*|Couldn.t [^.]*' "$CLOG" "$SLOG" | head -2 | paste -sd' ' | sed 's/^./: &/')"
     return 1
   fi
   local f; read -r -a f <<<"$row"
