@@ -268,6 +268,18 @@ def tail_table(w, d, meta=None):
 
 AB_BEGIN = "<!-- ab_results.md begin -->"
 AB_END = "<!-- ab_results.md end -->"
+def include_kept(w, name, begin, end):
+    """Writes the file `name` kept next to this script (by hand or by another
+    script), between its markers, if it exists."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
+    if os.path.exists(path):
+        w(begin)
+        with open(path) as f:
+            w(f.read().rstrip())
+        w(end)
+        w("")
+
+
 TAIL_BEGIN = "<!-- tail_results.md begin -->"
 TAIL_END = "<!-- tail_results.md end -->"
 CM_BEGIN = "<!-- cm_rate_results.md begin -->"
@@ -404,13 +416,8 @@ def main():
     # kept next to this script as ab_results.md is; only while the report's
     # own run has no p99.9 figures (runs from before run_bench.sh recorded
     # them), so that a new full run's table is not followed by an older one.
-    tail = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tail_results.md")
-    if os.path.exists(tail) and not has_tail:
-        w(TAIL_BEGIN)
-        with open(tail) as f:
-            w(f.read().rstrip())
-        w(TAIL_END)
-        w("")
+    if not has_tail:
+        include_kept(w, "tail_results.md", TAIL_BEGIN, TAIL_END)
     # Issue 17's table, every row from this run (bench/report_issue17.py).
     issue17_section(w, d, meta, fails, fmt)
     # What limits the figures: analysis kept by hand next to this script.
@@ -577,13 +584,7 @@ def main():
     # A/B comparisons of two builds (bench/ab_compare.sh --record): kept in
     # bench/ab_results.md so that regenerating this report keeps them; the
     # markers let ab_compare.sh refresh the section without a full run.
-    ab = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ab_results.md")
-    if os.path.exists(ab):
-        w(AB_BEGIN)
-        with open(ab) as f:
-            w(f.read().rstrip())
-        w(AB_END)
-        w("")
+    include_kept(w, "ab_results.md", AB_BEGIN, AB_END)
 
     w("## Failed or timed-out runs")
     w("")
@@ -631,13 +632,7 @@ def main():
 
     # rdma_cm connection rate analysis (bench/cm_rate.sh runs), kept by hand
     # next to this script as findings.md is.
-    cm = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cm_rate_results.md")
-    if os.path.exists(cm):
-        w(CM_BEGIN)
-        with open(cm) as f:
-            w(f.read().rstrip())
-        w(CM_END)
-        w("")
+    include_kept(w, "cm_rate_results.md", CM_BEGIN, CM_END)
 
     with open(a.out, "w") as f:
         f.write("\n".join(L))
