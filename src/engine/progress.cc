@@ -32,6 +32,9 @@ constexpr int kRxBurst = 32;
 constexpr auto kAppPollingWindow = std::chrono::nanoseconds(20000);
 constexpr auto kShmMaxPollingWindow = std::chrono::nanoseconds(500000);
 constexpr auto kTimerCheckInterval = std::chrono::microseconds(50);
+// How much later than due the timers may run while received packets are
+// still waiting (PollOnceLocked says why).
+constexpr auto kTimerBacklogGrace = std::chrono::milliseconds(2);
 // The longest the progress thread sleeps while QPs exist: timers due later
 // than this never need a wake-up from the posting thread.
 constexpr auto kIdleTick = std::chrono::milliseconds(5);
@@ -115,6 +118,7 @@ bool MakeRealtime() {
 bool Engine::PollOnceLocked() {
   transport::RxPacket rx[kRxBurst];
   bool did = false;
+  bool drained = false;
   // Bounded so one pass cannot starve the caller (a CQ poller) forever.
   for (int round = 0; round < 4; ++round) {
     const int n = transport_->RecvBurst(rx, kRxBurst);
@@ -123,14 +127,24 @@ bool Engine::PollOnceLocked() {
     if (n > 0) did = true;
     // The transport gives one socket at most half a burst per call while
     // others exist (udp_transport.cc), so only a short half means drained.
-    if (n < kRxBurst / 2) break;
+    if (n < kRxBurst / 2) {
+      drained = true;
+      break;
+    }
   }
   // Other processes' receive QPs delivering into this device's XRC SRQs
   // (xrc_share.h): taken here too, so a polling application serves them.
   if (xrc_share_ && xrc_share_->ServeLocked()) did = true;
   const Clock::time_point now = Clock::now();
   last_pass_ = now;
-  if (now >= next_timer_check_) {
+  // Timers judge acknowledgement progress. While acknowledgements still
+  // wait in the transport (this pass stopped before draining it), a Local
+  // ACK Timeout or a tail-loss probe would fire on a stale view: with 1,000
+  // QPs sending to one peer, thousands did, for packets whose ACKs had
+  // arrived (issue 17, docs/loss.md). So they wait for a drained pass, but
+  // never longer than kTimerBacklogGrace past due.
+  if (now >= next_timer_check_ &&
+      (drained || now >= next_timer_check_ + kTimerBacklogGrace)) {
     next_timer_check_ = now + kTimerCheckInterval;
     CheckListedTimers(now);
     if (!lingering_.empty()) ExpireLingering(now);

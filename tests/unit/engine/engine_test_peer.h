@@ -27,6 +27,9 @@ class EngineTestPeer {
   }
   // The transmit batch leaves now.
   static void FlushTx(Engine& e) { e.FlushTx(); }
+  // One progress pass, as a polling application or the progress thread
+  // runs it: receive, timers when due, the work list, the transmit flush.
+  static bool PollOnce(Engine& e) { return e.PollOnceLocked(); }
   // The timers of every listed QP run as if the clock read `when`.
   static void FireTimers(Engine& e, Clock::time_point when) { e.CheckListedTimers(when); }
 
