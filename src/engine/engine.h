@@ -355,6 +355,9 @@ class Engine {
   // gets its controller then); EngineConfig::cc.
   CcSettings cc_settings_;
   Clock::time_point next_timer_check_ GUARDED_BY(mu_){};
+  // The first pass that put the due timers off because received packets
+  // were still waiting (progress.cc); {} while none is.
+  Clock::time_point timers_deferred_since_ GUARDED_BY(mu_){};
   // SOFTRNIC_ACK_DELAY_US: how long a plain ACK may wait for a request of
   // its QP to carry it (ack_delay.cc); 0 = never.
   std::chrono::microseconds ack_delay_{20};

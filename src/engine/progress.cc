@@ -142,9 +142,13 @@ bool Engine::PollOnceLocked() {
   // ACK Timeout or a tail-loss probe would fire on a stale view: with 1,000
   // QPs sending to one peer, thousands did, for packets whose ACKs had
   // arrived (issue 17, docs/loss.md). So they wait for a drained pass, but
-  // never longer than kTimerBacklogGrace past due.
+  // never longer than kTimerBacklogGrace after the first pass that put
+  // them off.
+  if (now >= next_timer_check_ && !drained && timers_deferred_since_ == Clock::time_point{})
+    timers_deferred_since_ = now;
   if (now >= next_timer_check_ &&
-      (drained || now >= next_timer_check_ + kTimerBacklogGrace)) {
+      (drained || now - timers_deferred_since_ >= kTimerBacklogGrace)) {
+    timers_deferred_since_ = {};
     next_timer_check_ = now + kTimerCheckInterval;
     CheckListedTimers(now);
     if (!lingering_.empty()) ExpireLingering(now);
