@@ -16,6 +16,15 @@
 // 14 gives 67 ms), so a requester configured like this QP does not
 // retransmit because of it.
 //
+// The deferral must not outlive the QP or the process: the application has
+// seen the completion of the request being acknowledged, and may destroy
+// the QP or exit at once (a client that gets its last reply and ends). A
+// deferred ACK goes out when its QP moves to Error or Reset or is
+// destroyed, and at exit() (device.cc). Only an abrupt end (_exit, a
+// signal) within the delay still loses it: the peer then retries its last
+// request into IBV_WC_RETRY_EXC_ERR, as it would had the process died
+// before the request arrived.
+//
 // A QP whose ACKs keep waiting the whole delay (a one-way stream, a
 // responder that answers on another QP) stops deferring for a while, so the
 // delay costs it at most one late completion every kBackoff ACKs; a QP
@@ -90,6 +99,16 @@ void Engine::ExpireDeferredAcks(Clock::time_point now) {
     FlushAck(qp);
   }
   ack_deadline_min_ = next;
+}
+
+void Engine::SendDeferredAck(Qp* qp) {
+  if (qp->ack_delay.ack_deferred) FlushAck(qp);
+}
+
+void Engine::FlushDeferredAcksLocked() {
+  // Every QP with a deferred ACK is on the timer list (DeferAck lists it).
+  for (Qp* qp : timer_list_) SendDeferredAck(qp);
+  if (tx_.count() > 0) FlushTx();
 }
 
 }  // namespace softrnic::engine

@@ -63,11 +63,16 @@ std::shared_ptr<Device> Device::Get(std::string* error) {
   if (!device) return nullptr;
   g_device = new std::shared_ptr<Device>(device);
   g_device_pid = getpid();
-  // At exit, give destroyed QPs their linger time (Engine::Lingering): the
-  // progress thread keeps answering duplicates until they expire.
+  // At exit, send the ACKs still deferred (ack_delay.cc), then give
+  // destroyed QPs their linger time (Engine::Lingering): the progress
+  // thread keeps answering duplicates until they expire.
   std::atexit([] {
     if (g_device == nullptr || g_device_pid != getpid()) return;
     Engine& e = (*g_device)->engine();
+    {
+      SpinLock engine_lock(e.mu_);
+      e.FlushDeferredAcksLocked();
+    }
     for (int i = 0; i < 100; ++i) {
       {
         SpinLock engine_lock(e.mu_);

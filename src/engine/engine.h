@@ -109,6 +109,10 @@ class Engine {
   // Destroyed QPs linger (Lingering below): expires those whose time is
   // over and returns whether any remain (the exit handler waits for them).
   bool ExpireLingeringLocked(Clock::time_point now) REQUIRES(mu_);
+  // Sends every deferred ACK now and the transmit batch with it: the
+  // process is exiting, and a completion its application saw must not
+  // leave the peer's request unacknowledged (ack_delay.cc).
+  void FlushDeferredAcksLocked() REQUIRES(mu_);
 
   // --- Completion events (event_wait.cc) ---
   // A blocking ibv_get_cq_event: waits for the channel's event byte and,
@@ -615,6 +619,8 @@ class Engine {
   void PiggybackAck(Qp* qp) REQUIRES(mu_);
   // Sends the deferred ACKs whose delay is over.
   void ExpireDeferredAcks(Clock::time_point now) REQUIRES(mu_);
+  // qp leaves service (error, reset, destroy): its deferred ACK goes now.
+  void SendDeferredAck(Qp* qp) REQUIRES(mu_);
   void ResponderError(Qp* qp, wire::NakCode code, uint32_t psn, WcStatus recv_status) REQUIRES(mu_);
   void SendReadResponses(Qp* qp, uint32_t first_psn, uint64_t va, uint32_t rkey, uint32_t length,
                          uint32_t skip_packets) REQUIRES(mu_);

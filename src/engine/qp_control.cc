@@ -291,6 +291,7 @@ int Engine::TransitionQp(Qp* qp, const QpAttr& a, uint32_t mask) {
 
 void Engine::ResetQp(Qp* qp) {
   // IBA 10.3.1.1: RESET empties both queues without completions.
+  SendDeferredAck(qp);  // before the destination goes with attr
   DestRelease(qp);  // before attr (its destination) goes
   QpCaps caps = qp->caps;
   QpAttr fresh;
@@ -311,6 +312,8 @@ void Engine::ResetQp(Qp* qp) {
 }
 
 void Engine::MoveToError(Qp* qp) {
+  // Requests this QP executed stay acknowledged (ack_delay.cc).
+  SendDeferredAck(qp);
   qp->attr.qp_state = QpState::kErr;
   NoteQpCounters(qp);  // its stats line shows the state
   PublishQp(qp);  // peers stop executing directly on this QP at once

@@ -64,6 +64,10 @@ int Engine::RemoveQpLocked(Qp* qp, uint32_t* async_events_reported, void* handle
     return 0;
   }
   ForgetAsyncEventsLocked(AsyncObject::kQp, qp->handle, async_events_reported);
+  // The application may have seen the completion its deferred ACK
+  // acknowledges and exit next (ack_delay.cc): it leaves now.
+  SendDeferredAck(qp);
+  if (tx_.count() > 0) FlushTx();
   auto& wl = work_list_;
   wl.erase(std::remove(wl.begin(), wl.end(), qp), wl.end());
   auto& tl = timer_list_;

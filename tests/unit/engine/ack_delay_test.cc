@@ -19,12 +19,13 @@ class AckDelayTest : public RcPairTest {
   // are delayed on UDP only (ack_delay.cc): these devices use it in the
   // auto (shared-memory) run of the suite too.
   void OpenWithDelays(std::optional<std::chrono::microseconds> delay_a,
-                      std::optional<std::chrono::microseconds> delay_b) {
+                      std::optional<std::chrono::microseconds> delay_b,
+                      const QpOptions& o = LongTimeout()) {
     EngineConfig ca = TestConfig(0), cb = TestConfig(1);
     ca.transport_mode = cb.transport_mode = transport::TransportMode::kUdp;
     if (delay_a) ca.ack_delay = *delay_a;
     if (delay_b) cb.ack_delay = *delay_b;
-    OpenWith(LongTimeout(), ca, cb);
+    OpenWith(o, ca, cb);
   }
   // Posts a receive on `to` and a SEND on `from`.
   void Send(Side& from, Side& to, uint64_t id) {
@@ -154,6 +155,49 @@ TEST_F(AckDelayTest, AfterAnExpiredDelayTheQpAcknowledgesAtOnce) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, delay);
   EXPECT_EQ(StatsOf(*b_.dev).acks_delay_expired, 1u);
   EXPECT_EQ(StatsOf(*b_.dev).acks_piggybacked, 0u);
+}
+
+// The application saw the completion of the request B's ACK is waiting
+// for; a QP it then takes out of service (destroy, or Error as
+// rdma_disconnect does) sends that ACK at once, not after the delay, nor
+// never (ack_delay.cc). Without it, a client that destroys its QP right
+// after its last reply leaves the server retrying into RETRY_EXC_ERR.
+class AckDelayLeaveTest : public AckDelayTest {
+ protected:
+  // B's ACK of A's SEND deferred (a delay of 5 s; a Local ACK Timeout of
+  // 69 s caps it at 8.6 s), then `leave` on B: A's SEND completes well
+  // before the delay, without a retransmission.
+  template <typename Leave>
+  void ExpectAckSentWhen(Leave leave) {
+    const auto delay = milliseconds(5000);
+    QpOptions o;
+    o.timeout = 24;
+    OpenWithDelays(std::nullopt, delay, o);
+    SendOne(b_, a_, 1);  // B has sent once: its ACKs may now wait
+    Await(b_, WcOpcode::kSend);
+    SendOne(a_, b_, 2);  // B's ACK waits for B's next request
+    const auto start = std::chrono::steady_clock::now();
+    leave();
+    EXPECT_EQ(Await(a_, WcOpcode::kSend).wr_id, 2u);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, delay / 2);
+    EXPECT_EQ(StatsOf(*b_.dev).acks_delay_expired, 0u);
+    EXPECT_EQ(StatsOf(*a_.dev).retransmit_timeouts, 0u);
+  }
+};
+
+TEST_F(AckDelayLeaveTest, ADestroyedQpSendsItsDeferredAck) {
+  ExpectAckSentWhen([&] {
+    ASSERT_EQ(b_.dev->DestroyQp(b_.qp, nullptr, nullptr), 0);
+    b_.qp = nullptr;
+  });
+}
+
+TEST_F(AckDelayLeaveTest, AQpMovedToErrorSendsItsDeferredAck) {
+  ExpectAckSentWhen([&] {
+    QpAttr err;
+    err.qp_state = QpState::kErr;
+    ASSERT_EQ(b_.dev->ModifyQp(b_.qp, err, kQpState), 0);
+  });
 }
 
 TEST_F(AckDelayTest, ZeroDelayNeverDefers) {
