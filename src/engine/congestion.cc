@@ -49,7 +49,7 @@ uint64_t DestUnit(const Qp* qp) { return uint64_t{qp->mtu_bytes} + kDestPacketOv
 
 void Engine::DestAttach(Qp* qp) {
   DestRelease(qp);
-  if (qp->type != QpType::kRc || !dest_budget_enabled_) return;
+  if (qp->type != QpType::kRc) return;
   const uint32_t budget = transport_->inflight_budget_bytes();
   if (budget == 0) return;
   const Gid& gid = qp->attr.ah_attr.dgid;

@@ -509,11 +509,6 @@ class Engine {
   // ... and will have none once the packet at sq_psn leaves (AckReq).
   bool DestFillsWindow(const Qp* qp) const REQUIRES(mu_);
   std::unordered_map<Gid, DestFlight, GidHash> dest_flight_ GUARDED_BY(mu_);
-  // Off: with the budget on, MultiQpLossTest (4 QPs, 2 % loss, 1 % reorder,
-  // ASan, two CPU hogs) ended in RETRY_EXC_ERR in 3-11 of 180-240 runs
-  // against 0 of 240 without it: a QP stalled for good with its peer far
-  // ahead (docs/loss.md, section 3). Tests turn it on (EngineTestPeer).
-  bool dest_budget_enabled_ GUARDED_BY(mu_) = false;
 
   // --- Congestion control (congestion.cc, docs/loss.md) ---
   void CcInit(Qp* qp) REQUIRES(mu_);

@@ -33,10 +33,6 @@ void OpenPairs(Pairs& p, int n, const QpOptions& o, transport::FaultConfig fa = 
   p.da = MakeDevice(0, fa);
   p.db = MakeDevice(1);
   ASSERT_TRUE(p.da && p.db);
-  {
-    std::lock_guard lock(p.da->engine().mu_);
-    EngineTestPeer::EnableDestBudget(p.da->engine());
-  }
   p.a.resize(n);
   p.b.resize(n);
   for (int i = 0; i < n; ++i) {

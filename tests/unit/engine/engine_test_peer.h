@@ -48,9 +48,6 @@ class EngineTestPeer {
   static const std::unordered_map<Gid, DestFlight, GidHash>& dest_flights(const Engine& e) {
     return e.dest_flight_;
   }
-  // The budget is off by default (engine.h, dest_budget_enabled_): on for
-  // the QPs that reach RTS after this call.
-  static void EnableDestBudget(Engine& e) { e.dest_budget_enabled_ = true; }
   static void SetDestBudget(Engine& e, uint64_t bytes) {
     for (auto& [gid, flight] : e.dest_flight_) flight.budget_bytes = bytes;
   }
