@@ -133,10 +133,14 @@ TEST_F(RcPairTest, UcUnderLossDeliversWholeMessagesOnly) {
   EXPECT_EQ(b_.dev->GetQpState(b_.qp), QpState::kRts);
 }
 
-// Several RC QPs on the same two lossy devices, all busy at once.
+// Several RC QPs on the same two lossy devices, all busy at once. Local
+// ACK Timeout 67 ms (perftest's): under CI load with ASan the 4-17 ms of
+// kLossyLinkTimeout ran out seven times in a row on one QP now and then
+// while its answers waited (docs/loss.md, section 3, "Open"); a QP stalled
+// for good still fails, 0.5 s later.
 TEST(MultiQpLossTest, FourQpPairsConcurrent) {
   QpOptions o;
-  o.timeout = kLossyLinkTimeout;
+  o.timeout = 14;
   o.buf_size = 1 << 20;
   transport::FaultConfig fa, fb;
   fa.drop = fb.drop = 0.02;
