@@ -162,11 +162,9 @@ TEST(DestWindowTest, SharedBudgetUnderLossLosesNothingAndDrainsToZero) {
   o.buf_size = 1 << 20;
   // With one packet of budget per QP no later packet of the QP exposes a
   // loss (no SACK), so every loss here is found by a tail-loss probe or a
-  // Local ACK Timeout: perftest's default timeout (67 ms), not the lossy
-  // link's 4-17 ms, so that a loaded CI machine (the ASan build, -j2 beside
-  // the perftest tests) does not turn slow answers into RETRY_EXC_ERR. CI
-  // saw that once with 17 ms; the message now names the QP's counters.
-  o.timeout = 14;
+  // Local ACK Timeout (kLossyLinkTimeout, 67 ms). CI once saw
+  // RETRY_EXC_ERR here at 17 ms; the message now names the QP's counters.
+  o.timeout = kLossyLinkTimeout;
   transport::FaultConfig f;
   f.drop = 0.02;
   f.seed = 23;

@@ -133,14 +133,12 @@ TEST_F(RcPairTest, UcUnderLossDeliversWholeMessagesOnly) {
   EXPECT_EQ(b_.dev->GetQpState(b_.qp), QpState::kRts);
 }
 
-// Several RC QPs on the same two lossy devices, all busy at once. Local
-// ACK Timeout 67 ms (perftest's): under CI load with ASan the 4-17 ms of
-// kLossyLinkTimeout ran out seven times in a row on one QP now and then
-// while its answers waited (docs/loss.md, section 3, "Open"); a QP stalled
-// for good still fails, 0.5 s later.
+// Several RC QPs on the same two lossy devices, all busy at once (a QP
+// stalled for good fails after seven 67 ms Local ACK Timeouts; docs/loss.md
+// section 3, "Open", on why it is no longer 4 ms).
 TEST(MultiQpLossTest, FourQpPairsConcurrent) {
   QpOptions o;
-  o.timeout = 14;
+  o.timeout = kLossyLinkTimeout;
   o.buf_size = 1 << 20;
   transport::FaultConfig fa, fb;
   fa.drop = fb.drop = 0.02;

@@ -134,16 +134,15 @@ inline void Connect(Side& a, const Side& b, const QpOptions& o) {
   ASSERT_EQ(a.dev->ModifyQp(a.qp, attr, mask), 0);
 }
 
-// Polls until n completions arrive or the deadline passes.
-// Local ACK Timeout for tests on lossy links: 10 (~4 ms), 12 (~17 ms) under
-// ThreadSanitizer, which runs the engine 5-15x slower, so that seven
-// retries are not used up by the instrumentation's slowness alone.
-#if defined(__SANITIZE_THREAD__)
-inline constexpr uint8_t kLossyLinkTimeout = 12;
-#else
-inline constexpr uint8_t kLossyLinkTimeout = 10;
-#endif
+// Local ACK Timeout for tests on lossy links: 14 (~67 ms, perftest's).
+// Tail losses are recovered by the selective-repeat probe well before it,
+// so it costs these tests no time; it only has to outlast a peer that the
+// machine does not schedule. At 10 (~4 ms) seven timeouts in a row ran out
+// under CI load with ASan now and then (CongestionTest, MultiQpLossTest:
+// docs/loss.md section 3) and failed the QP with RETRY_EXC_ERR.
+inline constexpr uint8_t kLossyLinkTimeout = 14;
 
+// Polls until n completions arrive or the deadline passes.
 inline std::vector<Completion> PollN(Side& s, size_t n, std::chrono::milliseconds limit =
                                                             std::chrono::milliseconds(20000)) {
   std::vector<Completion> out;
