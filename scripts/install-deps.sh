@@ -37,6 +37,9 @@ REQUIRED=(
 # install these is reported but does not fail the script.
 OPTIONAL=(
   python3-matplotlib
+  # Stacks of a test's process that hangs (tests/integration/lib/common.sh
+  # dump_stacks), printed before it is killed.
+  gdb
 )
 
 missing_from() {

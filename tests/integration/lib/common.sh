@@ -184,6 +184,19 @@ bg_pid() { echo "${_softrnic_bg_pid[$1]:-}"; }
 bg_log() { cat "$SOFTRNIC_TMP/$1.log" 2>/dev/null; }
 bg_log_file() { echo "$SOFTRNIC_TMP/$1.log"; }
 bg_running() { local p=${_softrnic_bg_pid[$1]:-}; [[ -n "$p" ]] && kill -0 "$p" 2>/dev/null; }
+# dump_stacks PID: every thread's stack of PID and its descendants on
+# stderr (gdb, when installed), so that a hang in CI says where it waited.
+dump_stacks() {
+  command -v gdb >/dev/null 2>&1 || return 0
+  local q
+  for q in "$1" $(pgrep -P "$1" 2>/dev/null); do
+    [[ $q == "$1" ]] || { dump_stacks "$q"; continue; }
+    [[ $(cat /proc/$q/comm 2>/dev/null) == timeout ]] && continue
+    echo "--- stacks of pid $q: $(tr '\0' ' ' < /proc/$q/cmdline 2>/dev/null)" >&2
+    timeout 30 gdb -p "$q" -batch -nx -ex 'thread apply all bt' 2>&1 |
+      grep -E '^(Thread|#)' | head -120 >&2 || true
+  done
+}
 # wait_bg NAME [TIMEOUT]: wait for NAME to exit, return its status (124 if
 # its own timeout fired). With TIMEOUT, kill it if still running after that.
 wait_bg() {
@@ -191,6 +204,7 @@ wait_bg() {
   [[ -n "$p" ]] || { log "wait_bg: no such process $name"; return 1; }
   if [[ -n "$t" ]] && ! wait_until "$t" bash -c "! kill -0 $p 2>/dev/null"; then
     log "wait_bg: $name still running after ${t}s, killing"
+    dump_stacks "$p"
     kill_bg "$name"
     return 124
   fi
