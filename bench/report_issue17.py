@@ -167,10 +167,21 @@ def issue17_section(w, d, meta, fails, fmt):
     # 8. QPs per device
     absolute("RC QPs per device, one process (`qp_scale`)", "i17_qp_scale", "unpinned", "qps", "", ">=",
              100000, "qps")
-    absolute("idle QP memory, incl. its 16+16 slots (`qp_scale`, at the largest step)", "i17_qp_scale",
-             "unpinned", "kib_per_qp", "KiB", "<=", 4, "qps")
+    absolute("idle QP memory beyond its queues (`qp_scale` at 16+16 and 1+1 slots: "
+             "m1 - (m16 - m1) / 15, largest step)", "i17_qp_scale", "unpinned", "kib_beyond_queues", "KiB",
+             "<=", 4, "qps")
+    for metric, text in [("kib_per_qp", "16+16"), ("kib_per_qp_d1", "1+1")]:
+        s = d.stat("i17_qp_scale", "unpinned", metric)
+        row(f"idle QP memory with its {text} slots (`qp_scale`, largest step)", "unpinned",
+            _fmt_stat(fmt, s, "KiB"), "KiB", "-", "-", "reference" if s else nodata(["i17_qp_scale"]), "qps")
     absolute("QP create + INIT, median (`qp_scale`, largest step)", "i17_qp_scale", "unpinned",
              "create_us", "us", "<=", 10, "qps")
+    for metric, text in [("create_us_d1", "QP create + INIT with 1+1 slots, median (`qp_scale -d 1`)"),
+                         ("page_touch_us", "first write to a fresh 4 KiB page of this machine "
+                                           "(`qp_scale`: mmap 16 MiB, one write per page)")]:
+        s = d.stat("i17_qp_scale", "unpinned", metric)
+        row(text, "unpinned", _fmt_stat(fmt, s, "us"), "us", "-", "-",
+            "reference" if s else nodata(["i17_qp_scale"]), "qps")
     # 9. aggregate bandwidth over many QPs
     for tr in ["shm", "udp"]:
         one = d.stat(f"i17_mq_{tr}_q1", "pinned", "bw")

@@ -6,7 +6,8 @@
 #   i17_ucx_put_lat          UCX rc_verbs put_lat 8 B over softrnic (shm path)
 #   i17_ev_{shm,udp}         ibv_rc_pingpong -e -s 64 round trip (unpinned, onecore)
 #   i17_tcp_rtt              qperf tcp_lat x 2 (unpinned, onecore)
-#   i17_qp_scale             bench/scale/qp_scale: qps, create_us, kib_per_qp
+#   i17_qp_scale             bench/scale/qp_scale: qps, create_us, kib_per_qp (16+16
+#                            slots), kib_per_qp_d1 (1+1), kib_beyond_queues
 #   i17_mq_{shm,udp}_qN      ib_write_bw 64 KiB -q N (pinned)
 #   i17_big_{shm,udp}_write  ib_write_bw 256 MiB; i17_big_udp_read ib_read_bw 256 MiB
 #   i17_reg_{untouched,zeroed,filled}  reg_cost -s 1024: reg_ms, dereg_ms
@@ -106,8 +107,26 @@ i17_qp_scale() {
     rec i17_qp_scale "$lab" unpinned 0 create_max_us us "${f[2]}" "$rep"
     rec i17_qp_scale "$lab" unpinned 0 kib_per_qp KiB "${f[3]}" "$rep"
     rec i17_qp_scale "$lab" unpinned 0 rtt_at_max us "${f[4]}" "$rep"
+    rec i17_qp_scale "$lab" unpinned 0 page_touch_us us \
+      "$(sed -n 's/^# fresh page first touch: \([0-9.]*\) us.*/\1/p' "$log")" "$rep"
     grep -q 'creating QP .* failed' "$log" &&
       rec i17_qp_scale "$lab" unpinned 0 create_failed n 1 "$rep"
+    # The target is the QP's memory beyond its queues: the same run with
+    # 1+1 slots gives the cost of 15 send + 15 receive slots (the
+    # difference), and so what a QP costs with none: m1 - (m16 - m1) / 15.
+    local log1=$LOGS/i17_qp_scale_d1_$rep.log row1
+    timeout -k 5 $(( QUICK ? 60 : 300 )) "${SRN_ENV[@]}" "$I17_BIN/qp_scale" -n "$n" -d 1 -l 10 >"$log1" 2>&1
+    rc=$?
+    row1=$(awk '$1 ~ /^[0-9]+$/ && NF == 6 {r = $0} END {print r}' "$log1")
+    if [[ $rc -ne 0 || -z "$row1" ]]; then
+      fail i17_qp_scale unpinned "$rep" "qp_scale -n $n -d 1 rc=$rc: $(grep '^#' "$log1" | tail -1)"
+      continue
+    fi
+    local g; read -r -a g <<<"$row1"
+    rec i17_qp_scale "$lab" unpinned 0 create_us_d1 us "${g[1]}" "$rep"
+    rec i17_qp_scale "$lab" unpinned 0 kib_per_qp_d1 KiB "${g[3]}" "$rep"
+    rec i17_qp_scale "$lab" unpinned 0 kib_beyond_queues KiB \
+      "$(awk -v m16="${f[3]}" -v m1="${g[3]}" 'BEGIN {printf "%.2f", m1 - (m16 - m1) / 15}')" "$rep"
   done
   say "issue 17: qp_scale done"
 }
