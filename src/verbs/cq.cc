@@ -38,10 +38,12 @@ int PollCq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) noexcept {
   Cq* cq = ToCq(ibcq);
   try {
     int done = 0;
-    if (cq->is_ex) {
-      // Drain what an extended poll fetched but did not consume, in order.
+    if (cq->is_ex && cq->ex_busy.load(std::memory_order_acquire)) {
+      // Drain what an extended poll fetched but did not consume, in order
+      // (waiting for a poll sequence that is still open).
       std::lock_guard<std::mutex> lock(cq->poll_mu);
       while (done < num_entries && cq->pos < cq->count) FromEngineWc(cq->buf[cq->pos++], &wc[done++]);
+      cq->ex_busy.store(cq->pos < cq->count, std::memory_order_release);
     }
     eng::Completion tmp[Cq::kBatch];
     while (done < num_entries) {
@@ -90,8 +92,12 @@ int ExStartPoll(ibv_cq_ex* ibcq, ibv_poll_cq_attr* attr) noexcept {
   Cq* cq = ToCq(ibcq);
   try {
     cq->poll_mu.lock();
+    cq->ex_busy.store(true, std::memory_order_release);
     int rc = ExFetch(cq);
-    if (rc) cq->poll_mu.unlock();
+    if (rc) {
+      cq->ex_busy.store(cq->pos < cq->count, std::memory_order_release);
+      cq->poll_mu.unlock();
+    }
     return rc;
   } catch (...) {
     return ENOMEM;
@@ -112,6 +118,7 @@ void ExEndPoll(ibv_cq_ex* ibcq) noexcept {
   Cq* cq = ToCq(ibcq);
   ++cq->pos;  // the current completion is consumed
   cq->cur = nullptr;
+  cq->ex_busy.store(cq->pos < cq->count, std::memory_order_release);
   cq->poll_mu.unlock();
 }
 
