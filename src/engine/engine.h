@@ -324,9 +324,6 @@ class Engine {
   // Sleeps while an application polls; returns whether it still does.
   bool SleepWhileAppPolls(std::chrono::nanoseconds period);
   Clock::time_point last_pass_ GUARDED_BY(mu_){};
-  // The cycle counter when last_pass_ was read from the clock (progress.cc,
-  // kClockReuseCycles).
-  uint64_t last_clock_cycles_ GUARDED_BY(mu_) = 0;
   int wake_fd_ = -1;   // eventfd to wake a sleeping progress thread
   int epoll_fd_ = -1;
   std::thread progress_thread_;

@@ -16,9 +16,6 @@
 #include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
-#if defined(__x86_64__)
-#include <x86intrin.h>  // __rdtsc
-#endif
 
 #include <cstdlib>
 #include <cstring>
@@ -50,24 +47,6 @@ constexpr auto kAppPolledRecently = std::chrono::nanoseconds(3000);
 constexpr auto kAppWaitingWindow = std::chrono::nanoseconds(20000);
 constexpr auto kAppCheckFirst = std::chrono::nanoseconds(20000);
 constexpr auto kAppCheckMax = std::chrono::nanoseconds(200000);
-// Reading the clock costs 45-60 ns on the VMs measured (kvm-clock through
-// the vDSO; the CPU's cycle counter 11-21 ns), and an application spinning
-// on empty CQs runs a pass per ibv_poll_cq (UCX's progress loop polls two
-// CQs per turn: two readings per put_lat iteration of ~0.37 us). A pass
-// that received nothing reuses the last reading while fewer than
-// kClockReuseCycles cycles have passed since it was taken: at 1 GHz or
-// more, under 4.1 us, so timers run at most that late and the
-// application's last poll (kAppPolledRecently, 3 us) looks at most that
-// much older. Any pass after a sleep or a gap reads the clock.
-constexpr uint64_t kClockReuseCycles = 4096;
-
-uint64_t CycleCounter() {
-#if defined(__x86_64__)
-  return __rdtsc();
-#else
-  return 0;  // no cheap counter: every pass reads the clock
-#endif
-}
 // How soon the progress thread looks again when an application thread held
 // the engine lock as a packet arrived.
 constexpr auto kLockBusyRecheck = std::chrono::nanoseconds(20000);
@@ -156,12 +135,8 @@ bool Engine::PollOnceLocked() {
   // Other processes' receive QPs delivering into this device's XRC SRQs
   // (xrc_share.h): taken here too, so a polling application serves them.
   if (xrc_share_ && xrc_share_->ServeLocked()) did = true;
-  const uint64_t cycles = CycleCounter();
-  if (did || cycles == 0 || cycles - last_clock_cycles_ >= kClockReuseCycles) {
-    last_clock_cycles_ = cycles;
-    last_pass_ = Clock::now();
-  }
-  const Clock::time_point now = last_pass_;
+  const Clock::time_point now = Clock::now();
+  last_pass_ = now;
   // Timers judge acknowledgement progress. While acknowledgements still
   // wait in the transport (this pass stopped before draining it), a Local
   // ACK Timeout or a tail-loss probe would fire on a stale view: with 1,000

@@ -22,7 +22,7 @@ namespace {
 
 constexpr uint32_t kMinPacket = 12 + 4;  // BTH + ICRC
 constexpr int kMaxRx = 64;
-// While shared memory is in use and UDP has been quiet this many polls, UDP is
+// While rings are active and UDP has been quiet this many polls, UDP is
 // polled only every kUdpPollEvery calls (the idle sleep still waits on the
 // sockets, so UDP traffic is never missed, only noticed a few polls later).
 constexpr uint32_t kUdpQuietAfter = 64;
@@ -431,13 +431,9 @@ int ShmTransport::RecvBurst(RxPacket* packets, int n) {
   ++recv_calls_;
   if ((recv_calls_ & 1023) == 0 && !peers_.empty()) CheckPeers();
   if (produced < n) {
-    // UDP: always while no shared memory is in use (the UDP path is
-    // unchanged then); while a ring or a peer's mapping is, at a reduced
-    // rate once UDP has been quiet. A peer's mapping counts: direct WRITEs
-    // and READs use no ring, and an application spinning on its CQs (UCX's
-    // progress loop) paid an epoll_wait per ibv_poll_cq.
-    const bool shm_in_use = any_ring || has_peers_.load(std::memory_order_relaxed);
-    const bool poll_udp = force_udp_.load(std::memory_order_relaxed) || !shm_in_use ||
+    // UDP: always when no ring is in use (the UDP path is unchanged then);
+    // with shm traffic, at a reduced rate once UDP has been quiet.
+    const bool poll_udp = force_udp_.load(std::memory_order_relaxed) || !any_ring ||
                           udp_quiet_ < kUdpQuietAfter || recv_calls_ % kUdpPollEvery == 0;
     if (poll_udp) {
       force_udp_.store(false, std::memory_order_relaxed);

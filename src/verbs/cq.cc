@@ -38,12 +38,10 @@ int PollCq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) noexcept {
   Cq* cq = ToCq(ibcq);
   try {
     int done = 0;
-    if (cq->is_ex && cq->ex_busy.load(std::memory_order_acquire)) {
-      // Drain what an extended poll fetched but did not consume, in order
-      // (waiting for a poll sequence that is still open).
+    if (cq->is_ex) {
+      // Drain what an extended poll fetched but did not consume, in order.
       std::lock_guard<std::mutex> lock(cq->poll_mu);
       while (done < num_entries && cq->pos < cq->count) FromEngineWc(cq->buf[cq->pos++], &wc[done++]);
-      cq->ex_busy.store(cq->pos < cq->count, std::memory_order_release);
     }
     eng::Completion tmp[Cq::kBatch];
     while (done < num_entries) {
@@ -92,12 +90,8 @@ int ExStartPoll(ibv_cq_ex* ibcq, ibv_poll_cq_attr* attr) noexcept {
   Cq* cq = ToCq(ibcq);
   try {
     cq->poll_mu.lock();
-    cq->ex_busy.store(true, std::memory_order_release);
     int rc = ExFetch(cq);
-    if (rc) {
-      cq->ex_busy.store(cq->pos < cq->count, std::memory_order_release);
-      cq->poll_mu.unlock();
-    }
+    if (rc) cq->poll_mu.unlock();
     return rc;
   } catch (...) {
     return ENOMEM;
@@ -118,7 +112,6 @@ void ExEndPoll(ibv_cq_ex* ibcq) noexcept {
   Cq* cq = ToCq(ibcq);
   ++cq->pos;  // the current completion is consumed
   cq->cur = nullptr;
-  cq->ex_busy.store(cq->pos < cq->count, std::memory_order_release);
   cq->poll_mu.unlock();
 }
 

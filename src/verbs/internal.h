@@ -158,10 +158,6 @@ struct Cq {
   // from the engine in batches; `cur` is the one the read_* callbacks see.
   // Leftovers survive end_poll and are returned first by the next poll.
   std::mutex poll_mu;
-  // A poll sequence is open or leftovers wait (both under poll_mu): only
-  // then does ibv_poll_cq take poll_mu. UCX polls its CQs on every turn of
-  // its progress loop; the lock cost ~8 % of a put_lat iteration.
-  std::atomic<bool> ex_busy{false};
   static constexpr int kBatch = 16;
   eng::Completion buf[kBatch];
   int pos = 0;
