@@ -66,6 +66,11 @@ def issue17_section(w, d, meta, fails, fmt):
         row(measure, place, _fmt_stat(fmt, s, unit), unit, "-", f"{op} {fmt(bound)} {unit}",
             judge(s[0], op, bound), limit)
 
+    def reference(measure, id_, place, metric, unit):
+        """A figure shown beside the targets, judged against nothing."""
+        s = d.stat(id_, place, metric)
+        row(measure, place, _fmt_stat(fmt, s, unit), unit, "-", "-", "reference" if s else nodata([id_]), "")
+
     def relative(measure, id_, place, metric, unit, ref, ref_place, ref_metric, ref_label, op, factor,
                  limit, ids=None):
         """softrnic's median op factor x the reference's median (same run)."""
@@ -170,23 +175,19 @@ def issue17_section(w, d, meta, fails, fmt):
     absolute("idle QP memory beyond its queues (`qp_scale` at 16+16 and 1+1 slots: "
              "m1 - (m16 - m1) / 15, largest step)", "i17_qp_scale", "unpinned", "kib_beyond_queues", "KiB",
              "<=", 4, "qps")
-    for metric, text in [("kib_per_qp", "16+16"), ("kib_per_qp_d1", "1+1")]:
-        s = d.stat("i17_qp_scale", "unpinned", metric)
-        row(f"idle QP memory with its {text} slots (`qp_scale`, largest step)", "unpinned",
-            _fmt_stat(fmt, s, "KiB"), "KiB", "-", "-", "reference" if s else nodata(["i17_qp_scale"]), "qps")
+    reference("idle QP memory with its 16+16 slots (`qp_scale`, largest step)", "i17_qp_scale", "unpinned",
+              "kib_per_qp", "KiB")
+    reference("idle QP memory with its 1+1 slots (`qp_scale`, largest step)", "i17_qp_scale", "unpinned",
+              "kib_per_qp_d1", "KiB")
     absolute("QP create + INIT, median (`qp_scale`, largest step)", "i17_qp_scale", "unpinned",
              "create_us", "us", "<=", 10, "qps")
-    for metric, text in [("create_us_d1", "QP create + INIT with 1+1 slots, median (`qp_scale -d 1`)"),
-                         ("page_touch_us", "first write to a fresh 4 KiB page of this machine "
-                                           "(`qp_scale`: mmap 16 MiB, one write per page)")]:
-        s = d.stat("i17_qp_scale", "unpinned", metric)
-        row(text, "unpinned", _fmt_stat(fmt, s, "us"), "us", "-", "-",
-            "reference" if s else nodata(["i17_qp_scale"]), "qps")
+    reference("QP create + INIT with 1+1 slots, median (`qp_scale -d 1`)", "i17_qp_scale", "unpinned",
+              "create_us_d1", "us")
+    reference("first write to a fresh 4 KiB page of this machine (`qp_scale`: mmap 16 MiB, one write per "
+              "page)", "i17_qp_scale", "unpinned", "page_touch_us", "us")
     # 9. aggregate bandwidth over many QPs
     for tr in ["shm", "udp"]:
-        one = d.stat(f"i17_mq_{tr}_q1", "pinned", "bw")
-        row(f"{tr} `ib_write_bw` 64 KiB `-q 1` (the reference)", "pinned", _fmt_stat(fmt, one, "GB/s"),
-            "GB/s", "-", "-", "reference" if one else nodata([f"i17_mq_{tr}_q1"]), "many_qps")
+        reference(f"{tr} `ib_write_bw` 64 KiB `-q 1` (the reference)", f"i17_mq_{tr}_q1", "pinned", "bw", "GB/s")
         for q in [16, 256, 1000]:
             relative(f"{tr} `ib_write_bw` 64 KiB `-q {q:,}` aggregate", f"i17_mq_{tr}_q{q}", "pinned", "bw",
                      "GB/s", f"i17_mq_{tr}_q1", "pinned", "bw", "`-q 1`", ">=", 0.9, "many_qps")
