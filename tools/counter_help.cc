@@ -81,6 +81,7 @@ std::string CounterHelp(const std::string& name) {
       {"rx_dropped_source_port", "Same-host packets refused: source is not the peer's device port."},
       {"rx_responses_unsent", "Responses refused: for a PSN never sent."},
       {"rx_responses_stale", "Responses ignored: older than the completed PSN."},
+      {"rx_responses_bad_syndrome", "READ responses and atomic ACKs dropped: their AETH was not an ACK."},
       {"rx_rnr_naks_invalid", "RNR NAKs refused: for a request that takes no receive WQE."},
       {"rx_cnp_ignored", "CNPs ignored: for no QP, or not from the QP's peer."},
       {"rx_sr_unnegotiated", "Packets refused: selective-repeat bit before it was negotiated."},

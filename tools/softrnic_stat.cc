@@ -123,7 +123,8 @@ const std::vector<Group>& Groups() {
                     {"cnp", "rx_cnp"}}},
       // Refused as forged or impossible (docs/security.md, "Packets from the network").
       {"refused", {{"src_port", "rx_dropped_source_port"}, {"resp_unsent", "rx_responses_unsent"},
-                   {"resp_stale", "rx_responses_stale"}, {"rnr_invalid", "rx_rnr_naks_invalid"},
+                   {"resp_stale", "rx_responses_stale"}, {"resp_bad_syn", "rx_responses_bad_syndrome"},
+                   {"rnr_invalid", "rx_rnr_naks_invalid"},
                    {"cnp_ignored", "rx_cnp_ignored"}, {"sr_unneg", "rx_sr_unnegotiated"},
                    {"ooo_conflicts", "rx_ooo_conflicts"}, {"ooo_forged", "rx_ooo_forgery_detected"},
                    {"rd_atomic_limit", "tx_naks_rd_atomic_limit"},

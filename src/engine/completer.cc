@@ -228,6 +228,15 @@ void Engine::HandleResponse(Qp* qp, const wire::Packet& pkt) {
     HandleAck(qp, pkt);
     return;
   }
+  // A READ response FIRST, LAST or ONLY and an atomic ACK carry an AETH
+  // whose syndrome must be an ACK (IBA 9.7.5.1.3-4; rxe's check_ack). One
+  // with a NAK or RNR NAK syndrome is malformed: dropped before it
+  // acknowledges or completes anything (the responder fuzzer completed a
+  // READ with SUCCESS through a LAST whose AETH said NAK).
+  if (pkt.info->aeth_offset != 0 && wire::SyndromeKind(pkt.aeth().syndrome()) != wire::AckKind::kAck) {
+    ++stats_.rx_responses_bad_syndrome;
+    return;
+  }
   SendWqe* w = MatchResponse(qp, pkt);
   if (w == nullptr) return;
   if (pkt.rc_opcode() == wire::op::kRcAtomicAck) {
@@ -393,7 +402,6 @@ SendWqe* Engine::MatchResponse(Qp* qp, const wire::Packet& pkt) {
 void Engine::HandleAtomicAck(Qp* qp, const wire::Packet& pkt, SendWqe& w) {
   const uint32_t psn = pkt.bth.psn();
   if (!GetWrOpcodeInfo(w.opcode).atomic || w.first_psn != psn) return;
-  if (wire::SyndromeKind(pkt.aeth().syndrome()) != wire::AckKind::kAck) return;
   const uint64_t orig = pkt.atomic_ack_eth().orig();
   uint8_t bytes[8];
   std::memcpy(bytes, &orig, 8);  // the result lands in host order

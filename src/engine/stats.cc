@@ -78,6 +78,7 @@ std::string FormatStats(const EngineStats& s, const transport::TransportCounters
   line("rx_dropped_source_port", s.rx_dropped_source_port);
   line("rx_responses_unsent", s.rx_responses_unsent);
   line("rx_responses_stale", s.rx_responses_stale);
+  line("rx_responses_bad_syndrome", s.rx_responses_bad_syndrome);
   line("rx_rnr_naks_invalid", s.rx_rnr_naks_invalid);
   line("rx_cnp_ignored", s.rx_cnp_ignored);
   line("rx_sr_unnegotiated", s.rx_sr_unnegotiated);

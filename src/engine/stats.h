@@ -78,6 +78,7 @@ struct EngineStats {
   uint64_t rx_dropped_source_port = 0;   // same-host source, not the peer's device port
   uint64_t rx_responses_unsent = 0;      // ACK/NAK/response for a PSN never sent
   uint64_t rx_responses_stale = 0;       // ACK/NAK/response older than comp_psn
+  uint64_t rx_responses_bad_syndrome = 0;  // READ response / atomic ACK whose AETH is not an ACK
   uint64_t rx_rnr_naks_invalid = 0;      // RNR NAK for a request that takes no receive WQE
   uint64_t rx_cnp_ignored = 0;           // CNP for no QP, or not from the QP's peer address
   uint64_t rx_sr_unnegotiated = 0;       // sr bit before selective mode was negotiated

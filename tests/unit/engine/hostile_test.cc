@@ -621,6 +621,48 @@ TEST_F(HostileResponseTest, OnlyPsnsSentCanBeAnswered) {
   EXPECT_EQ(c[0].status, WcStatus::kSuccess);
 }
 
+// A READ response whose AETH says NAK is malformed (IBA 9.7.5.1.3: READ
+// responses FIRST, LAST and ONLY carry an ACK syndrome): it must neither
+// complete the READ nor acknowledge anything. The responder fuzzer found
+// a LAST with a NAK syndrome completing a READ with SUCCESS.
+TEST_F(HostileResponseTest, ReadResponseWithANakSyndromeCompletesNothing) {
+  REQUIRE_SPOOFING();
+  // b's QP drops everything: a's 256-byte READ (PSN 0) stays unanswered.
+  QpAttr err;
+  err.qp_state = QpState::kErr;
+  ASSERT_EQ(b_.dev->ModifyQp(b_.qp, err, kQpState), 0);
+  std::memset(a_.buf.data(), 0, 256);
+  Sge s = SgeOf(a_, 0, 256);
+  ASSERT_EQ(a_.dev->PostSend(a_.qp, MakeWr(WrOpcode::kRdmaRead, 1, {&s, 1}, Addr(b_, 0),
+                                           b_.dev->MrRkey(b_.mr))),
+            0);
+  ASSERT_TRUE(WaitFor([&] { return StatsOf(*a_.dev).tx_packets >= 1; }));
+  const auto read_only = [&](uint8_t syndrome) {
+    return Build(wire::op::kRcReadResponseOnly, qpn_, 0,
+                 [&](uint8_t* p, const wire::OpcodeInfo& info) {
+                   wire::Aeth a;
+                   a.set_syndrome(syndrome);
+                   std::memcpy(p + info.aeth_offset, a.b.data(), sizeof(a));
+                 },
+                 payload_);
+  };
+  ToRequester(read_only(wire::MakeSyndrome(wire::AckKind::kNak,
+                                           static_cast<uint8_t>(wire::NakCode::kPsnSequenceError))),
+              &EngineStats::rx_responses_bad_syndrome);
+  ToRequester(read_only(wire::MakeSyndrome(wire::AckKind::kRnrNak, 1)),
+              &EngineStats::rx_responses_bad_syndrome);
+  EXPECT_TRUE(PollFor(a_, std::chrono::milliseconds(50)).empty());
+  EXPECT_EQ(a_.dev->GetQpState(a_.qp), QpState::kRts);
+  EXPECT_NE(a_.buf[0], 0x5A) << "a malformed response scattered its payload";
+  // The same response with an ACK syndrome completes the READ.
+  Forger f(TestAddress(1), TestPort());
+  f.Send(read_only(wire::kAckSyndromeNoCredit), *a_.dev);
+  auto c = PollN(a_, 1, std::chrono::milliseconds(2000));
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(a_.buf[0], 0x5A);
+}
+
 // L5: a responder that granted no READ/atomic resources (max_dest_rd_atomic
 // 0) must refuse READ and atomic requests: Invalid Request NAK, as rxe does
 // (RESPST_ERR_TOO_MANY_RDMA_ATM_REQ, a class C error), nothing read. (With
