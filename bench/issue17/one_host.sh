@@ -12,6 +12,9 @@
 #   i17_big_{shm,udp}_write  ib_write_bw 256 MiB; i17_big_udp_read ib_read_bw 256 MiB
 #   i17_reg_{untouched,zeroed,filled}  reg_cost -s 1024: reg_ms, dereg_ms
 #   i17_cm_rate              cmtime -c 1000 (bench/cm_rate.sh): connects_s, max_ms
+#   i17_a2a                  bench/scale/shm_all_to_all -n 128 -m 2: processes_ok
+#                            (128 when every message of every pair arrived intact),
+#                            udp_packets, exchange_s
 
 I17_BIN=$(cd "$LIB_DIR/.." && pwd)/bin
 
@@ -220,6 +223,33 @@ i17_cm_rate() {
   say "issue 17: cmtime -c 1000 done"
 }
 
+# 128 processes on one host, each connected to every other by an RC QP,
+# exchange verified 4 KiB SENDs (bench/scale/shm_all_to_all.cc); the UDP
+# packet count comes from softrnic's own counters of every process.
+i17_all_to_all() {
+  [[ -x $I17_BIN/shm_all_to_all ]] || { fail i17_a2a unpinned 0 "$I17_BIN/shm_all_to_all missing"; return; }
+  local n=$(( QUICK ? 16 : 128 )) rep
+  for (( rep=1; rep<=RUNS; rep++ )); do
+    local log=$LOGS/i17_a2a_$rep.log
+    timeout -k 5 360 "${SRN_ENV[@]}" "$I17_BIN/shm_all_to_all" -n "$n" -m 2 -t 300 >"$log" 2>&1
+    local rc=$? line
+    line=$(grep '^processes=' "$log")
+    local -A kv=()
+    local pair
+    for pair in $line; do kv[${pair%%=*}]=${pair#*=}; done
+    if [[ $rc != 0 || ${kv[result]:-} != ok ]]; then
+      fail i17_a2a unpinned "$rep" "shm_all_to_all -n $n -m 2 rc=$rc: $(grep -m1 '^# process' "$log") ${line:-no summary}"
+      continue
+    fi
+    local lab="shm_all_to_all -n $n -m 2 (4 KiB SENDs, every pair)"
+    rec i17_a2a "$lab" unpinned 4096 processes_ok n "${kv[processes]}" "$rep"
+    rec i17_a2a "$lab" unpinned 4096 udp_packets n "${kv[udp_packets]}" "$rep"
+    rec i17_a2a "$lab" unpinned 4096 shm_packets n "${kv[shm_packets]}" "$rep"
+    rec i17_a2a "$lab" unpinned 4096 exchange_s s "${kv[exchange_s]}" "$rep"
+  done
+  say "issue 17: shm_all_to_all done"
+}
+
 i17_one_host() {
   i17_ucx_put_lat
   i17_events
@@ -228,4 +258,5 @@ i17_one_host() {
   i17_big
   i17_reg_cost
   i17_cm_rate
+  i17_all_to_all
 }

@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -80,6 +81,7 @@ ShmTransport::~ShmTransport() {
     }
   }
   if (doorbell_fd_ >= 0) close(doorbell_fd_);
+  if (peer_deaths_fd_ >= 0) close(peer_deaths_fd_);
 }
 
 const TransportCounters& ShmTransport::counters() const {
@@ -102,19 +104,33 @@ bool ShmTransport::RingTakeable(uint64_t owner) const {
 }
 
 bool ShmTransport::ClaimRing(ShmRingPeer* peer) {
-  for (uint32_t i = 0; i < kShmRings; ++i) {
-    ShmRingHeader* r = peer->seg.ring(i);
-    uint64_t owner = r->owner.load(std::memory_order_acquire);
-    if (!RingTakeable(owner)) continue;
-    if (!r->owner.compare_exchange_strong(owner, sender_id_, std::memory_order_acq_rel)) continue;
-    peer->ring = static_cast<int>(i);
-    // Continue from the current tail: packets a dead sender left are still
-    // consumed in order (they are addressed to QPs of that sender's peers).
-    peer->producer = ShmRingProducer(&peer->seg, i);
-    MarkRingActive(peer->seg.header(), i);
-    return true;
+  // Free rings first: judging an owned ring asks the kernel whether its
+  // owner lives (kill(pid, 0)), and a segment whose 127 other peers each
+  // own a ring made every claim 127 system calls (128 processes all-to-all:
+  // bench/scale/shm_all_to_all.cc). Dead owners' rings only when none is free.
+  // Each sender starts at a place of its own: every ring header lies on a
+  // page of its own, which a first look maps (a page fault), and senders
+  // that all started at ring 0 looked at every taken ring before theirs.
+  const uint32_t start = static_cast<uint32_t>((sender_id_ >> 1) % kShmRings);  // bit 0 is always set
+  for (const bool reclaim : {false, true}) {
+    for (uint32_t k = 0; k < kShmRings; ++k) {
+      if (TryClaimRing(peer, (start + k) % kShmRings, reclaim)) return true;
+    }
   }
   return false;
+}
+
+bool ShmTransport::TryClaimRing(ShmRingPeer* peer, uint32_t i, bool reclaim) {
+  ShmRingHeader* r = peer->seg.ring(i);
+  uint64_t owner = r->owner.load(std::memory_order_acquire);
+  if (owner != 0 && (!reclaim || !RingTakeable(owner))) return false;
+  if (!r->owner.compare_exchange_strong(owner, sender_id_, std::memory_order_acq_rel)) return false;
+  peer->ring = static_cast<int>(i);
+  // Continue from the current tail: packets a dead sender left are still
+  // consumed in order (they are addressed to QPs of that sender's peers).
+  peer->producer = ShmRingProducer(&peer->seg, i);
+  MarkRingActive(peer->seg.header(), i);
+  return true;
 }
 
 ShmPathStep ShmTransport::OpenPeer(uint32_t ip, uint16_t port, ShmRingPeer* peer,
@@ -155,6 +171,7 @@ std::shared_ptr<ShmRingPeer> ShmTransport::Attach(uint32_t ip, uint16_t port) {
     if (p->pid == peer->pid && p->nonce == peer->nonce && !p->dead) return p;
   }
   peer->pidfd = static_cast<int>(syscall(SYS_pidfd_open, static_cast<pid_t>(peer->pid), 0));
+  WatchPeerDeath(peer.get());
   if (!ClaimRing(peer.get())) {
     if (report_fallbacks_ && !warned_) {
       warned_ = true;
@@ -477,29 +494,55 @@ void ShmTransport::WokeUp() {
   force_udp_.store(true, std::memory_order_relaxed);  // drain the doorbell at once
 }
 
+void ShmTransport::WatchPeerDeath(ShmRingPeer* peer) {
+  if (peer->pidfd >= 0 && peer_deaths_fd_ < 0) peer_deaths_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;  // a pidfd reads ready once its process has exited
+  ev.data.fd = peer->pidfd;
+  if (peer->pidfd >= 0 && peer_deaths_fd_ >= 0 &&
+      epoll_ctl(peer_deaths_fd_, EPOLL_CTL_ADD, peer->pidfd, &ev) == 0)
+    return;
+  // No pidfd (or no epoll for it): CheckPeers asks the pid itself.
+  peer->death_polled = true;
+  ++peers_polled_by_pid_;
+}
+
 void ShmTransport::CheckPeers() {
   const auto now = std::chrono::steady_clock::now();
   if (now < next_peer_check_) return;
   next_peer_check_ = now + kPeerCheckInterval;
-  for (size_t i = 0; i < peers_.size();) {
-    ShmRingPeer* p = peers_[i].get();
-    bool dead = false;
-    if (p->pidfd >= 0) {
-      pollfd pfd{p->pidfd, POLLIN, 0};
-      dead = poll(&pfd, 1, 0) > 0;
-    } else {
-      dead = !PidAlive(p->pid);
-    }
-    if (dead) {
-      DropPeer(peers_[i]);
-      continue;
-    }
-    ++i;
+  // One system call whatever the number of peers: with 127 peers in each of
+  // 128 processes, a poll() per pidfd every 5 ms was more than two CPUs'
+  // worth of work (bench/scale/shm_all_to_all.cc, docs/shm.md).
+  std::vector<ShmRingPeer*> dead;
+  if (peer_deaths_fd_ >= 0) {
+    // More deaths than fit here are found at the next check: DropPeer takes
+    // each dead peer's pidfd out of the set.
+    epoll_event evs[64];
+    const int n = epoll_wait(peer_deaths_fd_, evs, 64, 0);
+    for (int i = 0; i < n; ++i)
+      for (const auto& p : peers_)
+        if (p->pidfd == evs[i].data.fd) dead.push_back(p.get());
   }
+  if (peers_polled_by_pid_ > 0)
+    for (const auto& p : peers_)
+      if (p->death_polled && !PidAlive(p->pid)) dead.push_back(p.get());
+  for (ShmRingPeer* d : dead)
+    for (const auto& p : peers_)
+      if (p.get() == d) {
+        DropPeer(p);
+        break;
+      }
 }
 
 void ShmTransport::DropPeer(const std::shared_ptr<ShmRingPeer>& peer) {
+  if (peer->dead) return;
   peer->dead = true;
+  if (peer->death_polled) {
+    --peers_polled_by_pid_;
+  } else if (peer->pidfd >= 0) {
+    epoll_ctl(peer_deaths_fd_, EPOLL_CTL_DEL, peer->pidfd, nullptr);
+  }
   last_route_ = nullptr;
   std::erase_if(routes_, [&](const auto& kv) { return kv.second.peer == peer; });
   std::erase_if(dirty_, [&](ShmRingPeer* p) { return p == peer.get(); });

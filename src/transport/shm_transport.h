@@ -47,6 +47,7 @@ struct ShmRingPeer : ShmPeer {
   ShmRingProducer producer;
   bool dirty = false;  // slots written, not yet published
   int pidfd = -1;
+  bool death_polled = false;  // no pidfd in peer_deaths_fd_: CheckPeers asks the pid
   ~ShmRingPeer();
 };
 
@@ -128,8 +129,15 @@ class ShmTransport final : public Transport, public PeerMemory {
   // Whether a ring with this owner may be claimed: free, or a dead sender's.
   bool RingTakeable(uint64_t owner) const;
   bool ClaimRing(ShmRingPeer* peer);
+  // Claims ring i of the peer's segment if it is free, or (reclaim) if its
+  // owner is dead.
+  bool TryClaimRing(ShmRingPeer* peer, uint32_t i, bool reclaim);
   static void CountExports(const ShmSegment& seg, ShmPathVerdict* why);
   void PublishDirty();
+  // Puts the peer's pidfd in peer_deaths_fd_ (or marks it for a pid check).
+  void WatchPeerDeath(ShmRingPeer* peer);
+  // Drops the peers that died: one epoll_wait on peer_deaths_fd_, at most
+  // every kPeerCheckInterval.
   void CheckPeers();
   void DropPeer(const std::shared_ptr<ShmRingPeer>& peer);
   // Moves packets from our inbound rings into the backlog (see SendBurst).
@@ -182,6 +190,9 @@ class ShmTransport final : public Transport, public PeerMemory {
   uint32_t udp_quiet_ = 0;
   uint64_t recv_calls_ = 0;
   std::chrono::steady_clock::time_point next_peer_check_{};
+  // The pidfds of the peers (epoll): ready when a peer's process exited.
+  int peer_deaths_fd_ = -1;
+  size_t peers_polled_by_pid_ = 0;  // peers with death_polled
   uint64_t last_key_ = 0;
   Route* last_route_ = nullptr;  // one-entry cache in front of routes_
   TransportCounters counters_;   // the shared-memory path's own
