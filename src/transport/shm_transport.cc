@@ -171,7 +171,6 @@ std::shared_ptr<ShmRingPeer> ShmTransport::Attach(uint32_t ip, uint16_t port) {
     if (p->pid == peer->pid && p->nonce == peer->nonce && !p->dead) return p;
   }
   peer->pidfd = static_cast<int>(syscall(SYS_pidfd_open, static_cast<pid_t>(peer->pid), 0));
-  WatchPeerDeath(peer.get());
   if (!ClaimRing(peer.get())) {
     if (report_fallbacks_ && !warned_) {
       warned_ = true;
@@ -181,6 +180,7 @@ std::shared_ptr<ShmRingPeer> ShmTransport::Attach(uint32_t ip, uint16_t port) {
     }
     return nullptr;
   }
+  WatchPeerDeath(peer.get());  // only peers kept: it counts those asked by pid
   peers_.push_back(peer);
   has_peers_.store(true, std::memory_order_relaxed);
   return peer;
