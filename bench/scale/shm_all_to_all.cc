@@ -4,6 +4,14 @@
 // fallback to UDP").
 //
 //   shm_all_to_all [-n PROCESSES] [-m MESSAGES] [-s BYTES] [-t SECONDS]
+//                  [-T ACK_TIMEOUT] [-u K] [-v] [-k DIR]
+//
+// -T: the QPs' Local ACK Timeout field (default 20: 4.3 s per try); -u K:
+// the first K processes run with SOFTRNIC_TRANSPORT=udp (mixed paths; their
+// UDP packets are then expected); -v: every counter summed over the
+// processes; -k DIR: each process's last counters file (with its per-QP
+// lines) as DIR/process-<i>.stats and the QP numbers as DIR/qpns.tsv
+// ("i j qpn": process i's QP toward j), to find a stuck pair.
 //
 // The parent forks PROCESSES children before any of them opens a device
 // (a fork after a device's threads exist would copy a process in the
@@ -58,6 +66,8 @@ struct Options {
   int timeout_s = 300;
   int ack_timeout = 20;   // -T: the QPs' Local ACK Timeout field (4.096 us x 2^T)
   bool verbose = false;  // -v: every counter, summed over the processes
+  int udp_only = 0;      // -u K: processes 0..K-1 run with SOFTRNIC_TRANSPORT=udp (mixed paths)
+  std::string keep_dir;  // -k: each process's last counters file, and the QPNs, kept here
 };
 
 // One child's row of the table the parent maps before forking.
@@ -74,7 +84,7 @@ struct Row {
   std::atomic<int64_t> rnr_naks;     // tx_rnr_naks
   std::atomic<int64_t> doorbells;    // shm_doorbells_sent
   char error[160];
-  char counters[12288];  // the counters file as read (-v)
+  char counters[65536];  // the counters file as read at the end (-v, -k)
 };
 
 struct Shared {
@@ -193,9 +203,15 @@ class Child {
   int Fail(const char* what = nullptr) {
     if (what != nullptr) error_ = what;
     std::snprintf(row_.error, sizeof(row_.error), "%s", error_.c_str());
+    sh_->abort.store(1);
+    if (!o_.keep_dir.empty()) {
+      // The counters as they stand (per QP too) for -k: the file is
+      // rewritten at most every 100 ms.
+      usleep(350 * 1000);
+      ReadCounters(row_.counters, sizeof(row_.counters));
+    }
     row_.ok.store(0);
     row_.done.store(1);
-    sh_->abort.store(1);
     return 1;
   }
   bool Error(const std::string& what) {
@@ -462,6 +478,22 @@ void PrintCounterSums(const Shared& sh, int processes) {
     if (v != 0) std::printf("# %s %lld\n", k.c_str(), v);
 }
 
+// -k DIR: DIR/process-<i>.stats (that process's last counters file, with
+// its per-QP lines) and DIR/qpns.tsv ("i j qpn": process i's QP toward j).
+void KeepCounters(const Shared& sh, int processes, const std::string& dir) {
+  FILE* q = std::fopen((dir + "/qpns.tsv").c_str(), "w");
+  for (int i = 0; i < processes; ++i) {
+    const std::string path = dir + "/process-" + std::to_string(i) + ".stats";
+    if (FILE* f = std::fopen(path.c_str(), "w")) {
+      std::fputs(sh.rows[i].counters, f);
+      std::fclose(f);
+    }
+    for (int j = 0; q != nullptr && j < processes; ++j)
+      if (j != i) std::fprintf(q, "%d\t%d\t%u\n", i, j, sh.rows[i].qpn[j].load());
+  }
+  if (q != nullptr) std::fclose(q);
+}
+
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -472,7 +504,7 @@ double Median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   Options o;
-  for (int c; (c = getopt(argc, argv, "n:m:s:t:T:v")) != -1;) {
+  for (int c; (c = getopt(argc, argv, "n:m:s:t:T:vk:u:")) != -1;) {
     switch (c) {
       case 'n': o.processes = std::atoi(optarg); break;
       case 'm': o.messages = std::atoi(optarg); break;
@@ -480,8 +512,10 @@ int main(int argc, char** argv) {
       case 't': o.timeout_s = std::atoi(optarg); break;
       case 'T': o.ack_timeout = std::atoi(optarg); break;
       case 'v': o.verbose = true; break;
+      case 'k': o.keep_dir = optarg; break;
+      case 'u': o.udp_only = std::atoi(optarg); break;
       default:
-        std::fprintf(stderr, "usage: %s [-n PROCESSES] [-m MESSAGES] [-s BYTES] [-t SECONDS] [-T ACK_TIMEOUT] [-v]\n",
+        std::fprintf(stderr, "usage: %s [-n PROCESSES] [-m MESSAGES] [-s BYTES] [-t SECONDS] [-T ACK_TIMEOUT] [-v] [-k DIR]\n",
                      argv[0]);
         return 2;
     }
@@ -510,6 +544,7 @@ int main(int argc, char** argv) {
       break;
     }
     if (pid == 0) {
+      if (i < o.udp_only) setenv("SOFTRNIC_TRANSPORT", "udp", 1);
       int rc;
       {
         Child child(o, sh, i);
@@ -558,7 +593,8 @@ int main(int argc, char** argv) {
   }
   if (gave_up > 0) std::fprintf(stderr, "# %d other processes stopped after that failure\n", gave_up);
   if (!counters || ok < o.processes) udp = shm = retransmits = rnr_naks = doorbells = -1;
-  const bool pass = exited_ok == o.processes && verified == expected && (udp <= 0);
+  // -u: UDP is expected (the processes told to use it), not a fallback.
+  const bool pass = exited_ok == o.processes && verified == expected && (o.udp_only > 0 || udp <= 0);
   if (o.verbose && !exchange.empty()) {
     std::sort(exchange.begin(), exchange.end());
     std::printf("# exchange_s min %.3f p10 %.3f p50 %.3f p90 %.3f max %.3f\n", exchange.front(),
@@ -573,6 +609,7 @@ int main(int argc, char** argv) {
       static_cast<long long>(shm), static_cast<long long>(retransmits),
       static_cast<long long>(rnr_naks), static_cast<long long>(doorbells), Median(setup), Median(exchange), wall, pass ? "ok" : "FAILED");
   if (o.verbose) PrintCounterSums(*sh, o.processes);
+  if (!o.keep_dir.empty()) KeepCounters(*sh, o.processes, o.keep_dir);
   munmap(mem, sizeof(Shared));
   return pass ? 0 : 1;
 }

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,8 +43,12 @@ void ShmUnpublish(const std::string& path, int fd);
 // Removes links whose owner process no longer exists (crashed or killed
 // processes cannot remove their own). Called when a device is created.
 // Returns how many were removed; with `dry_run`, how many would be, removing
-// nothing (`softrnic doctor`).
-int ShmSweepStaleLinks(bool dry_run = false);
+// nothing (`softrnic doctor`). A link published under the same name after
+// the owner check (a new process with the dead owner's pid) is kept.
+// `before_removal` (tests) runs between the check and the removal, with the
+// link's name.
+int ShmSweepStaleLinks(bool dry_run = false,
+                       const std::function<void(const char*)>& before_removal = {});
 
 // Opens the segment published for an endpoint. Returns the descriptor and the
 // owner's pid (from the link target), or -1. If `why` is given, it receives

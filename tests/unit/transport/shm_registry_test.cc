@@ -102,6 +102,46 @@ TEST(ShmRegistry, StaleLinkOfADeadProcessIsIgnoredAndReplaced) {
   ShmUnpublish(path, seg.fd());
 }
 
+// A new process whose pid is a dead owner's publishes under the dead owner's
+// name (the address comes from the pid) while another process's sweep has
+// judged the old link stale: the sweep must not remove the fresh link (it
+// did, by name, and the new process stayed unreachable through shared
+// memory: bench/scale/shm_all_to_all with 128 processes).
+TEST(ShmRegistry, SweepKeepsALinkPublishedAfterItJudgedTheOldOneStale) {
+  const uint32_t ip = Ip(TestIp(5));
+  const std::string path = ShmEndpointPath(NetnsInode(), ip, 7005);
+  const std::string name = path.substr(path.rfind('/') + 1);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  unlink(path.c_str());
+  ASSERT_EQ(symlink(("/proc/" + std::to_string(child) + "/fd/3").c_str(), path.c_str()), 0);
+  ShmSegment seg;
+  std::string error;
+  ASSERT_TRUE(seg.Create(&error)) << error;
+  bool published = false;
+  ShmSweepStaleLinks(/*dry_run=*/false, [&](const char* swept) {
+    if (name != swept || published) return;
+    published = true;
+    EXPECT_EQ(ShmPublish(NetnsInode(), ip, 7005, seg.fd()), path);
+  });
+  ASSERT_TRUE(published);
+  uint32_t pid = 0;
+  const int fd = ShmLookup(NetnsInode(), ip, 7005, &pid);
+  ASSERT_GE(fd, 0) << "the fresh link was removed";
+  EXPECT_EQ(pid, static_cast<uint32_t>(getpid()));
+  ShmSegment peer;
+  EXPECT_TRUE(peer.Attach(fd, pid, &error)) << error;
+  // And a link that stays stale is still removed.
+  ShmUnpublish(path, seg.fd());
+  ASSERT_EQ(symlink(("/proc/" + std::to_string(child) + "/fd/3").c_str(), path.c_str()), 0);
+  ShmSweepStaleLinks();
+  struct stat st{};
+  EXPECT_NE(lstat(path.c_str(), &st), 0);
+}
+
 TEST(ShmRegistry, ForgedLinksAreRejected) {
   const uint32_t ip = Ip(TestIp(3));
   const std::string path = ShmEndpointPath(NetnsInode(), ip, 7003);
