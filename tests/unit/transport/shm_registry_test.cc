@@ -34,6 +34,22 @@ std::string TestIp(int which) {
 }
 uint16_t TestPort() { return static_cast<uint16_t>(21000 + (getpid() % 20000)); }
 
+// The pid of a process that has exited (a child that did nothing), -1 on
+// failure.
+pid_t DeadPid() {
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  int status = 0;
+  return child > 0 && waitpid(child, &status, 0) == child ? child : -1;
+}
+
+// A crashed owner's link at `path`: /proc/<dead>/fd/3, replacing whatever
+// was there.
+bool PlantStaleLink(const std::string& path, pid_t dead) {
+  unlink(path.c_str());
+  return symlink(("/proc/" + std::to_string(dead) + "/fd/3").c_str(), path.c_str()) == 0;
+}
+
 TEST(ShmRegistry, PublishLookupAttachUnpublish) {
   ShmSegment seg;
   std::string error;
@@ -74,14 +90,9 @@ TEST(ShmRegistry, WrongPidIsRejected) {
 TEST(ShmRegistry, StaleLinkOfADeadProcessIsIgnoredAndReplaced) {
   const uint32_t ip = Ip(TestIp(2));
   const std::string path = ShmEndpointPath(NetnsInode(), ip, 7002);
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) _exit(0);
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  // A crashed owner's link: /proc/<dead pid>/fd/3.
-  unlink(path.c_str());
-  ASSERT_EQ(symlink(("/proc/" + std::to_string(child) + "/fd/3").c_str(), path.c_str()), 0);
+  const pid_t child = DeadPid();
+  ASSERT_GT(child, 0);
+  ASSERT_TRUE(PlantStaleLink(path, child));
   uint32_t pid = 0;
   EXPECT_LT(ShmLookup(NetnsInode(), ip, 7002, &pid), 0);
   // The sweep at device creation removes it.
@@ -89,8 +100,7 @@ TEST(ShmRegistry, StaleLinkOfADeadProcessIsIgnoredAndReplaced) {
   struct stat st{};
   EXPECT_NE(lstat(path.c_str(), &st), 0);
   // A new owner of the endpoint (re)places it.
-  unlink(path.c_str());
-  ASSERT_EQ(symlink(("/proc/" + std::to_string(child) + "/fd/3").c_str(), path.c_str()), 0);
+  ASSERT_TRUE(PlantStaleLink(path, child));
   ShmSegment seg;
   std::string error;
   ASSERT_TRUE(seg.Create(&error));
@@ -111,13 +121,9 @@ TEST(ShmRegistry, SweepKeepsALinkPublishedAfterItJudgedTheOldOneStale) {
   const uint32_t ip = Ip(TestIp(5));
   const std::string path = ShmEndpointPath(NetnsInode(), ip, 7005);
   const std::string name = path.substr(path.rfind('/') + 1);
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) _exit(0);
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  unlink(path.c_str());
-  ASSERT_EQ(symlink(("/proc/" + std::to_string(child) + "/fd/3").c_str(), path.c_str()), 0);
+  const pid_t child = DeadPid();
+  ASSERT_GT(child, 0);
+  ASSERT_TRUE(PlantStaleLink(path, child));
   ShmSegment seg;
   std::string error;
   ASSERT_TRUE(seg.Create(&error)) << error;
@@ -136,7 +142,7 @@ TEST(ShmRegistry, SweepKeepsALinkPublishedAfterItJudgedTheOldOneStale) {
   EXPECT_TRUE(peer.Attach(fd, pid, &error)) << error;
   // And a link that stays stale is still removed.
   ShmUnpublish(path, seg.fd());
-  ASSERT_EQ(symlink(("/proc/" + std::to_string(child) + "/fd/3").c_str(), path.c_str()), 0);
+  ASSERT_TRUE(PlantStaleLink(path, child));
   ShmSweepStaleLinks();
   struct stat st{};
   EXPECT_NE(lstat(path.c_str(), &st), 0);
