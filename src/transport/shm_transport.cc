@@ -31,6 +31,15 @@ constexpr uint64_t kUdpPollEvery = 32;
 constexpr auto kNegativeRetry = std::chrono::milliseconds(200);
 constexpr auto kPeerCheckInterval = std::chrono::milliseconds(5);
 
+// An IPv4 address in network order as text.
+std::string Ipv4Text(uint32_t ip) {
+  char text[INET_ADDRSTRLEN] = "?";
+  in_addr a{};
+  a.s_addr = ip;
+  inet_ntop(AF_INET, &a, text, sizeof text);
+  return text;
+}
+
 bool PidAlive(uint32_t pid) { return kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM; }
 
 }  // namespace
@@ -165,13 +174,23 @@ std::shared_ptr<ShmRingPeer> ShmTransport::Attach(uint32_t ip, uint16_t port) {
     SOFTRNIC_LOG(kWarn, "SOFTRNIC_TRANSPORT=shm: peer pid %u: %s; using UDP", why.pid,
                  why.detail.c_str());
   }
-  if (step != ShmPathStep::kShared) return nullptr;
+  if (step != ShmPathStep::kShared) {
+    // Every time (a route is retried every kNegativeRetry): SOFTRNIC_LOG=debug
+    // shows why a same-host peer's traffic went over UDP, which the counters
+    // cannot (docs/benchmarks.md, "128 processes all-to-all").
+    SOFTRNIC_LOG(kDebug, "shm route to %s:%u: %s%s%s; UDP for now", Ipv4Text(ip).c_str(),
+                 unsigned{port}, ShmPathStepName(step), why.detail.empty() ? "" : ": ",
+                 why.detail.c_str());
+    return nullptr;
+  }
   // The same peer device may already be mapped under another endpoint.
   for (auto& p : peers_) {
     if (p->pid == peer->pid && p->nonce == peer->nonce && !p->dead) return p;
   }
   peer->pidfd = static_cast<int>(syscall(SYS_pidfd_open, static_cast<pid_t>(peer->pid), 0));
   if (!ClaimRing(peer.get())) {
+    SOFTRNIC_LOG(kDebug, "shm route to %s:%u: %s; UDP for now", Ipv4Text(ip).c_str(),
+                 unsigned{port}, ShmPathStepName(ShmPathStep::kNoFreeRing));
     if (report_fallbacks_ && !warned_) {
       warned_ = true;
       SOFTRNIC_LOG(kWarn,
