@@ -20,8 +20,7 @@
 // docs/addressing.md), creates one RC QP per other child, publishes its
 // GID and QP numbers in a shared table, connects every QP to its peer's,
 // then SENDs MESSAGES messages of BYTES bytes to every peer and checks
-// every message it receives byte for byte. It completes without the CPU
-// of anyone but the two processes of a pair: completions are awaited on a
+// every message it receives byte for byte. Completions are awaited on a
 // completion channel, so 128 processes share two CPUs without spinning.
 //
 // What "no fallback to UDP" means is read from softrnic's own counters:
