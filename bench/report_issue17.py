@@ -197,7 +197,8 @@ def issue17_section(w, d, meta, fails, fmt):
     ok, udp = d.stat("i17_a2a", "unpinned", "processes_ok"), d.stat("i17_a2a", "unpinned", "udp_packets")
     if not ok or not udp:
         counts["other"] += 1
-        row(a2a_measure, "unpinned", None, "", "", ">= 128", nodata(["i17_a2a"]), "a2a")
+        row(a2a_measure, "unpinned", None, "", "", ">= 128",
+            nodata(["i17_a2a"]) + " (spot runs: " + LIMITS["a2a"] + ")", "a2a")
     else:
         ex = d.stat("i17_a2a", "unpinned", "exchange_s")
         # The worst run counts: fewest processes, most UDP packets.
