@@ -16,6 +16,7 @@
 #include <mutex>
 #include <vector>
 
+#include "common/process_exists.h"
 #include "transport/owned_files.h"
 
 namespace softrnic::transport {
@@ -103,10 +104,6 @@ void ShmUnpublish(const std::string& path, int fd) {
 
 namespace {
 
-bool OwnerAlive(unsigned long owner) {
-  return !(kill(static_cast<pid_t>(owner), 0) != 0 && errno == ESRCH);
-}
-
 // Removes the link `name` if it still is the one read (`target`, owner
 // dead). Not unlinkat(name): between the owner check and the removal a new
 // process may publish under that very name, for the address is derived from
@@ -127,7 +124,7 @@ bool RemoveStaleLink(int dirfd, const char* name, const char* target, unsigned l
   const ssize_t n = readlinkat(dirfd, aside.c_str(), moved, sizeof(moved) - 1);
   if (n > 0) moved[n] = '\0';
   const bool same = n > 0 && std::strcmp(moved, target) == 0;
-  if (same && !OwnerAlive(owner)) {
+  if (same && !ProcessExists(static_cast<pid_t>(owner))) {
     unlinkat(dirfd, aside.c_str(), 0);
     return true;
   }
@@ -162,7 +159,7 @@ int ShmSweepStaleLinks(bool dry_run, const std::function<void(const char*)>& bef
     if (std::sscanf(buf, "/proc/%lu/fd/%d", &owner, &fd) != 2 || owner == 0 || owner > 0x7fffffff)
       continue;
     // Only links of processes that no longer exist.
-    if (OwnerAlive(owner)) continue;
+    if (ProcessExists(static_cast<pid_t>(owner))) continue;
     if (dry_run || RemoveStaleLink(dir.fd(), e->d_name, buf, owner, before_removal)) ++removed;
   }
   closedir(d);

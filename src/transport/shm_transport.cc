@@ -2,7 +2,6 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -14,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/process_exists.h"
 #include "common/secure_random.h"
 #include "transport/shm_registry.h"
 #include "log/log.h"
@@ -31,16 +31,6 @@ constexpr uint64_t kUdpPollEvery = 32;
 constexpr auto kNegativeRetry = std::chrono::milliseconds(200);
 constexpr auto kPeerCheckInterval = std::chrono::milliseconds(5);
 
-// An IPv4 address in network order as text.
-std::string Ipv4Text(uint32_t ip) {
-  char text[INET_ADDRSTRLEN] = "?";
-  in_addr a{};
-  a.s_addr = ip;
-  inet_ntop(AF_INET, &a, text, sizeof text);
-  return text;
-}
-
-bool PidAlive(uint32_t pid) { return kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM; }
 
 }  // namespace
 
@@ -109,7 +99,7 @@ const TransportCounters& ShmTransport::counters() const {
 bool ShmTransport::RingTakeable(uint64_t owner) const {
   if (owner == 0) return true;
   // A dead sender's ring is reclaimed.
-  return (owner >> 32) != (sender_id_ >> 32) && !PidAlive(static_cast<uint32_t>(owner >> 32));
+  return (owner >> 32) != (sender_id_ >> 32) && !ProcessExists(static_cast<pid_t>(owner >> 32));
 }
 
 bool ShmTransport::ClaimRing(ShmRingPeer* peer) {
@@ -178,7 +168,7 @@ std::shared_ptr<ShmRingPeer> ShmTransport::Attach(uint32_t ip, uint16_t port) {
     // Every time (a route is retried every kNegativeRetry): SOFTRNIC_LOG=debug
     // shows why a same-host peer's traffic went over UDP, which the counters
     // cannot (docs/benchmarks.md, "128 processes all-to-all").
-    SOFTRNIC_LOG(kDebug, "shm route to %s:%u: %s%s%s; UDP for now", Ipv4Text(ip).c_str(),
+    SOFTRNIC_LOG(kDebug, "shm route to %s:%u: %s%s%s; UDP for now", Gid::FromIpv4(ip).ToString().c_str(),
                  unsigned{port}, ShmPathStepName(step), why.detail.empty() ? "" : ": ",
                  why.detail.c_str());
     return nullptr;
@@ -189,7 +179,7 @@ std::shared_ptr<ShmRingPeer> ShmTransport::Attach(uint32_t ip, uint16_t port) {
   }
   peer->pidfd = static_cast<int>(syscall(SYS_pidfd_open, static_cast<pid_t>(peer->pid), 0));
   if (!ClaimRing(peer.get())) {
-    SOFTRNIC_LOG(kDebug, "shm route to %s:%u: %s; UDP for now", Ipv4Text(ip).c_str(),
+    SOFTRNIC_LOG(kDebug, "shm route to %s:%u: %s; UDP for now", Gid::FromIpv4(ip).ToString().c_str(),
                  unsigned{port}, ShmPathStepName(ShmPathStep::kNoFreeRing));
     if (report_fallbacks_ && !warned_) {
       warned_ = true;
@@ -545,7 +535,7 @@ void ShmTransport::CheckPeers() {
   }
   if (peers_polled_by_pid_ > 0)
     for (const auto& p : peers_)
-      if (p->death_polled && !PidAlive(p->pid)) dead.push_back(p.get());
+      if (p->death_polled && !ProcessExists(static_cast<pid_t>(p->pid))) dead.push_back(p.get());
   for (ShmRingPeer* d : dead)
     for (const auto& p : peers_)
       if (p.get() == d) {
