@@ -37,6 +37,9 @@ std::string CounterHelp(const std::string& name) {
       {"tx_retransmit_packets", "Request packets sent again."},
       {"tx_retransmit_bytes", "Payload bytes of request packets sent again."},
       {"retransmit_probes", "Tail-loss probes sent (selective mode)."},
+      {"retransmit_timeouts_deferred",
+       "Retransmission timer expiries that waited another period: the packet or its answer was "
+       "still unread in a shared-memory ring."},
       {"tx_sacks", "Selective ACKs sent."},
       {"acks_piggybacked", "Acknowledgements sent together with a request of the same QP."},
       {"acks_delay_expired", "Delayed acknowledgements sent alone after the whole delay."},

@@ -95,7 +95,7 @@ const std::vector<Group>& Groups() {
                  {"engine_rx", "rx_bytes"}, {"engine_tx", "tx_bytes"}}},
       {"retransmit", {{"timeouts", "retransmit_timeouts"}, {"rewinds", "retransmit_rewinds"},
                       {"packets", "tx_retransmit_packets"}, {"bytes", "tx_retransmit_bytes"},
-                      {"probes", "retransmit_probes"}}},
+                      {"probes", "retransmit_probes"}, {"deferred", "retransmit_timeouts_deferred"}}},
       {"selective", {{"sacks_tx", "tx_sacks"}, {"sacks_rx", "rx_sacks"},
                      {"sacks_invalid", "rx_sacks_invalid"}, {"ooo_kept", "rx_ooo_kept"},
                      {"ooo_dropped", "rx_ooo_dropped"}}},

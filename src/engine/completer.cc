@@ -201,7 +201,19 @@ void Engine::CheckTimers(Qp* qp, Clock::time_point now) {
     qp->comp.retransmit_armed = false;
     return;
   }
-  // IBA 9.7.6.1.3: the local ACK timer expired; retry or give up.
+  // IBA 9.7.6.1.3: the local ACK timer expired; retry or give up. Unless
+  // the transport knows the packet (or the peer's answer) is not lost but
+  // unread in a shared-memory ring whose reader keeps reading: resending
+  // would only queue copies behind it, and on a host with more runnable
+  // threads than CPUs every late reader would start a storm of them
+  // (bench/scale/shm_all_to_all.cc: 128 processes on two CPUs).
+  if (transport_->DeliveryPending(transport::Endpoint{qp->attr.ah_attr.dgid, udp_port_},
+                                  qp->attr.dest_qp_num, qp->qpn,
+                                  LocalAckTimeout(qp->attr.timeout))) {
+    ++stats_.retransmit_timeouts_deferred;
+    ArmRetransmitTimer(qp);
+    return;
+  }
   if (qp->comp.retry_left == 0) {
     RequesterError(qp, WcStatus::kRetryExcErr);
     return;

@@ -36,6 +36,7 @@ std::string FormatStats(const EngineStats& s, const transport::TransportCounters
   line("tx_retransmit_packets", s.tx_retransmit_packets);
   line("tx_retransmit_bytes", s.tx_retransmit_bytes);
   line("retransmit_probes", s.retransmit_probes);
+  line("retransmit_timeouts_deferred", s.retransmit_timeouts_deferred);
   line("tx_sacks", s.tx_sacks);
   line("acks_piggybacked", s.acks_piggybacked);
   line("acks_delay_expired", s.acks_delay_expired);

@@ -45,6 +45,10 @@ struct EngineStats {
   uint64_t tx_retransmit_packets = 0;  // request packets sent again (both modes)
   uint64_t tx_retransmit_bytes = 0;    // their payload bytes
   uint64_t retransmit_probes = 0;      // tail-loss probes (selective mode)
+  // Local ACK Timeout expiries that waited another period instead: the
+  // packet or its answer was still unread in a shared-memory ring
+  // (Transport::DeliveryPending).
+  uint64_t retransmit_timeouts_deferred = 0;
   uint64_t tx_sacks = 0;               // selective ACKs sent (responder)
   uint64_t rx_sacks = 0;               // selective ACKs received (requester)
   uint64_t rx_sacks_invalid = 0;       // ignored: range outside what is outstanding

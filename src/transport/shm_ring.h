@@ -14,6 +14,7 @@
 // producer rewriting a slot after publishing cannot change what is parsed.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -45,6 +46,8 @@ class ShmRingProducer {
   }
   // Makes every written slot visible to the consumer.
   void Publish() { seg_->ring(ring_)->tail.store(tail_, std::memory_order_release); }
+  // The position the next packet goes to (every earlier one is written).
+  uint64_t tail() const { return tail_; }
 
  private:
   bool HasRoom() {
@@ -95,6 +98,8 @@ class ShmRingConsumer {
   }
   // Frees the popped slots for the producer.
   void Release() { seg_->ring(ring_)->head.store(head_, std::memory_order_release); }
+  // The position of the next packet to pop.
+  uint64_t head() const { return head_; }
   uint64_t resyncs() const { return resyncs_; }
 
  private:
@@ -103,5 +108,21 @@ class ShmRingConsumer {
   uint64_t head_ = 0;
   uint64_t resyncs_ = 0;
 };
+
+// The destination QP named by the BTH of the packet in slot `position` of
+// ring `ring_index` (BTH bytes 5..7, IBA 9.2), or false for a slot too short
+// to hold one. Whoever may write the slot could rewrite it meanwhile: the
+// answer is a hint about what the slot held, never parsed further.
+inline bool SlotDestQp(const ShmSegment& seg, uint32_t ring_index, uint64_t position,
+                       uint32_t* qpn) {
+  const uint8_t* s = seg.slot(ring_index, position);
+  uint32_t length = 0;
+  std::memcpy(&length, s + offsetof(ShmSlotHeader, length), sizeof(length));
+  if (length < 12 || length > kShmSlotPayload) return false;
+  uint8_t dest[3];
+  std::memcpy(dest, s + kShmSlotHeader + 5, sizeof(dest));
+  *qpn = (uint32_t{dest[0]} << 16) | (uint32_t{dest[1]} << 8) | dest[2];
+  return true;
+}
 
 }  // namespace softrnic::transport

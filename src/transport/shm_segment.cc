@@ -84,6 +84,10 @@ bool ShmSegment::Attach(int fd, uint32_t expected_pid, std::string* error) {
     return false;
   }
   if (!Map(fd, "peer segment", error)) return false;
+  // The mapping is all we use: a descriptor per peer kept open would only
+  // grow the descriptor table (common/fd_table.h).
+  close(fd_);
+  fd_ = -1;
   const ShmSegmentHeader* h = header();
   if (std::atomic_ref<uint64_t>(const_cast<uint64_t&>(h->magic)).load(std::memory_order_acquire) !=
           kShmMagic ||

@@ -26,7 +26,7 @@
 namespace softrnic::transport {
 
 inline constexpr uint64_t kShmMagic = 0x314D4853434E5253ull;  // "SRNCSHM1"
-inline constexpr uint32_t kShmVersion = 3;  // 3: 128 rings, a 128-bit ring mask
+inline constexpr uint32_t kShmVersion = 4;  // 3: 128 rings, a 128-bit ring mask; 4: packets_read
 inline constexpr uint32_t kShmMaxLocals = 16;
 
 // Rings: how many senders can talk to one device at once through shared
@@ -125,6 +125,10 @@ struct alignas(kCacheLine) ShmSegmentHeader {
   alignas(kCacheLine) std::atomic<uint32_t> sleeping;  // the owner's progress thread sleeps
   // Bit i % 64 of word i / 64: ring i has (had) a producer.
   alignas(kCacheLine) std::atomic<uint64_t> active_rings[kShmRingMaskWords];
+  // Packets the owner took out of its rings so far: a sender whose packet
+  // waits unread sees whether the owner reads at all
+  // (ShmTransport::DeliveryPending). Only the owner writes it.
+  alignas(kCacheLine) std::atomic<uint64_t> packets_read;
 };
 static_assert(sizeof(ShmSegmentHeader) <= 4096);
 
@@ -184,8 +188,8 @@ class ShmSegment {
   // Creates this process's segment for a device (memfd, sized, sealed, mapped,
   // header filled). Returns false with a message.
   bool Create(std::string* error);
-  // Maps a peer's segment from an open descriptor (takes ownership of fd) and
-  // validates it: seals, size, owner uid, magic, version, netns, and that the
+  // Maps a peer's segment from an open descriptor (takes ownership of fd,
+  // closed once mapped: fd() is -1 for a peer's segment) and validates it: seals, size, owner uid, magic, version, netns, and that the
   // pid recorded is `expected_pid` (pid reuse: the descriptor was reached
   // through /proc/<pid>/fd). Returns false with a message.
   bool Attach(int fd, uint32_t expected_pid, std::string* error);

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/fd_table.h"
 #include "common/process_exists.h"
 #include "common/secure_random.h"
 #include "transport/shm_registry.h"
@@ -30,6 +31,10 @@ constexpr uint32_t kUdpQuietAfter = 64;
 constexpr uint64_t kUdpPollEvery = 32;
 constexpr auto kNegativeRetry = std::chrono::milliseconds(200);
 constexpr auto kPeerCheckInterval = std::chrono::milliseconds(5);
+// Descriptors the table is grown to hold when the device opens
+// (common/fd_table.h): a pidfd per peer device, and room for the
+// application's own.
+constexpr int kFdsReserved = 4 * static_cast<int>(kShmRings);
 
 
 }  // namespace
@@ -57,6 +62,9 @@ bool ShmTransport::Init(std::string* error) {
   }
   for (uint32_t i = 0; i < kShmRings; ++i) consumers_[i] = ShmRingConsumer(&own_, i);
   sender_id_ = (uint64_t{static_cast<uint32_t>(getpid())} << 32) | (SecureRandom32() | 1);
+  // A pidfd per peer device (up to kShmRings of them) is opened later
+  // under the engine lock: the descriptor table grows now instead.
+  ReserveFdTable(own_.fd(), kFdsReserved);
   rx_buf_.reset(new uint8_t[size_t{kMaxRx} * kShmSlotPayload]);
   doorbell_fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   // Publish last: peers may use the segment as soon as a link exists.
@@ -128,6 +136,8 @@ bool ShmTransport::TryClaimRing(ShmRingPeer* peer, uint32_t i, bool reclaim) {
   // Continue from the current tail: packets a dead sender left are still
   // consumed in order (they are addressed to QPs of that sender's peers).
   peer->producer = ShmRingProducer(&peer->seg, i);
+  peer->reads_seen = peer->seg.header()->packets_read.load(std::memory_order_relaxed);
+  peer->reads_moved_at = std::chrono::steady_clock::now();
   MarkRingActive(peer->seg.header(), i);
   return true;
 }
@@ -379,6 +389,66 @@ int ShmTransport::SendBurst(const TxPacket* packets, int n) {
   return consumed;
 }
 
+bool ShmTransport::DeliveryPending(const Endpoint& dst, uint32_t dest_qpn, uint32_t local_qpn,
+                                   std::chrono::nanoseconds period) {
+  if (!dst.gid.IsV4Mapped()) return false;
+  // Only a route already taken (Lookup would attach to a new one).
+  const auto it = routes_.find(Key(dst.gid.Ipv4(), dst.port));
+  if (it == routes_.end() || !it->second.peer || it->second.peer->dead) return false;
+  ShmRingPeer* peer = it->second.peer.get();
+  return UnreadToward(peer, dest_qpn, period) || UnreadFrom(*peer, local_qpn);
+}
+
+bool ShmTransport::UnreadToward(ShmRingPeer* peer, uint32_t dest_qpn,
+                                std::chrono::nanoseconds period) {
+  const auto now = std::chrono::steady_clock::now();
+  // Whether the peer reads: any of its rings, for it serves them in turn
+  // (128 senders' packets queue there; ours may be far behind the first).
+  const uint64_t reads = peer->seg.header()->packets_read.load(std::memory_order_relaxed);
+  if (reads != peer->reads_seen) {
+    peer->reads_seen = reads;
+    peer->reads_moved_at = now;
+  }
+  // A peer that read nothing for a whole period is not merely late
+  // (stopped, wedged, or gone without its pidfd telling yet): the timer
+  // goes on and the retry budget ends it as over UDP. (A peer could keep
+  // counting and our slots rewritten forever; it is a process of our own
+  // user, which could as well stop us outright.)
+  if (now - peer->reads_moved_at >= period) return false;
+  const uint32_t ri = static_cast<uint32_t>(peer->ring);
+  const uint64_t head = peer->seg.ring(ri)->head.load(std::memory_order_acquire);
+  const uint64_t tail = peer->producer.tail();
+  if (tail - head > kShmRingSlots) return false;  // a head that lies
+  for (uint64_t pos = head; pos != tail; ++pos) {
+    uint32_t qpn = 0;
+    if (SlotDestQp(peer->seg, ri, pos, &qpn) && qpn == dest_qpn) return true;
+  }
+  return false;
+}
+
+bool ShmTransport::UnreadFrom(const ShmRingPeer& peer, uint32_t local_qpn) const {
+  // Read by this engine's next passes: waiting for them can never hang.
+  bool found = false;
+  ForEachActiveRing(own_.header(), 0, [&](uint32_t ri) {
+    const ShmRingHeader* r = own_.ring(ri);
+    // The peer's ring: its owner word names the peer's pid.
+    if ((r->owner.load(std::memory_order_acquire) >> 32) != peer.pid) return true;
+    const uint64_t head = consumers_[ri].head();
+    const uint64_t tail = r->tail.load(std::memory_order_acquire);
+    if (tail - head > kShmRingSlots) return true;
+    for (uint64_t pos = head; pos != tail && !found; ++pos) {
+      uint32_t qpn = 0;
+      found = SlotDestQp(own_, ri, pos, &qpn) && qpn == local_qpn;
+    }
+    return !found;
+  });
+  for (size_t k = 0; k < backlog_count_ && !found; ++k) {
+    const uint8_t* bth = backlog_buf_.get() + ((backlog_head_ + k) % kBacklog) * kShmSlotPayload;
+    found = ((uint32_t{bth[5]} << 16) | (uint32_t{bth[6]} << 8) | bth[7]) == local_qpn;
+  }
+  return found;
+}
+
 bool ShmTransport::PopInbound(uint32_t ri, uint8_t* buf, RxPacket* out) {
   ShmRingConsumer& c = consumers_[ri];
   const size_t nlocals = udp_->locals().size();
@@ -396,6 +466,8 @@ bool ShmTransport::PopInbound(uint32_t ri, uint8_t* buf, RxPacket* out) {
     out->traffic_class = 0;
     out->group = nullptr;  // multicast is never sent through the rings
     ++counters_.shm_rx_packets;
+    // Senders judge their Local ACK Timeouts by it (DeliveryPending).
+    own_.header()->packets_read.store(counters_.shm_rx_packets, std::memory_order_relaxed);
     return true;
   }
   return false;

@@ -48,6 +48,10 @@ struct ShmRingPeer : ShmPeer {
   bool dirty = false;  // slots written, not yet published
   int pidfd = -1;
   bool death_polled = false;  // no pidfd in peer_deaths_fd_: CheckPeers asks the pid
+  // Whether the peer reads its rings (DeliveryPending): its packets_read
+  // when last looked at, and when that count was last seen to move.
+  uint64_t reads_seen = 0;
+  std::chrono::steady_clock::time_point reads_moved_at{};
   ~ShmRingPeer();
 };
 
@@ -79,6 +83,11 @@ class ShmTransport final : public Transport, public PeerMemory {
   // runs now or was just woken by the doorbell: worth waiting for, like a
   // lossless link (RoCE expects PFC), rather than dropping UC messages.
   bool WaitWhenBusy() const override { return ring_full_; }
+  // A packet for `dest_qpn` still unread in our ring in the peer's segment
+  // while the peer reads its rings, or a packet for `local_qpn` unread in
+  // the peer's ring in ours (or in the backlog).
+  bool DeliveryPending(const Endpoint& dst, uint32_t dest_qpn, uint32_t local_qpn,
+                       std::chrono::nanoseconds period) override;
   // Multicast goes through the UDP transport (the kernel's IP multicast,
   // looped back to same-host members): no peer's ring is a group.
   int JoinMulticast(const Gid& group) override { return udp_->JoinMulticast(group); }
@@ -142,6 +151,11 @@ class ShmTransport final : public Transport, public PeerMemory {
   void DropPeer(const std::shared_ptr<ShmRingPeer>& peer);
   // Moves packets from our inbound rings into the backlog (see SendBurst).
   void DrainInboundToBacklog();
+  // Whether a packet for `dest_qpn` waits unread in our ring of `peer`'s
+  // segment while `peer` keeps reading its rings (DeliveryPending).
+  bool UnreadToward(ShmRingPeer* peer, uint32_t dest_qpn, std::chrono::nanoseconds period);
+  // Whether a packet for our `local_qpn` from `peer` waits unread on our side.
+  bool UnreadFrom(const ShmRingPeer& peer, uint32_t local_qpn) const;
   // Pops one packet of inbound ring `ri` into `buf`; false if none. Counts
   // and skips malformed slots.
   bool PopInbound(uint32_t ri, uint8_t* buf, RxPacket* out);

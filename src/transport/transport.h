@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -161,6 +162,22 @@ class Transport {
   // soon, so the caller should keep offering for a while (bounded) instead
   // of giving up after a few tries as for a full socket buffer.
   virtual bool WaitWhenBusy() const { return false; }
+
+  // Whether this transport knows that a packet the engine sent toward
+  // `dst`'s QP `dest_qpn`, or the peer's answer to our QP `local_qpn`, is
+  // still on its way rather than lost: unread in a shared-memory ring while
+  // the peer keeps reading (it read something within the last `period`),
+  // or waiting in one of our own rings. The engine's Local ACK Timeout
+  // (IBA 9.7.6.1.3) then waits another period instead of spending a retry:
+  // the timer exists to find lost packets, and a ring loses none, so on a
+  // host with more runnable threads than CPUs a late reader would
+  // otherwise be answered with copies of what it has not read yet.
+  // Default: nothing is known (a datagram may always be lost).
+  virtual bool DeliveryPending(const Endpoint& dst, uint32_t dest_qpn, uint32_t local_qpn,
+                               std::chrono::nanoseconds period) {
+    (void)dst, (void)dest_qpn, (void)local_qpn, (void)period;
+    return false;
+  }
 
   // --- What the engine decides by (docs/engine.md, "Transports") ---
   // Properties of the transport's current traffic, not of its kind: they

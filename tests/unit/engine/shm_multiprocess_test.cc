@@ -3,7 +3,7 @@
 //   read from and atomically updated, and the data is checked afterwards;
 // - a WRITE to a deregistered MR, beyond an MR's bounds, or without the
 //   right fails with REM_ACCESS_ERR and leaves the target's memory untouched;
-// - a target killed mid-transfer leaves the requester with error
+// - a target killed or stopped mid-transfer leaves the requester with error
 //   completions within its retry budget.
 // The parent forks before creating any device; each side has its own.
 #include <signal.h>
@@ -196,6 +196,8 @@ class ShmMultiProcessTest : public ::testing::Test {
     return c;
   }
 
+  void SignalledTargetEndsSendsWithRetryExceeded(int signal);
+
   Sge Local(size_t off, uint32_t len) {
     return Sge{reinterpret_cast<uint64_t>(p_.buf[0].data()) + off, len, p_.dev->MrLkey(p_.mr[0])};
   }
@@ -318,23 +320,27 @@ TEST_F(ShmMultiProcessTest, BadWritesFailWithRemoteAccessErrorAndTouchNothing) {
   EXPECT_EQ(Verify(), 0);
 }
 
-TEST_F(ShmMultiProcessTest, KilledTargetGivesErrorCompletionsWithinTheRetryBudget) {
+// SENDs go through the ring and need the target's engine to acknowledge:
+// a target that dies, or stops (SIGSTOP: its engine reads nothing more,
+// so unread packets are not "merely late", Transport::DeliveryPending),
+// `signal` mid-transfer leaves the requester with RETRY_EXC_ERR within its
+// retry budget, never a hang.
+void ShmMultiProcessTest::SignalledTargetEndsSendsWithRetryExceeded(int signal) {
   Start(Mode::kKill);
-  // SENDs go through the ring and need the target's engine to acknowledge.
   int posted = 0, done = 0;
-  bool killed = false;
+  bool signalled = false;
   WcStatus first_error = WcStatus::kSuccess;
   const auto start = std::chrono::steady_clock::now();
-  auto killed_at = start;
+  auto signalled_at = start;
   while (std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
     if (posted - done < 64 && posted < 400) {
       Sge s = Local(0, 4096);
       if (p_.dev->PostSend(p_.qp[0], MakeWr(WrOpcode::kSend, posted, {&s, 1})) == 0) ++posted;
     }
-    if (!killed && done >= 50) {
-      ASSERT_EQ(kill(child_, SIGKILL), 0);  // mid-transfer
-      killed = true;
-      killed_at = std::chrono::steady_clock::now();
+    if (!signalled && done >= 50) {
+      ASSERT_EQ(kill(child_, signal), 0);  // mid-transfer
+      signalled = true;
+      signalled_at = std::chrono::steady_clock::now();
     }
     Completion wc[16];
     const int got = p_.dev->PollCq(p_.cq, 16, wc);
@@ -345,12 +351,23 @@ TEST_F(ShmMultiProcessTest, KilledTargetGivesErrorCompletionsWithinTheRetryBudge
     }
     if (first_error != WcStatus::kSuccess) break;
   }
-  ASSERT_TRUE(killed);
+  ASSERT_TRUE(signalled);
   EXPECT_EQ(first_error, WcStatus::kRetryExcErr);
-  // retry_cnt 3 at 16.8 ms each: well under a second, never a hang.
-  EXPECT_LT(std::chrono::steady_clock::now() - killed_at, std::chrono::seconds(2));
-  waitpid(child_, nullptr, 0);
-  child_ = -1;
+  // retry_cnt 3 at 16.8 ms each (a stopped reader one period more): well
+  // under a second, never a hang.
+  EXPECT_LT(std::chrono::steady_clock::now() - signalled_at, std::chrono::seconds(2));
+  if (signal == SIGKILL) {
+    waitpid(child_, nullptr, 0);
+    child_ = -1;
+  }  // (a stopped target is killed by TearDown)
+}
+
+TEST_F(ShmMultiProcessTest, KilledTargetGivesErrorCompletionsWithinTheRetryBudget) {
+  SignalledTargetEndsSendsWithRetryExceeded(SIGKILL);
+}
+
+TEST_F(ShmMultiProcessTest, StoppedTargetGivesErrorCompletionsWithinTheRetryBudget) {
+  SignalledTargetEndsSendsWithRetryExceeded(SIGSTOP);
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include "transport/shm_segment.h"
 #include "transport/shm_transport.h"
 #include "transport/udp_transport.h"
+#include "shm_test_transports.h"
 
 namespace softrnic::transport {
 namespace {
@@ -29,14 +30,6 @@ uint32_t Ip(const std::string& text) {
   inet_pton(AF_INET, text.c_str(), &a);
   return a.s_addr;
 }
-
-// Addresses and a port of this test process's own (other suites use 180+).
-std::string TestIp(int which) {
-  const pid_t pid = getpid();
-  return "127." + std::to_string(200 + which) + "." + std::to_string((pid >> 8) & 0xff) + "." +
-         std::to_string(pid & 0xff);
-}
-uint16_t TestPort() { return static_cast<uint16_t>(22000 + (getpid() % 20000)); }
 
 TEST(ChooseTransport, TheSettingThatDecidesIsNamed) {
   TransportChoice c = ChooseTransport(TransportMode::kAuto, false);
@@ -120,20 +113,6 @@ TEST(ShmLookupVerdict, EachFailureSaysWhichStep) {
   EXPECT_LT(ShmLookup(ns, ip, port, &pid, &v), 0);
   EXPECT_EQ(v.step, ShmPathStep::kBadLink);
   unlink(stale.c_str());
-}
-
-// A shared-memory transport on test address `which`, at TestPort() + port_offset.
-std::unique_ptr<ShmTransport> MakeShm(int which, uint16_t port_offset = 0) {
-  UdpConfig c;
-  c.bind_addresses = {TestIp(which)};
-  c.port = static_cast<uint16_t>(TestPort() + port_offset);
-  std::string error;
-  auto udp = CreateUdpTransport(c, &error);
-  EXPECT_NE(udp, nullptr) << error;
-  if (!udp) return nullptr;
-  auto shm = ShmTransport::Create(std::move(udp), false, &error);
-  EXPECT_NE(shm, nullptr) << error;
-  return shm;
 }
 
 TEST(ShmExplainPath, DecidesLikePeerForWithoutTakingARing) {
