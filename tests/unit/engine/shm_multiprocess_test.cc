@@ -339,6 +339,13 @@ void ShmMultiProcessTest::SignalledTargetEndsSendsWithRetryExceeded(int signal) 
     }
     if (!signalled && done >= 50) {
       ASSERT_EQ(kill(child_, signal), 0);  // mid-transfer
+      if (signal == SIGSTOP) {
+        // Stopped for sure before the clock starts (a signal is delivered
+        // asynchronously; the target's engine may run on meanwhile).
+        int status = 0;
+        ASSERT_EQ(waitpid(child_, &status, WUNTRACED), child_);
+        ASSERT_TRUE(WIFSTOPPED(status));
+      }
       signalled = true;
       signalled_at = std::chrono::steady_clock::now();
     }
