@@ -10,6 +10,7 @@
 
 #include <array>
 #include <chrono>
+#include <memory>
 #include <thread>
 
 #include "transport/shm_transport.h"
@@ -50,64 +51,67 @@ int Read(ShmTransport& t, int n) {
   return t.RecvBurst(rx, n);
 }
 
-TEST(ShmDeliveryPending, APacketUnreadByAReadingPeerIsPendingUntilRead) {
-  auto a = MakeShm(30);
-  auto b = MakeShm(31);
-  ASSERT_TRUE(a && b);
-  const Endpoint to_b = b->locals()[0];
+// Two transports of this process, a and b, each the other's same-host peer.
+class ShmDeliveryPending : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    a_ = MakeShm(30);
+    b_ = MakeShm(31);
+    ASSERT_TRUE(a_ && b_);
+    to_a_ = a_->locals()[0];
+    to_b_ = b_->locals()[0];
+  }
+  bool PendingAtA(uint32_t dest_qpn, uint32_t local_qpn,
+                  std::chrono::nanoseconds period = kLongPeriod) {
+    return a_->DeliveryPending(to_b_, dest_qpn, local_qpn, period);
+  }
+  std::unique_ptr<ShmTransport> a_, b_;
+  Endpoint to_a_, to_b_;
+};
+
+TEST_F(ShmDeliveryPending, APacketUnreadByAReadingPeerIsPendingUntilRead) {
   // Nothing was ever sent there: nothing is known.
-  EXPECT_FALSE(a->DeliveryPending(to_b, 0x123, 0x456, kLongPeriod));
-  ASSERT_TRUE(Send(*a, to_b, 0x123));
-  EXPECT_TRUE(a->DeliveryPending(to_b, 0x123, 0x456, kLongPeriod));
+  EXPECT_FALSE(PendingAtA(0x123, 0x456));
+  ASSERT_TRUE(Send(*a_, to_b_, 0x123));
+  EXPECT_TRUE(PendingAtA(0x123, 0x456));
   // Another QP's packet is not in the ring.
-  EXPECT_FALSE(a->DeliveryPending(to_b, 0x124, 0x456, kLongPeriod));
-  ASSERT_EQ(Read(*b, 8), 1);
+  EXPECT_FALSE(PendingAtA(0x124, 0x456));
+  ASSERT_EQ(Read(*b_, 8), 1);
   // Read: whatever became of it, the transport no longer holds it.
-  EXPECT_FALSE(a->DeliveryPending(to_b, 0x123, 0x456, kLongPeriod));
+  EXPECT_FALSE(PendingAtA(0x123, 0x456));
 }
 
-TEST(ShmDeliveryPending, APeerThatReadsNothingForAPeriodIsNotWaitedFor) {
-  auto a = MakeShm(32);
-  auto b = MakeShm(33);
-  ASSERT_TRUE(a && b);
-  const Endpoint to_b = b->locals()[0];
-  ASSERT_TRUE(Send(*a, to_b, 0x10));
-  ASSERT_TRUE(Send(*a, to_b, 0x20));
+TEST_F(ShmDeliveryPending, APeerThatReadsNothingForAPeriodIsNotWaitedFor) {
+  ASSERT_TRUE(Send(*a_, to_b_, 0x10));
+  ASSERT_TRUE(Send(*a_, to_b_, 0x20));
   const milliseconds period(50);
-  EXPECT_TRUE(a->DeliveryPending(to_b, 0x20, 0x1, period));
+  EXPECT_TRUE(PendingAtA(0x20, 0x1, period));
   // b reads nothing for longer than the period: stopped, as far as anyone
   // can tell; the timer goes on.
   std::this_thread::sleep_for(period + milliseconds(20));
-  EXPECT_FALSE(a->DeliveryPending(to_b, 0x20, 0x1, period));
+  EXPECT_FALSE(PendingAtA(0x20, 0x1, period));
   // b reads again (one packet: 0x10's, the ring is FIFO): 0x20's is late again.
-  ASSERT_EQ(Read(*b, 1), 1);
-  EXPECT_TRUE(a->DeliveryPending(to_b, 0x20, 0x1, period));
-  EXPECT_FALSE(a->DeliveryPending(to_b, 0x10, 0x1, period));
+  ASSERT_EQ(Read(*b_, 1), 1);
+  EXPECT_TRUE(PendingAtA(0x20, 0x1, period));
+  EXPECT_FALSE(PendingAtA(0x10, 0x1, period));
 }
 
-TEST(ShmDeliveryPending, AnAnswerUnreadOnOurSideIsPendingUntilRead) {
-  auto a = MakeShm(34);
-  auto b = MakeShm(35);
-  ASSERT_TRUE(a && b);
-  const Endpoint to_a = a->locals()[0];
-  const Endpoint to_b = b->locals()[0];
-  ASSERT_TRUE(Send(*a, to_b, 0x123));  // a's request
-  ASSERT_EQ(Read(*b, 8), 1);
-  ASSERT_TRUE(Send(*b, to_a, 0x456));  // b's answer to a's QP 0x456
-  EXPECT_TRUE(a->DeliveryPending(to_b, 0x123, 0x456, kLongPeriod));
+TEST_F(ShmDeliveryPending, AnAnswerUnreadOnOurSideIsPendingUntilRead) {
+  ASSERT_TRUE(Send(*a_, to_b_, 0x123));  // a's request
+  ASSERT_EQ(Read(*b_, 8), 1);
+  ASSERT_TRUE(Send(*b_, to_a_, 0x456));  // b's answer to a's QP 0x456
+  EXPECT_TRUE(PendingAtA(0x123, 0x456));
   // An answer to another QP of a's does not count.
-  EXPECT_FALSE(a->DeliveryPending(to_b, 0x123, 0x457, kLongPeriod));
-  ASSERT_EQ(Read(*a, 8), 1);
-  EXPECT_FALSE(a->DeliveryPending(to_b, 0x123, 0x456, kLongPeriod));
+  EXPECT_FALSE(PendingAtA(0x123, 0x457));
+  ASSERT_EQ(Read(*a_, 8), 1);
+  EXPECT_FALSE(PendingAtA(0x123, 0x456));
 }
 
-TEST(ShmDeliveryPending, AUdpDestinationIsNeverPending) {
-  auto a = MakeShm(36);
-  ASSERT_TRUE(a);
+TEST_F(ShmDeliveryPending, AUdpDestinationIsNeverPending) {
   // Nobody publishes this endpoint: its packets go to UDP, where they may be lost.
   const Endpoint nobody{Gid::FromIpv4(inet_addr(TestIp(37).c_str())), TestPort()};
-  ASSERT_TRUE(Send(*a, nobody, 0x123));
-  EXPECT_FALSE(a->DeliveryPending(nobody, 0x123, 0x456, kLongPeriod));
+  ASSERT_TRUE(Send(*a_, nobody, 0x123));
+  EXPECT_FALSE(a_->DeliveryPending(nobody, 0x123, 0x456, kLongPeriod));
 }
 
 }  // namespace

@@ -18,6 +18,8 @@
 #include "transport/shm_transport.h"
 #include "transport/udp_transport.h"
 
+#include "shm_test_transports.h"
+
 namespace softrnic::transport {
 namespace {
 
@@ -27,12 +29,6 @@ uint32_t Ip(const std::string& text) {
   return a.s_addr;
 }
 
-std::string TestIp(int which) {
-  const pid_t pid = getpid();
-  return "127." + std::to_string(180 + which) + "." + std::to_string((pid >> 8) & 0xff) + "." +
-         std::to_string(pid & 0xff);
-}
-uint16_t TestPort() { return static_cast<uint16_t>(21000 + (getpid() % 20000)); }
 
 // The pid of a process that has exited (a child that did nothing), -1 on
 // failure.
@@ -55,7 +51,7 @@ TEST(ShmRegistry, PublishLookupAttachUnpublish) {
   std::string error;
   ASSERT_TRUE(seg.Create(&error)) << error;
   const uint64_t ns = NetnsInode();
-  const uint32_t ip = Ip(TestIp(0));
+  const uint32_t ip = Ip(TestIp(40));
   const std::string path = ShmPublish(ns, ip, 7000, seg.fd());
   ASSERT_FALSE(path.empty());
   uint32_t pid = 0;
@@ -76,7 +72,7 @@ TEST(ShmRegistry, WrongPidIsRejected) {
   ShmSegment seg;
   std::string error;
   ASSERT_TRUE(seg.Create(&error));
-  const uint32_t ip = Ip(TestIp(1));
+  const uint32_t ip = Ip(TestIp(41));
   const std::string path = ShmPublish(NetnsInode(), ip, 7001, seg.fd());
   uint32_t pid = 0;
   const int fd = ShmLookup(NetnsInode(), ip, 7001, &pid);
@@ -88,7 +84,7 @@ TEST(ShmRegistry, WrongPidIsRejected) {
 }
 
 TEST(ShmRegistry, StaleLinkOfADeadProcessIsIgnoredAndReplaced) {
-  const uint32_t ip = Ip(TestIp(2));
+  const uint32_t ip = Ip(TestIp(42));
   const std::string path = ShmEndpointPath(NetnsInode(), ip, 7002);
   const pid_t child = DeadPid();
   ASSERT_GT(child, 0);
@@ -118,7 +114,7 @@ TEST(ShmRegistry, StaleLinkOfADeadProcessIsIgnoredAndReplaced) {
 // did, by name, and the new process stayed unreachable through shared
 // memory: bench/scale/shm_all_to_all with 128 processes).
 TEST(ShmRegistry, SweepKeepsALinkPublishedAfterItJudgedTheOldOneStale) {
-  const uint32_t ip = Ip(TestIp(5));
+  const uint32_t ip = Ip(TestIp(45));
   const std::string path = ShmEndpointPath(NetnsInode(), ip, 7005);
   const std::string name = path.substr(path.rfind('/') + 1);
   const pid_t child = DeadPid();
@@ -149,7 +145,7 @@ TEST(ShmRegistry, SweepKeepsALinkPublishedAfterItJudgedTheOldOneStale) {
 }
 
 TEST(ShmRegistry, ForgedLinksAreRejected) {
-  const uint32_t ip = Ip(TestIp(3));
+  const uint32_t ip = Ip(TestIp(43));
   const std::string path = ShmEndpointPath(NetnsInode(), ip, 7003);
   uint32_t pid = 0;
   // Not of the /proc/<pid>/fd/<n> form.
@@ -173,22 +169,9 @@ TEST(ShmRegistry, ForgedLinksAreRejected) {
   close(other);
 }
 
-std::unique_ptr<ShmTransport> MakeShm(int which) {
-  UdpConfig c;
-  c.bind_addresses = {TestIp(which)};
-  c.port = TestPort();
-  std::string error;
-  auto udp = CreateUdpTransport(c, &error);
-  EXPECT_NE(udp, nullptr) << error;
-  if (!udp) return nullptr;
-  auto shm = ShmTransport::Create(std::move(udp), false, &error);
-  EXPECT_NE(shm, nullptr) << error;
-  return shm;
-}
-
 TEST(ShmTransport, PacketsGoThroughTheRingAndTheDoorbellWakesASleeper) {
-  auto a = MakeShm(4);
-  auto b = MakeShm(5);
+  auto a = MakeShm(44);
+  auto b = MakeShm(45);
   ASSERT_TRUE(a && b);
   std::vector<uint8_t> pkt(100);
   for (size_t i = 0; i < pkt.size(); ++i) pkt[i] = static_cast<uint8_t>(i);
@@ -230,7 +213,7 @@ TEST(ShmTransport, PacketsGoThroughTheRingAndTheDoorbellWakesASleeper) {
 
 TEST(ShmTransport, UdpModeAndFaultsNeverUseSharedMemory) {
   UdpConfig c;
-  c.bind_addresses = {TestIp(6)};
+  c.bind_addresses = {TestIp(46)};
   c.port = TestPort();
   std::string error;
   auto t = CreateTransport(c, TransportMode::kUdp, &error);

@@ -1,5 +1,6 @@
 // Shared-memory transports of this test process, each on a loopback
-// address and port of its own (shm_path_test.cc, shm_delivery_test.cc).
+// address and port of its own (shm_path_test.cc, shm_delivery_test.cc,
+// shm_registry_test.cc).
 #pragma once
 
 #include <unistd.h>
@@ -14,8 +15,9 @@
 
 namespace softrnic::transport {
 
-// Addresses of this test process's own: 127.(200 + which).<pid> (other
-// suites use 180+; each test file keeps to its own `which` values).
+// Addresses of this test process's own: 127.(200 + which).<pid>, each test
+// file with `which` values of its own (shm_path_test.cc 0-11,
+// shm_delivery_test.cc 30, 31, 37, shm_registry_test.cc 40-46).
 inline std::string TestIp(int which) {
   const pid_t pid = getpid();
   return "127." + std::to_string(200 + which) + "." + std::to_string((pid >> 8) & 0xff) + "." +
