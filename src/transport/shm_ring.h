@@ -109,6 +109,11 @@ class ShmRingConsumer {
   uint64_t resyncs_ = 0;
 };
 
+// The destination QP a BTH names (bytes 5..7, IBA 9.2).
+inline uint32_t BthDestQp(const uint8_t* bth) {
+  return (uint32_t{bth[5]} << 16) | (uint32_t{bth[6]} << 8) | bth[7];
+}
+
 // The destination QP named by the BTH of the packet in slot `position` of
 // ring `ring_index` (BTH bytes 5..7, IBA 9.2), or false for a slot too short
 // to hold one. Whoever may write the slot could rewrite it meanwhile: the
@@ -119,9 +124,7 @@ inline bool SlotDestQp(const ShmSegment& seg, uint32_t ring_index, uint64_t posi
   uint32_t length = 0;
   std::memcpy(&length, s + offsetof(ShmSlotHeader, length), sizeof(length));
   if (length < 12 || length > kShmSlotPayload) return false;
-  uint8_t dest[3];
-  std::memcpy(dest, s + kShmSlotHeader + 5, sizeof(dest));
-  *qpn = (uint32_t{dest[0]} << 16) | (uint32_t{dest[1]} << 8) | dest[2];
+  *qpn = BthDestQp(s + kShmSlotHeader);
   return true;
 }
 

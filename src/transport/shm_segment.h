@@ -189,7 +189,8 @@ class ShmSegment {
   // header filled). Returns false with a message.
   bool Create(std::string* error);
   // Maps a peer's segment from an open descriptor (takes ownership of fd,
-  // closed once mapped: fd() is -1 for a peer's segment) and validates it: seals, size, owner uid, magic, version, netns, and that the
+  // closed once mapped: fd() is -1 for a peer's segment) and validates it:
+  // seals, size, owner uid, magic, version, netns, and that the
   // pid recorded is `expected_pid` (pid reuse: the descriptor was reached
   // through /proc/<pid>/fd). Returns false with a message.
   bool Attach(int fd, uint32_t expected_pid, std::string* error);

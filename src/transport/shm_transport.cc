@@ -444,7 +444,7 @@ bool ShmTransport::UnreadFrom(const ShmRingPeer& peer, uint32_t local_qpn) const
   });
   for (size_t k = 0; k < backlog_count_ && !found; ++k) {
     const uint8_t* bth = backlog_buf_.get() + ((backlog_head_ + k) % kBacklog) * kShmSlotPayload;
-    found = ((uint32_t{bth[5]} << 16) | (uint32_t{bth[6]} << 8) | bth[7]) == local_qpn;
+    found = BthDestQp(bth) == local_qpn;
   }
   return found;
 }
