@@ -128,4 +128,17 @@ inline bool SlotDestQp(const ShmSegment& seg, uint32_t ring_index, uint64_t posi
   return true;
 }
 
+// Whether a packet for QP `qpn` sits in slots [head, tail) of ring
+// `ring_index`: the slots one side has written and the other not yet read.
+// A span longer than the ring is a lying index: no.
+inline bool RingHoldsPacketFor(const ShmSegment& seg, uint32_t ring_index, uint64_t head,
+                               uint64_t tail, uint32_t qpn) {
+  if (tail - head > kShmRingSlots) return false;
+  for (uint64_t pos = head; pos != tail; ++pos) {
+    uint32_t dest = 0;
+    if (SlotDestQp(seg, ring_index, pos, &dest) && dest == qpn) return true;
+  }
+  return false;
+}
+
 }  // namespace softrnic::transport

@@ -417,13 +417,7 @@ bool ShmTransport::UnreadToward(ShmRingPeer* peer, uint32_t dest_qpn,
   if (now - peer->reads_moved_at >= period) return false;
   const uint32_t ri = static_cast<uint32_t>(peer->ring);
   const uint64_t head = peer->seg.ring(ri)->head.load(std::memory_order_acquire);
-  const uint64_t tail = peer->producer.tail();
-  if (tail - head > kShmRingSlots) return false;  // a head that lies
-  for (uint64_t pos = head; pos != tail; ++pos) {
-    uint32_t qpn = 0;
-    if (SlotDestQp(peer->seg, ri, pos, &qpn) && qpn == dest_qpn) return true;
-  }
-  return false;
+  return RingHoldsPacketFor(peer->seg, ri, head, peer->producer.tail(), dest_qpn);
 }
 
 bool ShmTransport::UnreadFrom(const ShmRingPeer& peer, uint32_t local_qpn) const {
@@ -433,13 +427,8 @@ bool ShmTransport::UnreadFrom(const ShmRingPeer& peer, uint32_t local_qpn) const
     const ShmRingHeader* r = own_.ring(ri);
     // The peer's ring: its owner word names the peer's pid.
     if ((r->owner.load(std::memory_order_acquire) >> 32) != peer.pid) return true;
-    const uint64_t head = consumers_[ri].head();
-    const uint64_t tail = r->tail.load(std::memory_order_acquire);
-    if (tail - head > kShmRingSlots) return true;
-    for (uint64_t pos = head; pos != tail && !found; ++pos) {
-      uint32_t qpn = 0;
-      found = SlotDestQp(own_, ri, pos, &qpn) && qpn == local_qpn;
-    }
+    found = RingHoldsPacketFor(own_, ri, consumers_[ri].head(),
+                               r->tail.load(std::memory_order_acquire), local_qpn);
     return !found;
   });
   for (size_t k = 0; k < backlog_count_ && !found; ++k) {
