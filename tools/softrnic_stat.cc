@@ -138,7 +138,9 @@ const std::vector<Group>& Groups() {
       {"direct", {{"ops", "shm_direct_ops"}, {"bytes", "shm_direct_bytes"},
                   {"write", "shm_direct_write_ops"}, {"write_bytes", "shm_direct_write_bytes"},
                   {"read", "shm_direct_read_ops"}, {"read_bytes", "shm_direct_read_bytes"},
-                  {"atomic", "shm_direct_atomic_ops"}}},
+                  {"atomic", "shm_direct_atomic_ops"}, {"send", "shm_direct_send_ops"},
+                  {"send_bytes", "shm_direct_send_bytes"}, {"recv", "shm_direct_recv_ops"},
+                  {"recv_bytes", "shm_direct_recv_bytes"}}},
   };
   return groups;
 }

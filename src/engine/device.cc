@@ -169,13 +169,15 @@ int CheckRegistration(const DeviceAttr& attr, const void* addr, size_t length, u
 }
 
 // Same-host peers reach a region's pages directly (shm_memory.h) if it
-// grants a remote right. Called before taking the engine lock: it reads
-// /proc/self/maps and copies.
-SharedRange ShareIfRemote(bool shm_direct, const void* addr, size_t length, uint32_t access) {
+// grants a remote right, or local write: a receive buffer, which a peer's
+// direct SEND fills (shm_direct_send.cc). Called before taking the engine
+// lock: it reads /proc/self/maps and copies.
+SharedRange ShareIfReachable(bool shm_direct, const void* addr, size_t length, uint32_t access) {
   // An ODP region is never moved into a memfd: its pages may not exist yet
   // (or ever); same-host peers reach it through packets (engine/odp.h).
   if (access & kOnDemand) return {};
-  if (!shm_direct || !(access & (kRemoteWrite | kRemoteRead | kRemoteAtomic))) return {};
+  if (!shm_direct || !(access & (kLocalWrite | kRemoteWrite | kRemoteRead | kRemoteAtomic)))
+    return {};
   return ShareRegion(addr, length);
 }
 
@@ -185,7 +187,7 @@ int Device::RegMr(Pd* pd, void* addr, size_t length, uint64_t iova, uint32_t acc
                   Mr** out) {
   if (int rc = CheckRegistration(engine_->attr(), addr, length, access)) return rc;
   auto mr = std::make_unique<Mr>();
-  mr->share = ShareIfRemote(engine_->shm_direct() != nullptr, addr, length, access);
+  mr->share = ShareIfReachable(engine_->shm_direct() != nullptr, addr, length, access);
   mr->pd = pd;
   mr->addr = static_cast<uint8_t*>(addr);
   mr->length = length;
@@ -223,7 +225,7 @@ int Device::ReregMr(Mr* mr, uint32_t what, Pd* pd, void* addr, size_t length, ui
   if (next.access & kZeroBased) next.iova = 0;
   // The new range is shared while the old one still is: the same pages, or
   // pages nested in it, reuse the old share without a copy (shm_memory.h).
-  next.share = ShareIfRemote(engine_->shm_direct() != nullptr, new_addr, next.length, next.access);
+  next.share = ShareIfReachable(engine_->shm_direct() != nullptr, new_addr, next.length, next.access);
   SharedRange old_share;
   {
     SpinLock lock(engine_->mu_);

@@ -396,9 +396,38 @@ class Engine {
   // Exports and direct one-sided operations (shm_direct.h); null without shm.
   std::unique_ptr<ShmDirect> shm_direct_;
   uint32_t next_pd_id_ GUARDED_BY(mu_) = 0;
-  // Executes an RC WRITE/READ/atomic directly on a same-host peer's memory
-  // and completes it; false if it must go through the packet path.
+  // Executes an RC WRITE/READ/atomic directly on a same-host peer's memory,
+  // or places a SEND in its receive queue (TryDirectSend), and completes it;
+  // false if it must go through the packet path.
   bool TryDirect(Qp* qp, SendWqe& w, uint64_t index) REQUIRES(mu_);
+  // The target QP of a direct operation as its peer exports it, checked as
+  // its responder would (state, connected to this QP and GID); false if the
+  // operation must go as packets.
+  struct DirectTarget {
+    uint32_t qp_slot = 0;
+    uint32_t pd_id = 0;
+    uint32_t access = 0;  // its qp_access_flags
+  };
+  bool FindDirectTarget(Qp* qp, DirectTarget* out) REQUIRES(mu_);
+  // --- Direct SEND (shm_direct_send.cc) ---
+  // Requester: places a SEND / SEND_WITH_IMM in the target's next exported
+  // receive WQE and completes it; false: packets.
+  bool TryDirectSend(Qp* qp, SendWqe& w, uint64_t index, const DirectTarget& target)
+      REQUIRES(mu_);
+  // Receiver: opens or closes the QP's receive queue to peers as its state
+  // allows (PublishQp), describes newly posted WQEs (ExportRecvs), and
+  // completes the WQEs peers filled (CollectDirectRecvs; every open queue:
+  // CollectAllDirectRecvs).
+  void SyncRecvExport(Qp* qp) REQUIRES(mu_);
+  void CloseRecvExport(Qp* qp) REQUIRES(mu_);
+  void ExportRecvs(Qp* qp) REQUIRES(mu_);
+  bool CollectDirectRecvs(Qp* qp) REQUIRES(mu_);
+  bool CollectAllDirectRecvs() REQUIRES(mu_);
+  // The responder serving a SEND packet takes the front WQE from peers too
+  // (the CAS on `taken`); false: a peer holds it (RNR NAK).
+  bool ClaimRecvForPacket(Qp* qp) REQUIRES(mu_);
+  // RC QPs whose receive queue is open to peers (rq_open).
+  std::vector<Qp*> recv_exports_ GUARDED_BY(mu_);
   // Renders a direct operation that succeeded into capture_ as the packets
   // it replaced (REQUIRES: capture_).
   void RecordDirect(const Qp* qp, const SendWqe& w, const WrOpcodeInfo& op, const uint8_t* target,
@@ -409,6 +438,7 @@ class Engine {
     if (!shm_direct_ || qp->xrc != XrcRole::kNone) return;
     shm_direct_->PublishQp(qp, qp->pd->id);
     qp->shm.shm_peer_qp_slot = -1;  // as a requester: the path may have changed
+    SyncRecvExport(qp);
   }
   uint16_t udp_port_ = wire::kRoceV2UdpPort;
 

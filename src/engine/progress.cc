@@ -135,6 +135,8 @@ bool Engine::PollOnceLocked() {
   // Other processes' receive QPs delivering into this device's XRC SRQs
   // (xrc_share.h): taken here too, so a polling application serves them.
   if (xrc_share_ && xrc_share_->ServeLocked()) did = true;
+  // SENDs same-host peers placed in our receive queues (shm_direct_send.cc).
+  if (peer_memory_ != nullptr && CollectAllDirectRecvs()) did = true;
   const Clock::time_point now = Clock::now();
   last_pass_ = now;
   // Timers judge acknowledgement progress. While acknowledgements still

@@ -269,6 +269,13 @@ struct ShmPathState {
   Gid shm_peer_gid;
   int shm_peer_qp_slot = -1;  // -2: not exported (looked for again now and then)
   uint32_t shm_peer_qp_misses = 0;
+  // As a receiver (shm_direct_send.cc): whether the receive queue is open to
+  // peers' direct SENDs, and, as values of its `taken` word
+  // (transport::ShmRecvQueue), the WQE at the front of `rq` and one past
+  // the last WQE described in the export.
+  bool rq_open = false;
+  uint64_t rq_consumed = 0;
+  uint64_t rq_exported = 0;
 };
 
 // XRC (IBA 9.7, the XRC transport): an XRC QP runs as an RC QP (type kRc) with

@@ -290,7 +290,9 @@ int Engine::TransitionQp(Qp* qp, const QpAttr& a, uint32_t mask) {
 }
 
 void Engine::ResetQp(Qp* qp) {
-  // IBA 10.3.1.1: RESET empties both queues without completions.
+  // IBA 10.3.1.1: RESET empties both queues without completions. Peers
+  // stop placing SENDs in the receive queue first (shm_direct_send.cc).
+  CloseRecvExport(qp);
   SendDeferredAck(qp);  // before the destination goes with attr
   DestRelease(qp);  // before attr (its destination) goes
   QpCaps caps = qp->caps;

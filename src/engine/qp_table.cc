@@ -75,6 +75,7 @@ int Engine::RemoveQpLocked(Qp* qp, uint32_t* async_events_reported, void* handle
   StartLinger(qp);
   DestRelease(qp);
   if (qp_rows_wanted_) qps_destroyed_.push_back(qp->qpn);  // stats_publisher.h
+  CloseRecvExport(qp);  // peers stop placing SENDs here (shm_direct_send.cc)
   if (shm_direct_) shm_direct_->RemoveQp(qp);
   UnbindWindowsOf(qp);
   if (qp->xrc == XrcRole::kRecv) {

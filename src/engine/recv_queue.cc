@@ -13,6 +13,7 @@ int Engine::PostRecvLocked(Qp* qp, const RecvWr& wr) {
   if (qp->rq.Full()) return ENOMEM;
   qp->rq.Push(wr);
   if (qp->attr.qp_state == QpState::kErr) FlushQp(qp);
+  ExportRecvs(qp);  // same-host peers may place a SEND in it (shm_direct_send.cc)
   return 0;
 }
 

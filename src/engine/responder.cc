@@ -100,6 +100,8 @@ bool Engine::ScatterSges(const Pd* pd, const Sge* sges, uint32_t num_sge, uint32
 
 bool Engine::TakeRecvWqe(Qp* qp) {
   RecvQueue& rq = qp->srq ? qp->srq->rq : qp->rq;
+  // Taken from same-host peers' direct SENDs too (shm_direct_send.cc).
+  if (!ClaimRecvForPacket(qp)) return false;
   if (rq.Empty()) return false;
   qp->resp.recv_wr_id = rq.FrontWrId();
   qp->resp.recv_num_sge = rq.FrontNumSge();

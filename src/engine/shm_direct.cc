@@ -74,7 +74,10 @@ void ShmDirect::PublishMr(Mr* mr, uint32_t pd_id) {
   // else directly (the partial first and last pages, memory that is not
   // private anonymous, overlapping registrations go through the ring).
   if (mr->share.length == 0) return;
-  if (!(mr->access & (kRemoteWrite | kRemoteRead | kRemoteAtomic))) return;
+  // Local write: a receive buffer a peer's direct SEND may fill (the
+  // requester checks the right it needs: remote ones for WRITE, READ and
+  // atomics, local write for a SEND's receive buffer).
+  if (!(mr->access & (kLocalWrite | kRemoteWrite | kRemoteRead | kRemoteAtomic))) return;
   uint32_t i;
   if (!TakeFreeMrSlot(&i)) return;
   ShmMrSlot* s = own_->mr_slot(i);
@@ -251,20 +254,8 @@ uint8_t* ShmDirect::MapPeerMemory(const std::shared_ptr<transport::ShmPeer>& pee
 
 // --- The requester hook ---
 
-bool Engine::TryDirect(Qp* qp, SendWqe& w, uint64_t index) {
+bool Engine::FindDirectTarget(Qp* qp, DirectTarget* out) {
   using transport::ShmPeer;
-  // Not XRC: the target's PD is its SRQ's, named per request (xrc.cc).
-  if (peer_memory_ == nullptr || !shm_direct_ || qp->type != QpType::kRc ||
-      qp->xrc != XrcRole::kNone)
-    return false;
-  // One-sided operations only: one that completes a receive at the target
-  // (SEND, WRITE_WITH_IMM) goes through the ring and its engine.
-  const WrOpcodeInfo& op = GetWrOpcodeInfo(w.opcode);
-  const uint32_t right = op.remote_right;
-  if (right == 0 || op.consumes_recv_wqe) return false;
-  // RC ordering: only when nothing of this QP is in flight.
-  if (w.started || qp->sq_next != qp->sq_head || w.length == 0) return false;
-
   // The peer device (cached per QP; revalidated when it dies or the path changes).
   const Gid& dgid = qp->attr.ah_attr.dgid;
   if (!qp->shm.shm_peer || qp->shm.shm_peer->dead || !(qp->shm.shm_peer_gid == dgid)) {
@@ -273,11 +264,10 @@ bool Engine::TryDirect(Qp* qp, SendWqe& w, uint64_t index) {
     qp->shm.shm_peer_qp_slot = -1;
     if (!qp->shm.shm_peer) return false;
   }
-  const std::shared_ptr<ShmPeer>& peer = qp->shm.shm_peer;
-  const transport::ShmSegment& seg = peer->seg;
+  const transport::ShmSegment& seg = qp->shm.shm_peer->seg;
 
-  // Target QP, as the responder would check it (state, connected to us,
-  // access flags). Seqlock read: retry-free, a torn read just goes the ring.
+  // Target QP, as the responder would check it (state, connected to us).
+  // Seqlock read: retry-free, a torn read just goes the ring.
   const uint32_t dest = qp->attr.dest_qp_num;
   // A peer QP that is not exported (peer without direct operations, table
   // full) is looked for again only every 256 WQEs: the scan is 1024 loads.
@@ -300,8 +290,34 @@ bool Engine::TryDirect(Qp* qp, SendWqe& w, uint64_t index) {
   if ((seq1 & 1) || q->seq.load(std::memory_order_relaxed) != seq1) return false;
   const Gid& sgid = gids_[std::min<size_t>(SourceIndex(qp), gids_.size() - 1)];
   if (t_qpn != dest || t_dest != qp->qpn || !ResponderStateForDirect(t_state) ||
-      !(t_access & right) || !sgid.IsV4Mapped() || t_dgid != sgid.Ipv4())
+      !sgid.IsV4Mapped() || t_dgid != sgid.Ipv4())
     return false;
+  *out = DirectTarget{.qp_slot = static_cast<uint32_t>(qs), .pd_id = t_pd, .access = t_access};
+  return true;
+}
+
+bool Engine::TryDirect(Qp* qp, SendWqe& w, uint64_t index) {
+  using transport::ShmPeer;
+  // Not XRC: the target's PD is its SRQ's, named per request (xrc.cc).
+  if (peer_memory_ == nullptr || !shm_direct_ || qp->type != QpType::kRc ||
+      qp->xrc != XrcRole::kNone)
+    return false;
+  const WrOpcodeInfo& op = GetWrOpcodeInfo(w.opcode);
+  const uint32_t right = op.remote_right;
+  // SEND and SEND_WITH_IMM go into the target's receive queue
+  // (TryDirectSend); WRITE_WITH_IMM and SEND_WITH_INV go as packets.
+  const bool send = w.opcode == WrOpcode::kSend || w.opcode == WrOpcode::kSendWithImm;
+  if (!send && (right == 0 || op.consumes_recv_wqe)) return false;
+  // RC ordering: only when nothing of this QP is in flight.
+  if (w.started || qp->sq_next != qp->sq_head || (!send && w.length == 0)) return false;
+  DirectTarget t;
+  if (!FindDirectTarget(qp, &t)) return false;
+  if (send) return TryDirectSend(qp, w, index, t);
+  if (!(t.access & right)) return false;
+  const std::shared_ptr<ShmPeer>& peer = qp->shm.shm_peer;
+  const transport::ShmSegment& seg = peer->seg;
+  const uint32_t t_pd = t.pd_id;
+  const Gid& sgid = gids_[std::min<size_t>(SourceIndex(qp), gids_.size() - 1)];
 
   // The region.
   const int ms = shm_direct_->FindMrSlot(peer.get(), w.rkey);

@@ -76,6 +76,10 @@ std::string FormatStats(const EngineStats& s, const transport::TransportCounters
   line("shm_direct_read_ops", s.shm_direct_read_ops);
   line("shm_direct_read_bytes", s.shm_direct_read_bytes);
   line("shm_direct_atomic_ops", s.shm_direct_atomic_ops);
+  line("shm_direct_send_ops", s.shm_direct_send_ops);
+  line("shm_direct_send_bytes", s.shm_direct_send_bytes);
+  line("shm_direct_recv_ops", s.shm_direct_recv_ops);
+  line("shm_direct_recv_bytes", s.shm_direct_recv_bytes);
   line("rx_dropped_source_port", s.rx_dropped_source_port);
   line("rx_responses_unsent", s.rx_responses_unsent);
   line("rx_responses_stale", s.rx_responses_stale);

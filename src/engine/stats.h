@@ -76,6 +76,12 @@ struct EngineStats {
   uint64_t shm_direct_read_ops = 0;
   uint64_t shm_direct_read_bytes = 0;
   uint64_t shm_direct_atomic_ops = 0;  // CMP_SWAP and FETCH_ADD, 8 bytes each
+  // SEND / SEND_WITH_IMM placed in a peer's receive queue (requester), and
+  // receive WQEs peers filled so (receiver; shm_direct_send.cc).
+  uint64_t shm_direct_send_ops = 0;
+  uint64_t shm_direct_send_bytes = 0;
+  uint64_t shm_direct_recv_ops = 0;
+  uint64_t shm_direct_recv_bytes = 0;
   // Packet acceptance (issue 14, M1): what was refused as forged or
   // impossible, by reason. None of these happen between honest peers
   // except rx_responses_stale (late duplicate acknowledgements).

@@ -40,6 +40,13 @@ class PeerMemory {
   // Why PeerFor finds a peer at `dst` or not, without attaching to it
   // (`softrnic devinfo --peer`, shm_path.h).
   virtual ShmPathVerdict ExplainPath(const Endpoint& dst) = 0;
+  // Direct SEND (engine/shm_direct_send.cc): a SEND was placed in one of
+  // `peer`'s receive queues. Counts it in the peer's segment and rings the
+  // peer's doorbell if its engine sleeps, as a ring packet would.
+  virtual void NotifyDirectRecv(ShmPeer& peer) = 0;
+  // Whether peers placed SENDs in this device's receive queues since the
+  // last call (the engine then collects them).
+  virtual bool TakeDirectRecvs() = 0;
 
  protected:
   ~PeerMemory() = default;  // owned by the transport that implements it

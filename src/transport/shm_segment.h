@@ -10,7 +10,9 @@
 //   kRingsOffset ..         kShmRings inbound rings (ShmRingHeader + slots);
 //                           a sender claims one ring and is its only producer
 //   kExportsOffset ..       exports: MR slots and QP slots that peers read to
-//                           execute one-sided operations directly
+//                           execute one-sided operations directly, and per
+//                           QP slot the posted receive WQEs a peer's SEND
+//                           lands in directly (ShmRecvQueue)
 //
 // Trust: everything in a peer's segment is hostile input. Indices and lengths
 // are bounds-checked by whoever reads them; a segment is validated (magic,
@@ -26,7 +28,9 @@
 namespace softrnic::transport {
 
 inline constexpr uint64_t kShmMagic = 0x314D4853434E5253ull;  // "SRNCSHM1"
-inline constexpr uint32_t kShmVersion = 4;  // 3: 128 rings, a 128-bit ring mask; 4: packets_read
+// 3: 128 rings, a 128-bit ring mask; 4: packets_read; 5: receive queues
+// (direct SEND) and direct_recvs.
+inline constexpr uint32_t kShmVersion = 5;
 inline constexpr uint32_t kShmMaxLocals = 16;
 
 // Rings: how many senders can talk to one device at once through shared
@@ -111,6 +115,64 @@ static_assert(sizeof(ShmQpSlot) == kCacheLine);
 inline constexpr uint32_t kShmMrSlots = 2048;
 inline constexpr uint32_t kShmQpSlots = 1024;
 
+// --- Receive queues (direct SEND, engine/shm_direct_send.cc) ---
+//
+// The receive WQEs an exported RC QP has posted, as a peer's requester
+// needs them to place a SEND itself: a window of kShmRecvEntries WQEs
+// from the oldest one not yet consumed. Whoever consumes a WQE (a peer
+// placing a SEND, or the owner's responder serving a SEND packet) first
+// moves `taken` on by one with a CAS, so each WQE is consumed once.
+//
+// `taken` = (epoch << kShmRecvEpochShift) | count, plus kShmRecvClosed while
+// the QP cannot receive directly. The owner changes the epoch each time it
+// opens the queue (a QP entering RTR, a new QP in the slot), so a CAS that
+// read `taken` before a close and a reopen fails. An entry is valid for the
+// `taken` value t while its `tag` is t + 1 (written by the owner, release);
+// the peer that consumed it writes the completion and then `done` = t + 1
+// (release).
+inline constexpr uint32_t kShmRecvEntries = 64;  // power of two
+inline constexpr uint32_t kShmRecvSges = 4;      // WQEs with more go through packets
+inline constexpr uint32_t kShmRecvEpochShift = 40;
+inline constexpr uint64_t kShmRecvCountMask = (uint64_t{1} << kShmRecvEpochShift) - 1;
+inline constexpr uint64_t kShmRecvClosed = uint64_t{1} << 63;
+// ShmRecvEntry::num_sge of a WQE a peer must not place directly (a buffer
+// outside shared pages, too many SGEs): its SEND goes as packets.
+inline constexpr uint32_t kShmRecvNotDirect = ~0u;
+
+struct ShmRecvSge {
+  std::atomic<uint64_t> addr;      // in the owner's address space
+  std::atomic<uint64_t> mr_state;  // the MR slot's state when exported
+  std::atomic<uint32_t> length;
+  std::atomic<uint32_t> mr_slot;   // index into the owner's MR slots
+};
+static_assert(sizeof(ShmRecvSge) == 24);
+
+// Completion flags a peer writes (ShmRecvEntry::flags).
+inline constexpr uint32_t kShmRecvWithImm = 1;
+inline constexpr uint32_t kShmRecvSolicited = 2;
+
+struct alignas(kCacheLine) ShmRecvEntry {
+  // Written by the owner.
+  std::atomic<uint64_t> tag;
+  std::atomic<uint32_t> num_sge;
+  uint32_t pad0;
+  ShmRecvSge sge[kShmRecvSges];
+  // Written by the peer that consumed it.
+  alignas(kCacheLine) std::atomic<uint64_t> done;
+  std::atomic<uint32_t> byte_len;
+  std::atomic<uint32_t> imm;  // network order, as the packet's ImmDt
+  std::atomic<uint32_t> flags;
+};
+static_assert(sizeof(ShmRecvEntry) == 3 * kCacheLine);
+
+struct alignas(kCacheLine) ShmRecvQueue {
+  std::atomic<uint64_t> taken;
+  ShmRecvEntry entries[kShmRecvEntries];
+  ShmRecvEntry* entry(uint64_t taken_value) {
+    return &entries[taken_value & (kShmRecvEntries - 1)];
+  }
+};
+
 struct alignas(kCacheLine) ShmSegmentHeader {
   uint64_t magic;
   uint32_t version;
@@ -129,6 +191,9 @@ struct alignas(kCacheLine) ShmSegmentHeader {
   // waits unread sees whether the owner reads at all
   // (ShmTransport::DeliveryPending). Only the owner writes it.
   alignas(kCacheLine) std::atomic<uint64_t> packets_read;
+  // SENDs peers placed directly into this device's receive queues: bumped by
+  // the peer after each (ShmRecvEntry::done), so that the owner looks.
+  alignas(kCacheLine) std::atomic<uint64_t> direct_recvs;
 };
 static_assert(sizeof(ShmSegmentHeader) <= 4096);
 
@@ -174,8 +239,10 @@ inline constexpr size_t kExportsOffset =
     (kRingsOffset + size_t{kShmRings} * kShmRingBytes + 4095) & ~size_t{4095};
 inline constexpr size_t kMrSlotsOffset = kExportsOffset;
 inline constexpr size_t kQpSlotsOffset = kMrSlotsOffset + size_t{kShmMrSlots} * sizeof(ShmMrSlot);
-inline constexpr size_t kShmSegmentSize =
+inline constexpr size_t kRecvQueuesOffset =
     (kQpSlotsOffset + size_t{kShmQpSlots} * sizeof(ShmQpSlot) + 4095) & ~size_t{4095};
+inline constexpr size_t kShmSegmentSize =
+    (kRecvQueuesOffset + size_t{kShmQpSlots} * sizeof(ShmRecvQueue) + 4095) & ~size_t{4095};
 
 // A mapped segment (own or a peer's).
 class ShmSegment {
@@ -208,6 +275,10 @@ class ShmSegment {
   }
   ShmQpSlot* qp_slot(uint32_t i) const {
     return reinterpret_cast<ShmQpSlot*>(base_ + kQpSlotsOffset) + i;
+  }
+  // The receive queue of QP slot i.
+  ShmRecvQueue* recv_queue(uint32_t i) const {
+    return reinterpret_cast<ShmRecvQueue*>(base_ + kRecvQueuesOffset) + i;
   }
   int fd() const { return fd_; }
   uint8_t* base() const { return base_; }

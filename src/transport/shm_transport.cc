@@ -300,20 +300,40 @@ void ShmTransport::PublishDirty() {
     // its flag store, then our tail. seq_cst on both sides means at least one
     // of us sees the other.
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    std::atomic<uint32_t>& sleeping = p->seg.header()->sleeping;
-    if (sleeping.load(std::memory_order_relaxed) != 0 &&
-        sleeping.exchange(0, std::memory_order_acq_rel) != 0 && !p->locals.empty()) {
-      // The target sleeps in epoll on its UDP sockets: ring its doorbell once.
-      sockaddr_in sin{};
-      sin.sin_family = AF_INET;
-      sin.sin_addr.s_addr = p->locals[0].first;
-      sin.sin_port = htons(p->locals[0].second);
-      (void)sendto(doorbell_fd_, kShmDoorbell, sizeof(kShmDoorbell), MSG_DONTWAIT,
-                   reinterpret_cast<const sockaddr*>(&sin), sizeof(sin));
-      ++counters_.doorbells_sent;
-    }
+    RingDoorbellIfSleeping(p);
   }
   dirty_.clear();
+}
+
+void ShmTransport::RingDoorbellIfSleeping(ShmRingPeer* p) {
+  std::atomic<uint32_t>& sleeping = p->seg.header()->sleeping;
+  if (sleeping.load(std::memory_order_relaxed) != 0 &&
+      sleeping.exchange(0, std::memory_order_acq_rel) != 0 && !p->locals.empty()) {
+    // The target sleeps in epoll on its UDP sockets: ring its doorbell once.
+    sockaddr_in sin{};
+    sin.sin_family = AF_INET;
+    sin.sin_addr.s_addr = p->locals[0].first;
+    sin.sin_port = htons(p->locals[0].second);
+    (void)sendto(doorbell_fd_, kShmDoorbell, sizeof(kShmDoorbell), MSG_DONTWAIT,
+                 reinterpret_cast<const sockaddr*>(&sin), sizeof(sin));
+    ++counters_.doorbells_sent;
+  }
+}
+
+void ShmTransport::NotifyDirectRecv(ShmPeer& peer) {
+  // Every ShmPeer this transport hands out (PeerFor) is a ShmRingPeer.
+  auto* p = static_cast<ShmRingPeer*>(&peer);
+  // Dekker with the target's PrepareToSleep, as for a ring's tail: our
+  // count, then its flag; its flag, then our count.
+  p->seg.header()->direct_recvs.fetch_add(1, std::memory_order_seq_cst);
+  RingDoorbellIfSleeping(p);
+}
+
+bool ShmTransport::TakeDirectRecvs() {
+  const uint64_t now = own_.header()->direct_recvs.load(std::memory_order_acquire);
+  if (now == direct_recvs_seen_) return false;
+  direct_recvs_seen_ = now;
+  return true;
 }
 
 int ShmTransport::SendBurst(const TxPacket* packets, int n) {
@@ -524,12 +544,43 @@ int ShmTransport::RecvBurst(RxPacket* packets, int n) {
                           udp_quiet_ < kUdpQuietAfter || recv_calls_ % kUdpPollEvery == 0;
     if (poll_udp) {
       force_udp_.store(false, std::memory_order_relaxed);
+      const uint64_t doorbells = udp_->counters().rx_doorbells;
       const int got = udp_->RecvBurst(packets + produced, n - produced);
       udp_quiet_ = got > 0 ? 0 : udp_quiet_ + 1;
       produced += got;
+      if (udp_->counters().rx_doorbells != doorbells) RearmAfterTakenDoorbell();
     }
   }
   return produced;
+}
+
+void ShmTransport::RearmAfterTakenDoorbell() {
+  // A doorbell meant for a sleeping thread was read here instead (an
+  // application thread polling inline got to the socket first; epoll then
+  // finds nothing to report and the sleeper sleeps on). The sender that
+  // rang took the `sleeping` flag down, so later senders would not ring
+  // again while the sleeper still sleeps, possibly with no timeout: a
+  // packet or a direct SEND would then wait until someone polls. So the
+  // flag goes up again for the sleeper, and input that arrived before it
+  // did, which no sender will ring for, wakes the sleeper with a doorbell
+  // of our own.
+  if (sleepers_.load(std::memory_order_seq_cst) == 0) return;
+  ShmSegmentHeader* h = own_.header();
+  h->sleeping.store(1, std::memory_order_seq_cst);
+  bool input = h->direct_recvs.load(std::memory_order_seq_cst) != direct_recvs_seen_;
+  if (!input)
+    ForEachActiveRing(
+        h, 0, [&](uint32_t i) { return !(input = consumers_[i].Ready() != 0); },
+        std::memory_order_seq_cst);
+  const auto eps = udp_->locals();
+  if (!input || eps.empty() || !eps[0].gid.IsV4Mapped()) return;
+  sockaddr_in sin{};
+  sin.sin_family = AF_INET;
+  sin.sin_addr.s_addr = eps[0].gid.Ipv4();
+  sin.sin_port = htons(eps[0].port);
+  (void)sendto(doorbell_fd_, kShmDoorbell, sizeof(kShmDoorbell), MSG_DONTWAIT,
+               reinterpret_cast<const sockaddr*>(&sin), sizeof(sin));
+  ++counters_.doorbells_sent;
 }
 
 bool ShmTransport::PrepareToSleep() {
@@ -544,6 +595,8 @@ bool ShmTransport::PrepareToSleep() {
       h, 0, [&](uint32_t i) { return !(input = consumers_[i].Ready() != 0); },
       std::memory_order_seq_cst);
   if (input) return false;  // the flag comes down in WokeUp
+  // A SEND a peer placed directly (NotifyDirectRecv) is input too.
+  if (h->direct_recvs.load(std::memory_order_seq_cst) != direct_recvs_seen_) return false;
   // Peers are checked while idle too, so a dead peer's mapping goes away.
   if (!peers_.empty()) CheckPeers();
   return true;

@@ -116,6 +116,8 @@ class ShmTransport final : public Transport, public PeerMemory {
   // remembering nothing (the peer is mapped and unmapped again).
   ShmPathVerdict ExplainPath(const Endpoint& dst) override;
   const ShmSegment& own_segment() const override { return own_; }
+  void NotifyDirectRecv(ShmPeer& peer) override;
+  bool TakeDirectRecvs() override;
 
   // True while shared-memory traffic is possible (a sender uses one of our
   // rings, or we use a peer's). Lock-free: read by the progress thread.
@@ -143,6 +145,12 @@ class ShmTransport final : public Transport, public PeerMemory {
   bool TryClaimRing(ShmRingPeer* peer, uint32_t i, bool reclaim);
   static void CountExports(const ShmSegment& seg, ShmPathVerdict* why);
   void PublishDirty();
+  // Rings the peer's doorbell once if its engine sleeps (PublishDirty and
+  // NotifyDirectRecv, after their seq_cst fence).
+  void RingDoorbellIfSleeping(ShmRingPeer* p);
+  // RecvBurst read a doorbell meant for a thread that still sleeps: puts
+  // the `sleeping` flag back up (and wakes the sleeper if input came).
+  void RearmAfterTakenDoorbell();
   // Puts the peer's pidfd in peer_deaths_fd_ (or marks it for a pid check).
   void WatchPeerDeath(ShmRingPeer* peer);
   // Drops the peers that died: one epoll_wait on peer_deaths_fd_, at most
@@ -194,6 +202,8 @@ class ShmTransport final : public Transport, public PeerMemory {
   size_t backlog_head_ = 0, backlog_count_ = 0;
   static constexpr size_t kBacklog = 1024;
   int doorbell_fd_ = -1;
+  // Our header's direct_recvs when the engine last collected (TakeDirectRecvs).
+  uint64_t direct_recvs_seen_ = 0;
   bool warned_ = false;
   bool ring_full_ = false;  // the last SendBurst stopped at a full ring
   std::atomic<bool> has_peers_{false};

@@ -1,0 +1,200 @@
+// Direct SEND on one host (engine/shm_direct_send.cc, docs/shm.md): a SEND
+// whose receive WQE lies in shared pages is placed by the requester itself,
+// with no packet; one that cannot be (a buffer outside shared pages, no WQE,
+// a buffer too short, a deregistered buffer) goes as packets and gets the
+// answers it gets over the wire; both kinds keep RC's order.
+//
+// Two devices of one process over the shared-memory transport; skipped
+// when the suite runs over UDP (SOFTRNIC_TRANSPORT=udp) or without direct
+// operations.
+#include <sys/mman.h>
+
+#include "rc_pair.h"
+
+namespace softrnic::engine::testing {
+namespace {
+
+// In a_.buf / b_.buf (2 MiB from std::vector: page + 16 bytes, so offset
+// 0 lies in a partial page that is not shared, and offsets from 4096 on
+// lie in shared pages).
+constexpr size_t kShared = 64 * 1024;
+constexpr size_t kUnshared = 16;
+
+class ShmDirectSendTest : public RcPairTest {
+ protected:
+  void SetUp() override {
+    QpOptions o;
+    o.buf_size = 4 << 20;
+    Open(o);
+    if (a_.dev->engine().shm_direct() == nullptr)
+      GTEST_SKIP() << "no shared-memory direct path in this run";
+  }
+  static uint64_t DirectSendsOf(Device& d) { return StatsOf(d).shm_direct_send_ops; }
+  static uint64_t DirectRecvsOf(Device& d) { return StatsOf(d).shm_direct_recv_ops; }
+  static uint64_t ShmPacketsInto(Device& d) { return TransportCountersOf(d).shm_rx_packets; }
+};
+
+TEST_F(ShmDirectSendTest, SendsLandInThePostedBuffersWithoutAPacket) {
+  const uint32_t sizes[] = {0, 1, 8, 4096, 65536, 1 << 20};
+  constexpr int kN = 6;
+  const uint64_t sends0 = DirectSendsOf(*a_.dev), recvs0 = DirectRecvsOf(*b_.dev);
+  const uint64_t packets0 = ShmPacketsInto(*b_.dev);
+  size_t at = kShared;
+  size_t dst[kN];
+  for (int i = 0; i < kN; ++i) {
+    dst[i] = at;
+    at += sizes[i] + 4096;
+    std::memset(b_.buf.data() + dst[i], 0xEE, sizes[i] + 64);
+    Sge r = SgeOf(b_, dst[i], sizes[i] + 64);
+    ASSERT_EQ(b_.dev->PostRecv(b_.qp, RecvWr{uint64_t(100 + i), {&r, 1}}), 0);
+  }
+  size_t src = kShared;
+  for (int i = 0; i < kN; ++i) {
+    FillPattern(a_.buf, src, sizes[i], 7 + i);
+    Sge s = SgeOf(a_, src, sizes[i]);
+    SendWr wr = MakeWr(i % 2 ? WrOpcode::kSendWithImm : WrOpcode::kSend, uint64_t(i), {&s, 1});
+    wr.imm_data = 0x01020300u + i;
+    if (i == 3) wr.send_flags |= kSolicited;
+    ASSERT_EQ(a_.dev->PostSend(a_.qp, wr), 0);
+    // The next one reuses the source: wait for this one.
+    const auto c = PollN(a_, 1);
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+    const auto r = PollN(b_, 1);
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].status, WcStatus::kSuccess);
+    EXPECT_EQ(r[0].wr_id, uint64_t(100 + i));
+    EXPECT_EQ(r[0].opcode, WcOpcode::kRecv);
+    EXPECT_EQ(r[0].byte_len, sizes[i]);
+    EXPECT_EQ(r[0].qp_num, b_.dev->QpNum(b_.qp));
+    EXPECT_EQ((r[0].wc_flags & kWcWithImm) != 0, i % 2 == 1);
+    if (i % 2) {
+      EXPECT_EQ(r[0].imm_data, 0x01020300u + i);
+    }
+    EXPECT_EQ(FirstDiff(b_.buf.data() + dst[i], a_.buf.data() + src, sizes[i]), -1);
+    EXPECT_TRUE(AllBytes(b_.buf.data() + dst[i] + sizes[i], 64, 0xEE));
+  }
+  EXPECT_EQ(DirectSendsOf(*a_.dev) - sends0, uint64_t{kN});
+  EXPECT_EQ(DirectRecvsOf(*b_.dev) - recvs0, uint64_t{kN});
+  // Nothing at all went through b's rings: no request, and (a direct
+  // operation needs no ACK) nothing from b either.
+  EXPECT_EQ(ShmPacketsInto(*b_.dev), packets0);
+}
+
+// Receive buffers alternately in shared pages (direct) and in the partial
+// first page (packets): every SEND completes, in posting order, with its data.
+TEST_F(ShmDirectSendTest, DirectAndPacketSendsKeepTheirOrder) {
+  constexpr int kN = 8;
+  constexpr uint32_t kLen = 100;
+  const uint64_t sends0 = DirectSendsOf(*a_.dev);
+  for (int i = 0; i < kN; ++i) {
+    const size_t off = i % 2 ? kUnshared + 128 * (i / 2) : kShared + 4096 * i;
+    Sge r = SgeOf(b_, off, kLen);
+    ASSERT_EQ(b_.dev->PostRecv(b_.qp, RecvWr{uint64_t(200 + i), {&r, 1}}), 0);
+  }
+  for (int i = 0; i < kN; ++i) {
+    FillPattern(a_.buf, kShared + 4096 * i, kLen, 50 + i);
+    Sge s = SgeOf(a_, kShared + 4096 * i, kLen);
+    // Unsignaled but the last: the queue holds them all at once, so a
+    // direct SEND must wait for the packets before it.
+    ASSERT_EQ(a_.dev->PostSend(a_.qp, MakeWr(WrOpcode::kSend, uint64_t(i), {&s, 1}, 0, 0,
+                                             i == kN - 1 ? uint32_t{kSignaled} : 0u)),
+              0);
+  }
+  const auto c = PollN(a_, 1);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  const auto r = PollN(b_, kN);
+  ASSERT_EQ(r.size(), size_t{kN});
+  for (int i = 0; i < kN; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(r[i].status, WcStatus::kSuccess);
+    EXPECT_EQ(r[i].wr_id, uint64_t(200 + i));
+    EXPECT_EQ(r[i].byte_len, kLen);
+    const size_t off = i % 2 ? kUnshared + 128 * (i / 2) : kShared + 4096 * i;
+    EXPECT_EQ(FirstDiff(b_.buf.data() + off, a_.buf.data() + kShared + 4096 * i, kLen), -1);
+  }
+  // Only buffers in shared pages were filled directly (and not necessarily
+  // all of them: one posted behind a packet waits for its ACK, or goes
+  // as packets itself).
+  const uint64_t direct = DirectSendsOf(*a_.dev) - sends0;
+  EXPECT_GE(direct, 1u);
+  EXPECT_LE(direct, uint64_t{kN / 2});
+}
+
+// No receive WQE: the SEND goes as packets and is RNR-NAKed until one is
+// posted, then delivered, as over the wire (IBA 9.7.5.1.6).
+TEST_F(ShmDirectSendTest, NoReceiveWqeIsRetriedUntilOneIsPosted) {
+  FillPattern(a_.buf, kShared, 512, 3);
+  Sge s = SgeOf(a_, kShared, 512);
+  ASSERT_EQ(a_.dev->PostSend(a_.qp, MakeWr(WrOpcode::kSend, 1, {&s, 1})), 0);
+  EXPECT_TRUE(PollFor(a_, std::chrono::milliseconds(30)).empty());
+  Sge r = SgeOf(b_, kShared, 512);
+  ASSERT_EQ(b_.dev->PostRecv(b_.qp, RecvWr{7, {&r, 1}}), 0);
+  const auto c = PollN(a_, 1);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  const auto rc = PollN(b_, 1);
+  ASSERT_EQ(rc.size(), 1u);
+  EXPECT_EQ(rc[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(rc[0].byte_len, 512u);
+  EXPECT_EQ(FirstDiff(b_.buf.data() + kShared, a_.buf.data() + kShared, 512), -1);
+  EXPECT_GT(StatsOf(*b_.dev).tx_rnr_naks, 0u);
+}
+
+// A message longer than the receive buffer is not placed: the responder
+// refuses it as over the wire (IBA 9.7.5.1.5: Invalid Request NAK; the
+// receive completes with LOC_LEN_ERR), and the bytes after the buffer
+// stay untouched.
+TEST_F(ShmDirectSendTest, MessageLongerThanTheBufferFailsAsOverTheWire) {
+  const uint64_t sends0 = DirectSendsOf(*a_.dev);
+  std::memset(b_.buf.data() + kShared, 0x5A, 128);
+  Sge r = SgeOf(b_, kShared, 16);
+  ASSERT_EQ(b_.dev->PostRecv(b_.qp, RecvWr{9, {&r, 1}}), 0);
+  Sge s = SgeOf(a_, kShared, 64);
+  ASSERT_EQ(a_.dev->PostSend(a_.qp, MakeWr(WrOpcode::kSend, 1, {&s, 1})), 0);
+  const auto c = PollN(a_, 1);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kRemInvReqErr);
+  const auto rc = PollN(b_, 1);
+  ASSERT_EQ(rc.size(), 1u);
+  EXPECT_EQ(rc[0].status, WcStatus::kLocLenErr);
+  EXPECT_TRUE(AllBytes(b_.buf.data() + kShared + 16, 112, 0x5A));
+  EXPECT_EQ(DirectSendsOf(*a_.dev), sends0);
+}
+
+// A receive WQE whose region was deregistered after it was posted: the
+// export still describes it, but its MR slot changed, so the requester
+// does not place the SEND; the responder's own check fails it (a local
+// protection error there, a remote operational error here: IBA 9.7.5.2.4)
+// and the buffer, refilled after the deregistration, keeps what it holds.
+TEST_F(ShmDirectSendTest, DeregisteredReceiveBufferIsNotWritten) {
+  constexpr size_t kLen = 1 << 16;
+  void* mem = mmap(nullptr, kLen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  auto* buf = static_cast<uint8_t*>(mem);
+  Mr* mr = nullptr;
+  ASSERT_EQ(b_.dev->RegMr(b_.pd, buf, kLen, reinterpret_cast<uint64_t>(buf), kLocalWrite, nullptr,
+                          &mr),
+            0);
+  Sge r{reinterpret_cast<uint64_t>(buf), 4096, b_.dev->MrLkey(mr)};
+  ASSERT_EQ(b_.dev->PostRecv(b_.qp, RecvWr{11, {&r, 1}}), 0);
+  ASSERT_EQ(b_.dev->DeregMr(mr), 0);
+  std::memset(buf, 0x3C, kLen);
+  const uint64_t sends0 = DirectSendsOf(*a_.dev);
+  FillPattern(a_.buf, kShared, 4096, 9);
+  Sge s = SgeOf(a_, kShared, 4096);
+  ASSERT_EQ(a_.dev->PostSend(a_.qp, MakeWr(WrOpcode::kSend, 1, {&s, 1})), 0);
+  const auto c = PollN(a_, 1);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kRemOpErr);
+  const auto rc = PollN(b_, 1);
+  ASSERT_EQ(rc.size(), 1u);
+  EXPECT_EQ(rc[0].status, WcStatus::kLocProtErr);
+  EXPECT_EQ(DirectSendsOf(*a_.dev), sends0);
+  EXPECT_TRUE(AllBytes(buf, kLen, 0x3C));
+  munmap(mem, kLen);
+}
+
+}  // namespace
+}  // namespace softrnic::engine::testing
