@@ -37,6 +37,10 @@ class Mr {
   // the export slot in the device's control segment (-1: not exported).
   SharedRange share;
   int shm_slot = -1;
+  // The slot's state as published (its generation): receive WQEs describe
+  // their buffers with it (shm_direct_send.cc) without reading the slot,
+  // whose line a peer placing a SEND keeps in its cache.
+  uint64_t shm_state = 0;
   // Memory windows bound to it: it cannot be deregistered while any is.
   int windows = 0;
 };

@@ -93,7 +93,8 @@ void ShmDirect::PublishMr(Mr* mr, uint32_t pd_id) {
   s->access.store(mr->access, r);
   s->fd.store(mr->share.fd, r);
   // Publication: the fields above become visible with the valid state.
-  s->state.store((++generation_ << 1) | 1, std::memory_order_seq_cst);
+  mr->shm_state = (++generation_ << 1) | 1;
+  s->state.store(mr->shm_state, std::memory_order_seq_cst);
   mr->shm_slot = static_cast<int>(i);
 }
 

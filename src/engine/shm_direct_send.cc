@@ -67,6 +67,9 @@ bool ReceivingState(QpState s) {
 }
 
 constexpr uint64_t kEpochMask = (kShmRecvClosed - 1) >> kShmRecvEpochShift;
+// Up to this many open receive queues, every pass looks at each of them
+// (CollectAllDirectRecvs); beyond, only when direct_recvs moved.
+constexpr size_t kScanQueuesUpTo = 8;
 
 }  // namespace
 
@@ -147,7 +150,7 @@ void Engine::ExportRecvs(Qp* qp) {
           direct = host >= mr->share.start && host - mr->share.start <= mr->share.length &&
                    s.length <= mr->share.length - (host - mr->share.start);
           mr_slot = static_cast<uint32_t>(mr->shm_slot);
-          mr_state = own.mr_slot(mr_slot)->state.load(std::memory_order_relaxed);
+          mr_state = mr->shm_state;
         }
       }
       e->sge[i].addr.store(host, std::memory_order_relaxed);
@@ -190,9 +193,12 @@ bool Engine::CollectDirectRecvs(Qp* qp) {
 }
 
 bool Engine::CollectAllDirectRecvs() {
-  // The count is taken even with no queue open, so that it never keeps a
-  // waiter from sleeping (PrepareToSleep compares it).
-  if (!peer_memory_->TakeDirectRecvs() || recv_exports_.empty()) return false;
+  if (recv_exports_.empty()) return false;
+  // With few open queues, a pass looks at the next entry of each (its
+  // `done` line, which only the placing peer writes). Reading the
+  // device-wide count instead would pull its line back from the peer at
+  // every poll, and the peer's next increment would wait for it.
+  if (recv_exports_.size() > kScanQueuesUpTo && !peer_memory_->TakeDirectRecvs()) return false;
   bool any = false;
   for (Qp* qp : recv_exports_) any |= CollectDirectRecvs(qp);
   return any;

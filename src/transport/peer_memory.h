@@ -45,7 +45,7 @@ class PeerMemory {
   // peer's doorbell if its engine sleeps, as a ring packet would.
   virtual void NotifyDirectRecv(ShmPeer& peer) = 0;
   // Whether peers placed SENDs in this device's receive queues since the
-  // last call (the engine then collects them).
+  // last call (an engine with many open queues then looks at them all).
   virtual bool TakeDirectRecvs() = 0;
 
  protected:

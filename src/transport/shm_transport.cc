@@ -567,7 +567,7 @@ void ShmTransport::RearmAfterTakenDoorbell() {
   if (sleepers_.load(std::memory_order_seq_cst) == 0) return;
   ShmSegmentHeader* h = own_.header();
   h->sleeping.store(1, std::memory_order_seq_cst);
-  bool input = h->direct_recvs.load(std::memory_order_seq_cst) != direct_recvs_seen_;
+  bool input = h->direct_recvs.load(std::memory_order_seq_cst) != direct_recvs_slept_;
   if (!input)
     ForEachActiveRing(
         h, 0, [&](uint32_t i) { return !(input = consumers_[i].Ready() != 0); },
@@ -595,8 +595,12 @@ bool ShmTransport::PrepareToSleep() {
       h, 0, [&](uint32_t i) { return !(input = consumers_[i].Ready() != 0); },
       std::memory_order_seq_cst);
   if (input) return false;  // the flag comes down in WokeUp
-  // A SEND a peer placed directly (NotifyDirectRecv) is input too.
-  if (h->direct_recvs.load(std::memory_order_seq_cst) != direct_recvs_seen_) return false;
+  // A SEND a peer placed directly (NotifyDirectRecv) is input too: the
+  // sleep is refused once, and the caller's next pass collects it.
+  if (const uint64_t d = h->direct_recvs.load(std::memory_order_seq_cst); d != direct_recvs_slept_) {
+    direct_recvs_slept_ = d;
+    return false;
+  }
   // Peers are checked while idle too, so a dead peer's mapping goes away.
   if (!peers_.empty()) CheckPeers();
   return true;

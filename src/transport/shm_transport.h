@@ -202,8 +202,11 @@ class ShmTransport final : public Transport, public PeerMemory {
   size_t backlog_head_ = 0, backlog_count_ = 0;
   static constexpr size_t kBacklog = 1024;
   int doorbell_fd_ = -1;
-  // Our header's direct_recvs when the engine last collected (TakeDirectRecvs).
+  // Our header's direct_recvs when the engine last looked (TakeDirectRecvs),
+  // and when a sleep was last refused for it (PrepareToSleep): apart, so
+  // that neither check hides a change from the other.
   uint64_t direct_recvs_seen_ = 0;
+  uint64_t direct_recvs_slept_ = 0;
   bool warned_ = false;
   bool ring_full_ = false;  // the last SendBurst stopped at a full ring
   std::atomic<bool> has_peers_{false};
