@@ -1,6 +1,8 @@
 // Two processes on one host over the shared-memory transport (docs/shm.md):
 // - a target blocked in sleep(), or stopped with SIGSTOP, is written to,
 //   read from and atomically updated, and the data is checked afterwards;
+// - SENDs into a target stopped with SIGSTOP land in its posted receive
+//   buffers and complete there, in order, once it runs again;
 // - a WRITE to a deregistered MR, beyond an MR's bounds, or without the
 //   right fails with REM_ACCESS_ERR and leaves the target's memory untouched;
 // - a target killed or stopped mid-transfer leaves the requester with error
@@ -39,7 +41,13 @@ struct Info {
   uint64_t addr[3];
 };
 
-enum class Mode : char { kSleep = 's', kStop = 'z', kErrors = 'e', kKill = 'k' };
+enum class Mode : char { kSleep = 's', kStop = 'z', kErrors = 'e', kKill = 'k', kReceive = 'n' };
+
+// kReceive: receive WQEs the target posts before it is stopped, each
+// kRecvLen bytes of its shared pages from kWriteOff on; the parent's SENDs
+// fill them (engine/shm_direct_send.cc) while it is stopped.
+constexpr int kRecvs = 32;
+constexpr uint32_t kRecvLen = 4096;
 
 struct Proc {
   std::vector<uint8_t> buf[3];
@@ -118,6 +126,13 @@ int TargetMain(int sock, Mode mode, const std::string& address, uint16_t port) {
       if (t.dev->PostRecv(t.qp[0], RecvWr{static_cast<uint64_t>(i), {&s[i], 1}})) return 14;
     }
   }
+  if (mode == Mode::kReceive) {
+    for (int i = 0; i < kRecvs; ++i) {
+      Sge s{reinterpret_cast<uint64_t>(t.buf[0].data()) + kWriteOff + size_t(i) * kRecvLen,
+            kRecvLen, t.dev->MrLkey(t.mr[0])};
+      if (t.dev->PostRecv(t.qp[0], RecvWr{static_cast<uint64_t>(i), {&s, 1}})) return 14;
+    }
+  }
   char c = 'r';
   if (!WriteAll(sock, &c, 1)) return 15;  // connected: the parent may start
   if (mode == Mode::kSleep) sleep(2);      // blocked; the parent works meanwhile
@@ -127,7 +142,26 @@ int TargetMain(int sock, Mode mode, const std::string& address, uint16_t port) {
   // (kStop: the parent stops us with SIGSTOP while we block here.)
   if (!ReadAll(sock, &c, 1) || c != 'v') return 16;
   int code = 0;
-  if (mode == Mode::kSleep || mode == Mode::kStop) {
+  if (mode == Mode::kReceive) {
+    // Running again: every SEND completes here, in order, with its bytes.
+    int got = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    std::vector<uint8_t> expect(kRecvLen);
+    while (got < kRecvs && std::chrono::steady_clock::now() < deadline) {
+      Completion wc[8];
+      const int n = t.dev->PollCq(t.cq, 8, wc);
+      for (int i = 0; i < n; ++i, ++got) {
+        if (wc[i].status != WcStatus::kSuccess || wc[i].wr_id != uint64_t(got) ||
+            wc[i].byte_len != kRecvLen || wc[i].opcode != WcOpcode::kRecv)
+          code = 40;
+        FillPattern(expect, 0, kRecvLen, 100 + got);
+        if (std::memcmp(t.buf[0].data() + kWriteOff + size_t(got) * kRecvLen, expect.data(),
+                        kRecvLen) != 0)
+          code = 41;
+      }
+    }
+    if (got != kRecvs) code = 42;
+  } else if (mode == Mode::kSleep || mode == Mode::kStop) {
     std::vector<uint8_t> expect(kLen);
     FillPattern(expect, 0, kLen, 1);
     if (std::memcmp(t.buf[0].data() + kWriteOff, expect.data(), kLen) != 0) code = 20;
@@ -289,6 +323,36 @@ TEST_F(ShmMultiProcessTest, TargetStoppedWithSigstopIsWrittenReadAndUpdated) {
   ASSERT_EQ(waitpid(child_, &status, WUNTRACED), child_);
   ASSERT_TRUE(WIFSTOPPED(status));
   OneSidedOnPassiveTarget();
+  ASSERT_EQ(kill(child_, SIGCONT), 0);
+  EXPECT_EQ(Verify(), 0);
+}
+
+// SENDs into a target stopped with SIGSTOP: they complete at the sender
+// because they were placed in the receive buffers the target had posted
+// (a stopped process's NIC receives too), and the target, continued, finds
+// their completions in order with their bytes.
+TEST_F(ShmMultiProcessTest, TargetStoppedWithSigstopReceivesSendsInItsPostedBuffers) {
+  Start(Mode::kReceive);
+  ASSERT_EQ(kill(child_, SIGSTOP), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child_, &status, WUNTRACED), child_);
+  ASSERT_TRUE(WIFSTOPPED(status));
+  const EngineStats stats0 = p_.dev->stats();
+  for (int i = 0; i < kRecvs; ++i) {
+    FillPattern(p_.buf[0], size_t(i) * kRecvLen, kRecvLen, 100 + i);
+    Sge s = Local(size_t(i) * kRecvLen, kRecvLen);
+    ASSERT_EQ(p_.dev->PostSend(p_.qp[0], MakeWr(WrOpcode::kSend, uint64_t(i), {&s, 1})), 0);
+  }
+  const auto c = Poll(kRecvs, std::chrono::milliseconds(1500));
+  ASSERT_EQ(c.size(), size_t{kRecvs});
+  for (int i = 0; i < kRecvs; ++i) {
+    EXPECT_EQ(c[i].status, WcStatus::kSuccess) << i;
+    EXPECT_EQ(c[i].wr_id, uint64_t(i));
+  }
+  const EngineStats stats1 = p_.dev->stats();
+  EXPECT_EQ(stats1.shm_direct_send_ops - stats0.shm_direct_send_ops, uint64_t{kRecvs});
+  EXPECT_EQ(stats1.shm_direct_send_bytes - stats0.shm_direct_send_bytes,
+            uint64_t{kRecvs} * kRecvLen);
   ASSERT_EQ(kill(child_, SIGCONT), 0);
   EXPECT_EQ(Verify(), 0);
 }
