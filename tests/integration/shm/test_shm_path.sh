@@ -2,9 +2,10 @@
 # The same-host path really is shared memory (docs/shm.md): Debian's
 # unmodified pingpongs and perftest between two processes on this host with
 # SOFTRNIC_TRANSPORT=shm move every packet through the rings (shm_tx_packets
-# > 0, udp_tx_packets = 0, from SOFTRNIC_STATS=1 at exit), one-sided
-# perftest runs with no packet at all, SOFTRNIC_TRANSPORT=udp uses no shared
-# memory, and the discovery links are gone when the processes have exited.
+# > 0, udp_tx_packets = 0, from SOFTRNIC_STATS=1 at exit), RC SENDs into
+# posted buffers and one-sided perftest runs with no packet at all,
+# SOFTRNIC_TRANSPORT=udp uses no shared memory, and the discovery links are
+# gone when the processes have exited.
 #
 # usage: test_shm_path.sh [LIBDIR]   (default: $SOFTRNIC_LIB_DIR)
 set -u
@@ -60,7 +61,18 @@ expect() {
   fi
 }
 
-for pp in rc uc ud srq; do
+# RC: each SEND placed in the peer's posted receive buffer by the requester
+# itself (docs/shm.md, "Two-sided operations without packets").
+if run rc shm ibv_rc_pingpong -g 0 -n 200; then
+  for side in srv cli; do
+    expect rc "$side" shm_direct_send_ops '>=' 200
+    expect rc "$side" shm_direct_recv_ops '>=' 200
+    expect rc "$side" shm_tx_packets '==' 0
+    expect rc "$side" udp_tx_packets '==' 0
+  done
+fi
+# UC, UD and an SRQ: through the rings.
+for pp in uc ud srq; do
   if run "$pp" shm ibv_${pp}_pingpong -g 0 -n 200; then
     for side in srv cli; do
       expect "$pp" "$side" shm_tx_packets '>' 0
