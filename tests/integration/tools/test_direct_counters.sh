@@ -72,7 +72,7 @@ check "target: no direct counter (its CPU is not involved)" "$SOFTRNIC_PYTHON" -
 import json, sys
 [proc] = json.load(open(sys.argv[1]))
 direct = {k: v for k, v in proc["counters"].items() if k.startswith("shm_direct_")}
-assert len(direct) == 7 and not any(direct.values()), direct
+assert len(direct) == 11 and not any(direct.values()), direct
 PY
 "$TOOL" stat -p "$req" -P >"$SOFTRNIC_TMP/req.prom" || die "softrnic stat -p $req -P failed"
 check "Prometheus: the same count" grep -qE \
