@@ -232,6 +232,15 @@ class ShmMultiProcessTest : public ::testing::Test {
 
   void SignalledTargetEndsSendsWithRetryExceeded(int signal);
 
+  // SIGSTOP, and waits until the target is stopped for sure (a signal is
+  // delivered asynchronously; its engine may run on meanwhile).
+  void StopTarget() {
+    ASSERT_EQ(kill(child_, SIGSTOP), 0);
+    int status = 0;
+    ASSERT_EQ(waitpid(child_, &status, WUNTRACED), child_);
+    ASSERT_TRUE(WIFSTOPPED(status));
+  }
+
   Sge Local(size_t off, uint32_t len) {
     return Sge{reinterpret_cast<uint64_t>(p_.buf[0].data()) + off, len, p_.dev->MrLkey(p_.mr[0])};
   }
@@ -318,10 +327,7 @@ TEST_F(ShmMultiProcessTest, TargetBlockedInSleepIsWrittenReadAndUpdated) {
 
 TEST_F(ShmMultiProcessTest, TargetStoppedWithSigstopIsWrittenReadAndUpdated) {
   Start(Mode::kStop);
-  ASSERT_EQ(kill(child_, SIGSTOP), 0);
-  int status = 0;
-  ASSERT_EQ(waitpid(child_, &status, WUNTRACED), child_);
-  ASSERT_TRUE(WIFSTOPPED(status));
+  ASSERT_NO_FATAL_FAILURE(StopTarget());
   OneSidedOnPassiveTarget();
   ASSERT_EQ(kill(child_, SIGCONT), 0);
   EXPECT_EQ(Verify(), 0);
@@ -333,10 +339,7 @@ TEST_F(ShmMultiProcessTest, TargetStoppedWithSigstopIsWrittenReadAndUpdated) {
 // their completions in order with their bytes.
 TEST_F(ShmMultiProcessTest, TargetStoppedWithSigstopReceivesSendsInItsPostedBuffers) {
   Start(Mode::kReceive);
-  ASSERT_EQ(kill(child_, SIGSTOP), 0);
-  int status = 0;
-  ASSERT_EQ(waitpid(child_, &status, WUNTRACED), child_);
-  ASSERT_TRUE(WIFSTOPPED(status));
+  ASSERT_NO_FATAL_FAILURE(StopTarget());
   const EngineStats stats0 = p_.dev->stats();
   for (int i = 0; i < kRecvs; ++i) {
     FillPattern(p_.buf[0], size_t(i) * kRecvLen, kRecvLen, 100 + i);
