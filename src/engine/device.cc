@@ -168,6 +168,13 @@ int CheckRegistration(const DeviceAttr& attr, const void* addr, size_t length, u
   return 0;
 }
 
+// A region with local write but no remote right is shared only up to this
+// size: sharing copies the pages that hold data (seconds per GiB of a
+// filled buffer here, docs/benchmarks.md), a price an application that
+// registers a large local-only buffer never asked for. Receive buffers
+// beyond it take their SENDs as packets.
+constexpr size_t kShareLocalOnlyUpTo = size_t{64} << 20;
+
 // Same-host peers reach a region's pages directly (shm_memory.h) if it
 // grants a remote right, or local write: a receive buffer, which a peer's
 // direct SEND fills (shm_direct_send.cc). Called before taking the engine
@@ -176,8 +183,10 @@ SharedRange ShareIfReachable(bool shm_direct, const void* addr, size_t length, u
   // An ODP region is never moved into a memfd: its pages may not exist yet
   // (or ever); same-host peers reach it through packets (engine/odp.h).
   if (access & kOnDemand) return {};
-  if (!shm_direct || !(access & (kLocalWrite | kRemoteWrite | kRemoteRead | kRemoteAtomic)))
-    return {};
+  if (!shm_direct) return {};
+  const bool remote = (access & (kRemoteWrite | kRemoteRead | kRemoteAtomic)) != 0;
+  const bool receive_buffer = (access & kLocalWrite) && length <= kShareLocalOnlyUpTo;
+  if (!remote && !receive_buffer) return {};
   return ShareRegion(addr, length);
 }
 

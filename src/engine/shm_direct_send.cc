@@ -164,7 +164,11 @@ void Engine::ExportRecvs(Qp* qp) {
 }
 
 bool Engine::CollectDirectRecvs(Qp* qp) {
-  if (!qp->shm.rq_open) return false;
+  // Not while the responder holds a WQE for a message of packets: a peer
+  // places nothing before that message has completed (RC ordering), so a
+  // `done` seen now would be a hostile peer's, and would take the place of
+  // the WQE in progress.
+  if (!qp->shm.rq_open || qp->resp.recv_active) return false;
   ShmRecvQueue* q = peer_memory_->own_segment().recv_queue(static_cast<uint32_t>(qp->shm.shm_slot));
   bool any = false;
   while (qp->shm.rq_consumed < qp->shm.rq_exported && !qp->rq.Empty()) {

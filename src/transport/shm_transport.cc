@@ -310,14 +310,18 @@ void ShmTransport::RingDoorbellIfSleeping(ShmRingPeer* p) {
   if (sleeping.load(std::memory_order_relaxed) != 0 &&
       sleeping.exchange(0, std::memory_order_acq_rel) != 0 && !p->locals.empty()) {
     // The target sleeps in epoll on its UDP sockets: ring its doorbell once.
-    sockaddr_in sin{};
-    sin.sin_family = AF_INET;
-    sin.sin_addr.s_addr = p->locals[0].first;
-    sin.sin_port = htons(p->locals[0].second);
-    (void)sendto(doorbell_fd_, kShmDoorbell, sizeof(kShmDoorbell), MSG_DONTWAIT,
-                 reinterpret_cast<const sockaddr*>(&sin), sizeof(sin));
-    ++counters_.doorbells_sent;
+    SendDoorbell(p->locals[0].first, p->locals[0].second);
   }
+}
+
+void ShmTransport::SendDoorbell(uint32_t ip, uint16_t port) {
+  sockaddr_in sin{};
+  sin.sin_family = AF_INET;
+  sin.sin_addr.s_addr = ip;
+  sin.sin_port = htons(port);
+  (void)sendto(doorbell_fd_, kShmDoorbell, sizeof(kShmDoorbell), MSG_DONTWAIT,
+               reinterpret_cast<const sockaddr*>(&sin), sizeof(sin));
+  ++counters_.doorbells_sent;
 }
 
 void ShmTransport::NotifyDirectRecv(ShmPeer& peer) {
@@ -574,13 +578,7 @@ void ShmTransport::RearmAfterTakenDoorbell() {
         std::memory_order_seq_cst);
   const auto eps = udp_->locals();
   if (!input || eps.empty() || !eps[0].gid.IsV4Mapped()) return;
-  sockaddr_in sin{};
-  sin.sin_family = AF_INET;
-  sin.sin_addr.s_addr = eps[0].gid.Ipv4();
-  sin.sin_port = htons(eps[0].port);
-  (void)sendto(doorbell_fd_, kShmDoorbell, sizeof(kShmDoorbell), MSG_DONTWAIT,
-               reinterpret_cast<const sockaddr*>(&sin), sizeof(sin));
-  ++counters_.doorbells_sent;
+  SendDoorbell(eps[0].gid.Ipv4(), eps[0].port);
 }
 
 bool ShmTransport::PrepareToSleep() {

@@ -148,6 +148,8 @@ class ShmTransport final : public Transport, public PeerMemory {
   // Rings the peer's doorbell once if its engine sleeps (PublishDirty and
   // NotifyDirectRecv, after their seq_cst fence).
   void RingDoorbellIfSleeping(ShmRingPeer* p);
+  // One doorbell datagram to ip:port (network-order address).
+  void SendDoorbell(uint32_t ip, uint16_t port);
   // RecvBurst read a doorbell meant for a thread that still sleeps: puts
   // the `sleeping` flag back up (and wakes the sleeper if input came).
   void RearmAfterTakenDoorbell();

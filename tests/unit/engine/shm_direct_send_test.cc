@@ -196,5 +196,35 @@ TEST_F(ShmDirectSendTest, DeregisteredReceiveBufferIsNotWritten) {
   munmap(mem, kLen);
 }
 
+// A local-only region beyond 64 MiB is not moved into a memfd at
+// registration (engine/device.cc, kShareLocalOnlyUpTo: the copy would cost
+// seconds per GiB of data): SENDs into it arrive as packets, intact.
+TEST_F(ShmDirectSendTest, LargeLocalOnlyBufferTakesSendsAsPackets) {
+  constexpr size_t kLen = (size_t{64} << 20) + (1 << 20);
+  void* mem = mmap(nullptr, kLen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  auto* buf = static_cast<uint8_t*>(mem);
+  Mr* mr = nullptr;
+  ASSERT_EQ(b_.dev->RegMr(b_.pd, buf, kLen, reinterpret_cast<uint64_t>(buf), kLocalWrite, nullptr,
+                          &mr),
+            0);
+  Sge r{reinterpret_cast<uint64_t>(buf) + (32 << 20), 4096, b_.dev->MrLkey(mr)};
+  ASSERT_EQ(b_.dev->PostRecv(b_.qp, RecvWr{12, {&r, 1}}), 0);
+  const uint64_t sends0 = DirectSendsOf(*a_.dev);
+  FillPattern(a_.buf, kShared, 4096, 11);
+  Sge s = SgeOf(a_, kShared, 4096);
+  ASSERT_EQ(a_.dev->PostSend(a_.qp, MakeWr(WrOpcode::kSend, 1, {&s, 1})), 0);
+  const auto c = PollN(a_, 1);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  const auto rc = PollN(b_, 1);
+  ASSERT_EQ(rc.size(), 1u);
+  EXPECT_EQ(rc[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(FirstDiff(buf + (32 << 20), a_.buf.data() + kShared, 4096), -1);
+  EXPECT_EQ(DirectSendsOf(*a_.dev), sends0);
+  ASSERT_EQ(b_.dev->DeregMr(mr), 0);
+  munmap(mem, kLen);
+}
+
 }  // namespace
 }  // namespace softrnic::engine::testing
