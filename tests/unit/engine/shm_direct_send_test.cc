@@ -2,7 +2,8 @@
 // whose receive WQE lies in shared pages is placed by the requester itself,
 // with no packet; one that cannot be (a buffer outside shared pages, no WQE,
 // a buffer too short, a deregistered buffer) goes as packets and gets the
-// answers it gets over the wire; both kinds keep RC's order.
+// answers it gets over the wire; both kinds keep RC's order. Forged queue
+// entries and completions (a hostile peer's) are refused.
 //
 // Two devices of one process over the shared-memory transport; skipped
 // when the suite runs over UDP (SOFTRNIC_TRANSPORT=udp) or without direct
@@ -224,6 +225,66 @@ TEST_F(ShmDirectSendTest, LargeLocalOnlyBufferTakesSendsAsPackets) {
   EXPECT_EQ(DirectSendsOf(*a_.dev), sends0);
   ASSERT_EQ(b_.dev->DeregMr(mr), 0);
   munmap(mem, kLen);
+}
+
+// A peer's receive queue is hostile input to the requester: an entry whose
+// buffer lies outside the region's shared pages, names an MR slot beyond
+// the table or more SGEs than an entry holds is not placed; the SEND goes
+// as packets, and the target's responder, which uses its own queue, puts
+// it where the application posted it.
+TEST_F(ShmDirectSendTest, ForgedQueueEntryIsNotFollowed) {
+  const transport::ShmSegment& seg = b_.dev->engine().peer_memory()->own_segment();
+  for (int forgery = 0; forgery < 3; ++forgery) {
+    SCOPED_TRACE(forgery);
+    Sge r = SgeOf(b_, kShared, 256);
+    ASSERT_EQ(b_.dev->PostRecv(b_.qp, RecvWr{uint64_t(forgery), {&r, 1}}), 0);
+    {
+      std::lock_guard lock(b_.dev->engine().mu_);
+      ASSERT_TRUE(b_.qp->shm.rq_open);
+      transport::ShmRecvEntry* e =
+          seg.recv_queue(static_cast<uint32_t>(b_.qp->shm.shm_slot))->entry(b_.qp->shm.rq_consumed);
+      ASSERT_EQ(e->tag.load(), b_.qp->shm.rq_consumed + 1);  // exported, as posted
+      if (forgery == 0) e->sge[0].addr.store(e->sge[0].addr.load() + (uint64_t{1} << 40));
+      if (forgery == 1) e->sge[0].mr_slot.store(transport::kShmMrSlots + 7);
+      if (forgery == 2) e->num_sge.store(transport::kShmRecvSges + 1);
+    }
+    const uint64_t sends0 = DirectSendsOf(*a_.dev);
+    FillPattern(a_.buf, kShared, 256, 20 + forgery);
+    Sge s = SgeOf(a_, kShared, 256);
+    ASSERT_EQ(a_.dev->PostSend(a_.qp, MakeWr(WrOpcode::kSend, 1, {&s, 1})), 0);
+    const auto c = PollN(a_, 1);
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+    const auto rc = PollN(b_, 1);
+    ASSERT_EQ(rc.size(), 1u);
+    EXPECT_EQ(rc[0].status, WcStatus::kSuccess);
+    EXPECT_EQ(rc[0].wr_id, uint64_t(forgery));
+    EXPECT_EQ(FirstDiff(b_.buf.data() + kShared, a_.buf.data() + kShared, 256), -1);
+    EXPECT_EQ(DirectSendsOf(*a_.dev), sends0);
+  }
+}
+
+// The completion a peer writes is hostile input to the receiver: a length
+// beyond the WQE's buffer completes it with LOC_LEN_ERR, not a bigger
+// byte_len; an entry is taken only once its claim and `done` match.
+TEST_F(ShmDirectSendTest, ForgedCompletionLengthIsALengthError) {
+  Sge r = SgeOf(b_, kShared, 64);
+  ASSERT_EQ(b_.dev->PostRecv(b_.qp, RecvWr{77, {&r, 1}}), 0);
+  {
+    std::lock_guard lock(b_.dev->engine().mu_);
+    const transport::ShmSegment& seg = b_.dev->engine().peer_memory()->own_segment();
+    transport::ShmRecvQueue* q = seg.recv_queue(static_cast<uint32_t>(b_.qp->shm.shm_slot));
+    uint64_t t = q->taken.load();
+    ASSERT_TRUE(q->taken.compare_exchange_strong(t, t + 1));  // as a peer claims it
+    transport::ShmRecvEntry* e = q->entry(t);
+    e->byte_len.store(1u << 30);
+    e->done.store(t + 1);
+    seg.header()->direct_recvs.fetch_add(1);
+  }
+  const auto rc = PollN(b_, 1);
+  ASSERT_EQ(rc.size(), 1u);
+  EXPECT_EQ(rc[0].wr_id, 77u);
+  EXPECT_EQ(rc[0].status, WcStatus::kLocLenErr);
 }
 
 }  // namespace
