@@ -26,7 +26,12 @@ class QpCountersTest : public RcPairTest {};
 // device's, and what a sent is what b received (no loss between two
 // devices of one host, so no retransmission either: checked).
 TEST_F(QpCountersTest, OneQpCountsWhatItsDeviceCounts) {
-  Open({});
+  // Packets only: over shared memory a SEND into a buffer in whole shared
+  // pages is placed directly and counts no packet (the direct counters:
+  // shm_direct_send_test, tools_direct_counters).
+  EngineConfig ca = TestConfig(0), cb = TestConfig(1);
+  ca.shm_direct = cb.shm_direct = false;  // SOFTRNIC_SHM_DIRECT=0
+  OpenWith({}, ca, cb);
   constexpr int kMessages = 20;
   constexpr uint32_t kLen = 3000;  // 3 packets of 1024
   for (int i = 0; i < kMessages; ++i) {

@@ -20,11 +20,15 @@ struct Pair {
   Side a, b;
 };
 
+// shm_direct = false: every operation as packets, also over shared memory
+// (SOFTRNIC_SHM_DIRECT=0), for tests about the packet path's state.
 void OpenPair(Pair& p, const QpOptions& o, bool selective_a, bool selective_b,
-              transport::FaultConfig fa = {}, transport::FaultConfig fb = {}) {
+              transport::FaultConfig fa = {}, transport::FaultConfig fb = {},
+              bool shm_direct = true) {
   EngineConfig ca = TestConfig(0, fa), cb = TestConfig(1, fb);
   ca.selective = selective_a;
   cb.selective = selective_b;
+  if (!shm_direct) ca.shm_direct = cb.shm_direct = false;
   auto da = MakeDevice(ca);
   auto db = MakeDevice(cb);
   ASSERT_TRUE(da && db);
@@ -178,7 +182,9 @@ TEST(SelectiveRatioTest, FarFewerRetransmissionsThanGoBackN) {
 TEST(SelectiveMemoryTest, ScoreboardAndStoreTakenOnFirstUse) {
   QpOptions o;
   Pair p;
-  OpenPair(p, o, true, true);
+  // Packets only: over shared memory, WRITEs and SENDs into whole shared
+  // pages would go direct and send no request packet at all.
+  OpenPair(p, o, true, true, {}, {}, /*shm_direct=*/false);
   auto sizes = [&](Side& s) {
     std::lock_guard lock(s.dev->engine().mu_);
     return std::make_pair(s.qp->sr.scoreboard.size(), s.qp->sr_store.ooo_len.size());

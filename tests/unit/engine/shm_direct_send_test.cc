@@ -15,11 +15,9 @@
 namespace softrnic::engine::testing {
 namespace {
 
-// In a_.buf / b_.buf (2 MiB from std::vector: page + 16 bytes, so offset
-// 0 lies in a partial page that is not shared, and offsets from 4096 on
-// lie in shared pages).
+// In a_.buf / b_.buf (4 MiB): offsets from 64 KiB on lie in whole pages,
+// which registration shares whatever the allocator's alignment.
 constexpr size_t kShared = 64 * 1024;
-constexpr size_t kUnshared = 16;
 
 class ShmDirectSendTest : public RcPairTest {
  protected:
@@ -82,15 +80,28 @@ TEST_F(ShmDirectSendTest, SendsLandInThePostedBuffersWithoutAPacket) {
   EXPECT_EQ(ShmPacketsInto(*b_.dev), packets0);
 }
 
-// Receive buffers alternately in shared pages (direct) and in the partial
-// first page (packets): every SEND completes, in posting order, with its data.
+// Receive buffers alternately in shared pages (direct) and in a shared
+// mapping of the application's own (MAP_SHARED: never moved into a memfd,
+// so its SENDs go as packets): every SEND completes, in posting order, with
+// its data.
 TEST_F(ShmDirectSendTest, DirectAndPacketSendsKeepTheirOrder) {
   constexpr int kN = 8;
   constexpr uint32_t kLen = 100;
+  constexpr size_t kOwnLen = 64 * 1024;
+  void* mem = mmap(nullptr, kOwnLen, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  auto* own = static_cast<uint8_t*>(mem);
+  Mr* own_mr = nullptr;
+  ASSERT_EQ(b_.dev->RegMr(b_.pd, own, kOwnLen, reinterpret_cast<uint64_t>(own), kLocalWrite,
+                          nullptr, &own_mr),
+            0);
+  auto dst = [&](int i) {
+    return i % 2 ? own + 128 * (i / 2) : b_.buf.data() + kShared + 4096 * i;
+  };
   const uint64_t sends0 = DirectSendsOf(*a_.dev);
   for (int i = 0; i < kN; ++i) {
-    const size_t off = i % 2 ? kUnshared + 128 * (i / 2) : kShared + 4096 * i;
-    Sge r = SgeOf(b_, off, kLen);
+    Sge r{reinterpret_cast<uint64_t>(dst(i)), kLen,
+          i % 2 ? b_.dev->MrLkey(own_mr) : b_.dev->MrLkey(b_.mr)};
     ASSERT_EQ(b_.dev->PostRecv(b_.qp, RecvWr{uint64_t(200 + i), {&r, 1}}), 0);
   }
   for (int i = 0; i < kN; ++i) {
@@ -112,8 +123,7 @@ TEST_F(ShmDirectSendTest, DirectAndPacketSendsKeepTheirOrder) {
     EXPECT_EQ(r[i].status, WcStatus::kSuccess);
     EXPECT_EQ(r[i].wr_id, uint64_t(200 + i));
     EXPECT_EQ(r[i].byte_len, kLen);
-    const size_t off = i % 2 ? kUnshared + 128 * (i / 2) : kShared + 4096 * i;
-    EXPECT_EQ(FirstDiff(b_.buf.data() + off, a_.buf.data() + kShared + 4096 * i, kLen), -1);
+    EXPECT_EQ(FirstDiff(dst(i), a_.buf.data() + kShared + 4096 * i, kLen), -1);
   }
   // Only buffers in shared pages were filled directly (and not necessarily
   // all of them: one posted behind a packet waits for its ACK, or goes
@@ -121,6 +131,8 @@ TEST_F(ShmDirectSendTest, DirectAndPacketSendsKeepTheirOrder) {
   const uint64_t direct = DirectSendsOf(*a_.dev) - sends0;
   EXPECT_GE(direct, 1u);
   EXPECT_LE(direct, uint64_t{kN / 2});
+  ASSERT_EQ(b_.dev->DeregMr(own_mr), 0);
+  munmap(mem, kOwnLen);
 }
 
 // No receive WQE: the SEND goes as packets and is RNR-NAKed until one is
