@@ -140,7 +140,9 @@ int Device::ModifySrq(Srq* srq, const SrqAttr& attr, uint32_t mask) {
     }
   }
   SpinLock lock(engine_->mu_);
-  if ((mask & 1) && !srq->rq.ResizeInto(next)) return EINVAL;
+  if (mask & 1) {
+    if (const int rc = engine_->ResizeSrqLocked(srq, next)) return rc;
+  }
   if (mask & 2) {  // IBV_SRQ_LIMIT: arm the limit event
     if (attr.srq_limit > srq->rq.wr_ids.size()) return EINVAL;
     srq->limit = attr.srq_limit;
@@ -165,9 +167,7 @@ int Device::DestroySrq(Srq* srq, uint32_t* async_events_reported) {
 int Device::PostSrqRecv(Srq* srq, const RecvWr& wr) {
   SpinLock lock(engine_->mu_);
   if (wr.sges.size() > srq->rq.max_sge) return EINVAL;
-  if (srq->rq.Full()) return ENOMEM;
-  srq->rq.Push(wr);
-  return 0;
+  return engine_->PostSrqRecvLocked(srq, wr);
 }
 
 }  // namespace softrnic::engine

@@ -105,6 +105,11 @@ class Engine {
   // ibv_post_recv once Device::PostRecv has checked the SGE count
   // (recv_queue.cc): EINVAL in RESET, ENOMEM when the queue is full.
   int PostRecvLocked(Qp* qp, const RecvWr& wr) REQUIRES(mu_);
+  // ENOMEM when the SRQ holds max_wr WQEs (those described to peers too).
+  int PostSrqRecvLocked(Srq* srq, const RecvWr& wr) REQUIRES(mu_);
+  // ibv_modify_srq's max_wr (RecvQueue::ResizeInto): EINVAL if the SRQ
+  // holds more WQEs than `next` does.
+  int ResizeSrqLocked(Srq* srq, RecvQueue& next) REQUIRES(mu_);
 
   // Destroyed QPs linger (Lingering below): expires those whose time is
   // over and returns whether any remain (the exit handler waits for them).
@@ -407,6 +412,9 @@ class Engine {
     uint32_t qp_slot = 0;
     uint32_t pd_id = 0;
     uint32_t access = 0;  // its qp_access_flags
+    // Where its receive WQEs are: 0 its own queue (qp_slot's), i + 1 the
+    // peer's SRQ queue i (unchecked: the requester bounds it).
+    uint32_t srq_slot = 0;
   };
   bool FindDirectTarget(Qp* qp, DirectTarget* out) REQUIRES(mu_);
   // --- Direct SEND (shm_direct_send.cc) ---
@@ -424,10 +432,34 @@ class Engine {
   bool CollectDirectRecvs(Qp* qp) REQUIRES(mu_);
   bool CollectAllDirectRecvs() REQUIRES(mu_);
   // The responder serving a SEND packet takes the front WQE from peers too
-  // (the CAS on `taken`); false: a peer holds it (RNR NAK).
-  bool ClaimRecvForPacket(Qp* qp) REQUIRES(mu_);
+  // (the CAS on `taken`); false: a peer holds it (RNR NAK). For a QP of an
+  // exported SRQ it may hand over a WQE of the SRQ's export (*taken true,
+  // qp->resp filled), else the caller takes the SRQ's front WQE.
+  bool ClaimRecvForPacket(Qp* qp, bool* taken) REQUIRES(mu_);
+  bool ClaimSrqRecvForPacket(Qp* qp, bool* taken) REQUIRES(mu_);
+  // Describes WQE (sges, n) of a QP or SRQ of `pd` in entry e for the
+  // `taken` value `at` (its tag last, release).
+  void DescribeRecvWqe(transport::ShmRecvEntry* e, uint64_t at, const Pd* pd, const Sge* sges,
+                       uint32_t n) REQUIRES(mu_);
   // RC QPs whose receive queue is open to peers (rq_open).
   std::vector<Qp*> recv_exports_ GUARDED_BY(mu_);
+  // SRQs (not XRC) describe their oldest WQEs to peers from the time a QP
+  // of theirs is first published (OpenSrqExport) until they are destroyed
+  // (CloseSrqExport, RemoveSrqLocked); WQEs move from srq->rq into the
+  // export as they are described (ExportSrqRecvs), and come back through
+  // CollectSrqRecvs (direct SENDs) or ClaimRecvForPacket (packets).
+  void OpenSrqExport(Srq* srq) REQUIRES(mu_);
+  void CloseSrqExport(Srq* srq) REQUIRES(mu_);
+  void ExportSrqRecvs(Srq* srq) REQUIRES(mu_);
+  // thorough: look past an entry a peer claimed but has not filled yet
+  // (otherwise only now and then: it costs a read of the shared `taken`).
+  bool CollectSrqRecvs(Srq* srq, bool thorough) REQUIRES(mu_);
+  // The SRQ's WQEs neither consumed nor completed: its own and the
+  // export's (for ENOMEM at post, resizing and the limit event).
+  static uint32_t SrqWqesHeld(const Srq* srq) {
+    return static_cast<uint32_t>(srq->rq.count) + srq->shm.live;
+  }
+  std::vector<Srq*> srq_exports_ GUARDED_BY(mu_);
   // Renders a direct operation that succeeded into capture_ as the packets
   // it replaced (REQUIRES: capture_).
   void RecordDirect(const Qp* qp, const SendWqe& w, const WrOpcodeInfo& op, const uint8_t* target,
@@ -436,7 +468,10 @@ class Engine {
   void PublishQp(Qp* qp) REQUIRES(mu_) {
     // XRC QPs never take the direct path (xrc.cc says why).
     if (!shm_direct_ || qp->xrc != XrcRole::kNone) return;
-    shm_direct_->PublishQp(qp, qp->pd->id);
+    // A QP of an SRQ: the SRQ's queue is opened first, so that the QP slot
+    // names it.
+    if (qp->srq != nullptr) OpenSrqExport(qp->srq);
+    shm_direct_->PublishQp(qp, qp->pd->id, qp->srq != nullptr ? qp->srq->shm.slot : -1);
     qp->shm.shm_peer_qp_slot = -1;  // as a requester: the path may have changed
     SyncRecvExport(qp);
   }
@@ -656,6 +691,9 @@ class Engine {
                          uint32_t skip_packets) REQUIRES(mu_);
   void SendAtomicAck(Qp* qp, uint32_t psn, uint64_t orig) REQUIRES(mu_);
   bool TakeRecvWqe(Qp* qp) REQUIRES(mu_);
+  // IBA 10.2.9.3: SRQ_LIMIT_REACHED once the SRQ holds fewer WQEs than its
+  // armed limit.
+  void CheckSrqLimit(Srq* srq) REQUIRES(mu_);
   void CompleteRecv(Qp* qp, WcStatus status, WcOpcode opcode, uint32_t byte_len, uint32_t imm,
                     uint32_t wc_flags, uint32_t src_qp, bool solicited, uint8_t sl = 0) REQUIRES(mu_);
   // Scatter `len` bytes into the active receive WQE at recv_offset.

@@ -80,6 +80,7 @@ int Engine::AddSrqLocked(std::unique_ptr<Srq>& srq) {
 int Engine::RemoveSrqLocked(Srq* srq, uint32_t* async_events_reported,
                             std::unique_ptr<Srq>* doomed) {
   if (srq->users > 0) return EBUSY;
+  CloseSrqExport(srq);  // peers stop placing SENDs in it (shm_direct_send.cc)
   ForgetAsyncEventsLocked(AsyncObject::kSrq, srq->handle, async_events_reported);
   --srq->pd->users;
   if (srq->xrcd != nullptr) ForgetXrcSrq(srq);

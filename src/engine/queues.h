@@ -140,6 +140,26 @@ class Xrcd {
   int users = 0;  // XRC SRQs and XRC receive QPs
 };
 
+// An SRQ's WQEs as same-host peers see them (engine/shm_direct_send.cc):
+// the oldest WQEs leave the SRQ's `rq` when they are described in the
+// control segment's SRQ queue `slot`, and wait here, per entry (index: the
+// entry's `taken` value modulo the queue's entries), until a peer's SEND
+// fills one or the responder takes one for a packet.
+struct SrqExport {
+  int slot = -1;  // -1: not exported
+  // As values of the queue's `taken` word: the oldest entry not finished
+  // (completed, handed to the responder, or given back) and one past the
+  // last described.
+  uint64_t oldest = 0;
+  uint64_t exported = 0;
+  uint32_t live = 0;         // entries in [oldest, exported) not finished
+  uint32_t idle_passes = 0;  // collection passes that found the oldest entry not done
+  std::vector<uint64_t> wr_id;
+  std::vector<uint32_t> num_sge;
+  std::vector<Sge> sges;  // rq.max_sge per entry
+  std::vector<uint8_t> finished;
+};
+
 class Srq {
  public:
   explicit Srq(std::pmr::memory_resource* memory = DefaultQueueMemory()) : rq(memory) {}
@@ -155,6 +175,7 @@ class Srq {
   void* handle = nullptr;
   int users = 0;
   bool in_error = false;
+  SrqExport shm;
 };
 
 }  // namespace softrnic::engine

@@ -100,21 +100,29 @@ bool Engine::ScatterSges(const Pd* pd, const Sge* sges, uint32_t num_sge, uint32
 
 bool Engine::TakeRecvWqe(Qp* qp) {
   RecvQueue& rq = qp->srq ? qp->srq->rq : qp->rq;
-  // Taken from same-host peers' direct SENDs too (shm_direct_send.cc).
-  if (!ClaimRecvForPacket(qp)) return false;
-  if (rq.Empty()) return false;
-  qp->resp.recv_wr_id = rq.FrontWrId();
-  qp->resp.recv_num_sge = rq.FrontNumSge();
-  std::copy_n(rq.FrontSges(), qp->resp.recv_num_sge, qp->resp.recv_sges.begin());
-  rq.Pop();
+  // Taken from same-host peers' direct SENDs too (shm_direct_send.cc),
+  // which may hand over a WQE of an SRQ's export.
+  bool taken = false;
+  if (!ClaimRecvForPacket(qp, &taken)) return false;
+  if (!taken) {
+    if (rq.Empty()) return false;
+    qp->resp.recv_wr_id = rq.FrontWrId();
+    qp->resp.recv_num_sge = rq.FrontNumSge();
+    std::copy_n(rq.FrontSges(), qp->resp.recv_num_sge, qp->resp.recv_sges.begin());
+    rq.Pop();
+  }
   qp->resp.recv_active = true;
   qp->resp.recv_offset = 0;
-  if (qp->srq && qp->srq->limit > 0 && rq.count < qp->srq->limit) {
-    // IBA 10.2.9.3: the limit event fires once, then the limit disarms.
-    qp->srq->limit = 0;
-    PostAsyncEvent(AsyncEventType::kSrqLimitReached, qp->srq->handle);
-  }
+  if (qp->srq) CheckSrqLimit(qp->srq);
   return true;
+}
+
+void Engine::CheckSrqLimit(Srq* srq) {
+  if (srq->limit > 0 && SrqWqesHeld(srq) < srq->limit) {
+    // IBA 10.2.9.3: the limit event fires once, then the limit disarms.
+    srq->limit = 0;
+    PostAsyncEvent(AsyncEventType::kSrqLimitReached, srq->handle);
+  }
 }
 
 std::optional<Engine::Refusal> Engine::ScatterToRecv(Qp* qp, const uint8_t* data, uint32_t len) {

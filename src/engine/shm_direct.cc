@@ -39,6 +39,15 @@ ShmDirect::ShmDirect(const transport::ShmSegment* own) : own_(own) {
   for (uint32_t i = transport::kShmMrSlots; i-- > 0;) free_mr_.push_back(i);
   free_qp_.reserve(transport::kShmQpSlots);
   for (uint32_t i = transport::kShmQpSlots; i-- > 0;) free_qp_.push_back(i);
+  free_srq_.reserve(transport::kShmSrqSlots);
+  for (uint32_t i = transport::kShmSrqSlots; i-- > 0;) free_srq_.push_back(i);
+}
+
+int ShmDirect::TakeSrqSlot() {
+  if (free_srq_.empty()) return -1;
+  const uint32_t slot = free_srq_.back();
+  free_srq_.pop_back();
+  return static_cast<int>(slot);
 }
 
 ShmDirect::~ShmDirect() {
@@ -127,7 +136,7 @@ void ShmDirect::RevokeMr(Mr* mr) {
   mr->shm_slot = -1;
 }
 
-void ShmDirect::PublishQp(Qp* qp, uint32_t pd_id) {
+void ShmDirect::PublishQp(Qp* qp, uint32_t pd_id, int srq_slot) {
   if (qp->type != QpType::kRc) return;
   if (qp->shm.shm_slot < 0) {
     if (free_qp_.empty()) return;
@@ -146,6 +155,7 @@ void ShmDirect::PublishQp(Qp* qp, uint32_t pd_id) {
   s->access.store(qp->attr.qp_access_flags, r);
   s->state.store(static_cast<uint32_t>(qp->attr.qp_state), r);
   s->dgid_ip.store(qp->attr.ah_attr.dgid.IsV4Mapped() ? qp->attr.ah_attr.dgid.Ipv4() : 0, r);
+  s->srq_slot.store(srq_slot < 0 ? 0u : static_cast<uint32_t>(srq_slot) + 1, r);
   s->seq.store(seq + 2, std::memory_order_release);
 }
 
@@ -287,13 +297,15 @@ bool Engine::FindDirectTarget(Qp* qp, DirectTarget* out) {
   const uint32_t t_access = q->access.load(std::memory_order_relaxed);
   const uint32_t t_state = q->state.load(std::memory_order_relaxed);
   const uint32_t t_dgid = q->dgid_ip.load(std::memory_order_relaxed);
+  const uint32_t t_srq = q->srq_slot.load(std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_acquire);
   if ((seq1 & 1) || q->seq.load(std::memory_order_relaxed) != seq1) return false;
   const Gid& sgid = gids_[std::min<size_t>(SourceIndex(qp), gids_.size() - 1)];
   if (t_qpn != dest || t_dest != qp->qpn || !ResponderStateForDirect(t_state) ||
       !sgid.IsV4Mapped() || t_dgid != sgid.Ipv4())
     return false;
-  *out = DirectTarget{.qp_slot = static_cast<uint32_t>(qs), .pd_id = t_pd, .access = t_access};
+  *out = DirectTarget{
+      .qp_slot = static_cast<uint32_t>(qs), .pd_id = t_pd, .access = t_access, .srq_slot = t_srq};
   return true;
 }
 

@@ -72,8 +72,13 @@ class ShmDirect {
   void PublishMr(Mr* mr, uint32_t pd_id);
   // Marks the slot invalid and waits for in-flight peer accesses to drain.
   void RevokeMr(Mr* mr);
-  void PublishQp(Qp* qp, uint32_t pd_id);
+  // srq_slot: the SRQ queue its SRQ is exported in, -1 for none.
+  void PublishQp(Qp* qp, uint32_t pd_id, int srq_slot);
   void RemoveQp(Qp* qp);
+  // An SRQ queue of the segment for an SRQ (shm_direct_send.cc); -1 when
+  // all are taken (its SENDs go as packets).
+  int TakeSrqSlot();
+  void GiveBackSrqSlot(int slot) { free_srq_.push_back(static_cast<uint32_t>(slot)); }
 
   // --- Requester side ---
   // The peer's memfd mapping covering [fd_offset, fd_offset+len) for an MR
@@ -93,6 +98,7 @@ class ShmDirect {
   std::vector<uint32_t> free_mr_;
   std::vector<uint32_t> quarantined_mr_;  // revoked with inflight != 0
   std::vector<uint32_t> free_qp_;
+  std::vector<uint32_t> free_srq_;
   uint64_t generation_ = 0;
 
   struct Mapping {

@@ -37,9 +37,23 @@
 // dropped with the queue, and its late bytes land in the buffer, which is
 // still registered.
 //
-// Not direct: SRQs and XRC, WRITE_WITH_IMM and SEND_WITH_INV, WQEs with
-// more than kShmRecvSges SGEs, and sends while a capture is on (captures
-// show packets).
+// SRQs (not XRC): an SRQ has one queue in the segment, shared by its QPs,
+// whose slots name it (ShmQpSlot::srq_slot). Its oldest WQEs move out of
+// srq->rq into the export (SrqExport) as they are described; the peer
+// claims the entry at `taken` as above and also writes the QP its SEND is
+// for. This engine completes filled entries as they are done, not in
+// queue order (CollectSrqRecvs: a peer stopped inside its copy must not
+// hold up other QPs' SENDs; one QP's SENDs come from one requester, which
+// claims and fills them in order). The responder serving a SEND packet
+// claims the entry at `taken` like a peer, after collecting (RC order
+// again), or, with every described WQE claimed, takes the SRQ's own front
+// WQE. A filled entry naming no QP of the SRQ (destroyed meanwhile, or a
+// hostile peer's number) gives its WQE back to the SRQ; one for a QP in
+// Error completes it with a flush error.
+//
+// Not direct: XRC, WRITE_WITH_IMM and SEND_WITH_INV, WQEs with more than
+// kShmRecvSges SGEs, and sends while a capture is on (captures show
+// packets).
 #include <sched.h>
 
 #include <algorithm>
@@ -129,38 +143,40 @@ void Engine::ExportRecvs(Qp* qp) {
   for (; qp->shm.rq_exported < limit; ++qp->shm.rq_exported) {
     const uint64_t at = qp->shm.rq_exported;
     const size_t slot = (rq.head + (at - qp->shm.rq_consumed)) % rq.capacity();
-    const uint32_t n = rq.num_sge[slot];
-    ShmRecvEntry* e = q->entry(at);
-    bool direct = n <= kShmRecvSges;
-    for (uint32_t i = 0; direct && i < n; ++i) {
-      const Sge& s = rq.sges[slot * rq.max_sge + i];
-      uint64_t host = 0;
-      uint32_t mr_slot = 0;
-      uint64_t mr_state = 0;
-      if (s.length > 0) {
-        // The buffer, as the responder would check it (ScatterSges), and
-        // wholly in the shared pages of an exported MR.
-        const Mr* mr = mr_table_.FindByLkey(s.lkey);
-        uint8_t* p = nullptr;
-        direct = mr != nullptr && mr->shm_slot >= 0 && mr->pd == qp->pd &&
-                 mr_table_.ResolveLocal(s.lkey, qp->pd, s.addr, s.length, true, &p) ==
-                     KeyCheck::kOk;
-        if (direct) {
-          host = reinterpret_cast<uint64_t>(p);
-          direct = host >= mr->share.start && host - mr->share.start <= mr->share.length &&
-                   s.length <= mr->share.length - (host - mr->share.start);
-          mr_slot = static_cast<uint32_t>(mr->shm_slot);
-          mr_state = mr->shm_state;
-        }
-      }
-      e->sge[i].addr.store(host, std::memory_order_relaxed);
-      e->sge[i].length.store(s.length, std::memory_order_relaxed);
-      e->sge[i].mr_slot.store(mr_slot, std::memory_order_relaxed);
-      e->sge[i].mr_state.store(mr_state, std::memory_order_relaxed);
-    }
-    e->num_sge.store(direct ? n : kShmRecvNotDirect, std::memory_order_relaxed);
-    e->tag.store(at + 1, std::memory_order_release);
+    DescribeRecvWqe(q->entry(at), at, qp->pd, &rq.sges[slot * rq.max_sge], rq.num_sge[slot]);
   }
+}
+
+void Engine::DescribeRecvWqe(ShmRecvEntry* e, uint64_t at, const Pd* pd, const Sge* sges,
+                             uint32_t n) {
+  bool direct = n <= kShmRecvSges;
+  for (uint32_t i = 0; direct && i < n; ++i) {
+    const Sge& s = sges[i];
+    uint64_t host = 0;
+    uint32_t mr_slot = 0;
+    uint64_t mr_state = 0;
+    if (s.length > 0) {
+      // The buffer, as the responder would check it (ScatterSges), and
+      // wholly in the shared pages of an exported MR.
+      const Mr* mr = mr_table_.FindByLkey(s.lkey);
+      uint8_t* p = nullptr;
+      direct = mr != nullptr && mr->shm_slot >= 0 && mr->pd == pd &&
+               mr_table_.ResolveLocal(s.lkey, pd, s.addr, s.length, true, &p) == KeyCheck::kOk;
+      if (direct) {
+        host = reinterpret_cast<uint64_t>(p);
+        direct = host >= mr->share.start && host - mr->share.start <= mr->share.length &&
+                 s.length <= mr->share.length - (host - mr->share.start);
+        mr_slot = static_cast<uint32_t>(mr->shm_slot);
+        mr_state = mr->shm_state;
+      }
+    }
+    e->sge[i].addr.store(host, std::memory_order_relaxed);
+    e->sge[i].length.store(s.length, std::memory_order_relaxed);
+    e->sge[i].mr_slot.store(mr_slot, std::memory_order_relaxed);
+    e->sge[i].mr_state.store(mr_state, std::memory_order_relaxed);
+  }
+  e->num_sge.store(direct ? n : kShmRecvNotDirect, std::memory_order_relaxed);
+  e->tag.store(at + 1, std::memory_order_release);
 }
 
 bool Engine::CollectDirectRecvs(Qp* qp) {
@@ -197,19 +213,24 @@ bool Engine::CollectDirectRecvs(Qp* qp) {
 }
 
 bool Engine::CollectAllDirectRecvs() {
-  if (recv_exports_.empty()) return false;
+  if (recv_exports_.empty() && srq_exports_.empty()) return false;
   // With few open queues, a pass looks at the next entry of each (its
   // `done` line, which only the placing peer writes). Reading the
   // device-wide count instead would pull its line back from the peer at
   // every poll, and the peer's next increment would wait for it.
-  if (recv_exports_.size() > kScanQueuesUpTo && !peer_memory_->TakeDirectRecvs()) return false;
+  if (recv_exports_.size() + srq_exports_.size() > kScanQueuesUpTo &&
+      !peer_memory_->TakeDirectRecvs())
+    return false;
   bool any = false;
   for (Qp* qp : recv_exports_) any |= CollectDirectRecvs(qp);
+  for (Srq* srq : srq_exports_) any |= CollectSrqRecvs(srq, false);
   return any;
 }
 
-bool Engine::ClaimRecvForPacket(Qp* qp) {
-  if (!qp->shm.rq_open || qp->srq != nullptr) return true;
+bool Engine::ClaimRecvForPacket(Qp* qp, bool* taken) {
+  *taken = false;
+  if (qp->srq != nullptr) return ClaimSrqRecvForPacket(qp, taken);
+  if (!qp->shm.rq_open) return true;
   // Direct SENDs that came before this packet complete first (RC order:
   // the peer placed them before it sent the packet).
   CollectDirectRecvs(qp);
@@ -229,7 +250,10 @@ bool Engine::TryDirectSend(Qp* qp, SendWqe& w, uint64_t index, const DirectTarge
   if (capture_ != nullptr) return false;  // captures show SENDs as packets
   const std::shared_ptr<transport::ShmPeer>& peer = qp->shm.shm_peer;
   const transport::ShmSegment& seg = peer->seg;
-  ShmRecvQueue* q = seg.recv_queue(target.qp_slot);
+  // Its own queue, or its SRQ's (which the slot names: bounded here).
+  if (target.srq_slot > transport::kShmSrqSlots) return false;
+  ShmRecvQueue* q = target.srq_slot != 0 ? seg.srq_queue(target.srq_slot - 1)
+                                          : seg.recv_queue(target.qp_slot);
   const uint64_t t = q->taken.load(std::memory_order_acquire);
   if (t & kShmRecvClosed) return false;
   ShmRecvEntry* e = q->entry(t);
@@ -312,6 +336,7 @@ bool Engine::TryDirectSend(Qp* qp, SendWqe& w, uint64_t index, const DirectTarge
   e->byte_len.store(w.length, std::memory_order_relaxed);
   e->imm.store(w.opcode == WrOpcode::kSendWithImm ? w.imm_data : 0, std::memory_order_relaxed);
   e->flags.store(flags, std::memory_order_relaxed);
+  e->qpn.store(qp->attr.dest_qp_num, std::memory_order_relaxed);  // an SRQ's entries need it
   e->done.store(t + 1, std::memory_order_release);
   peer_memory_->NotifyDirectRecv(*peer);
 

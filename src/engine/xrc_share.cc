@@ -418,11 +418,7 @@ uint32_t XrcShare::Serve(const Request& req, const uint8_t* payload) {
         h.num_sge = rq.FrontNumSge();
         h.sges.assign(rq.FrontSges(), rq.FrontSges() + h.num_sge);
         rq.Pop();
-        if (srq->limit > 0 && rq.count < srq->limit) {
-          // IBA 10.2.9.3: the limit event fires once, then the limit disarms.
-          srq->limit = 0;
-          engine_->PostAsyncEvent(AsyncEventType::kSrqLimitReached, srq->handle);
-        }
+        engine_->CheckSrqLimit(srq);
         held_[key] = std::move(h);
       }
       auto it = held_.find(key);

@@ -12,7 +12,8 @@
 //   kExportsOffset ..       exports: MR slots and QP slots that peers read to
 //                           execute one-sided operations directly, and per
 //                           QP slot the posted receive WQEs a peer's SEND
-//                           lands in directly (ShmRecvQueue)
+//                           lands in directly (ShmRecvQueue), then one
+//                           such queue per shared receive queue (SRQ)
 //
 // Trust: everything in a peer's segment is hostile input. Indices and lengths
 // are bounds-checked by whoever reads them; a segment is validated (magic,
@@ -29,8 +30,9 @@ namespace softrnic::transport {
 
 inline constexpr uint64_t kShmMagic = 0x314D4853434E5253ull;  // "SRNCSHM1"
 // 3: 128 rings, a 128-bit ring mask; 4: packets_read; 5: receive queues
-// (direct SEND) and direct_recvs.
-inline constexpr uint32_t kShmVersion = 5;
+// (direct SEND) and direct_recvs; 6: SRQ receive queues, ShmQpSlot::srq_slot,
+// ShmRecvEntry::qpn.
+inline constexpr uint32_t kShmVersion = 6;
 inline constexpr uint32_t kShmMaxLocals = 16;
 
 // Rings: how many senders can talk to one device at once through shared
@@ -108,12 +110,17 @@ struct alignas(kCacheLine) ShmQpSlot {
   std::atomic<uint32_t> access;    // qp_access_flags
   std::atomic<uint32_t> state;     // QpState
   std::atomic<uint32_t> dgid_ip;   // the connected peer's IPv4 (network order)
-  uint32_t pad[9];
+  // Its SRQ's receive queue: i + 1 for the segment's SRQ queue i, 0 when
+  // it has no SRQ or the SRQ is not exported.
+  std::atomic<uint32_t> srq_slot;
+  uint32_t pad[8];
 };
 static_assert(sizeof(ShmQpSlot) == kCacheLine);
 
 inline constexpr uint32_t kShmMrSlots = 2048;
 inline constexpr uint32_t kShmQpSlots = 1024;
+// SRQs whose WQEs peers can fill directly; more SRQs take SENDs as packets.
+inline constexpr uint32_t kShmSrqSlots = 128;
 
 // --- Receive queues (direct SEND, engine/shm_direct_send.cc) ---
 //
@@ -130,6 +137,12 @@ inline constexpr uint32_t kShmQpSlots = 1024;
 // `taken` value t while its `tag` is t + 1 (written by the owner, release);
 // the peer that consumed it writes the completion and then `done` = t + 1
 // (release).
+//
+// An SRQ's queue is the same, shared by every QP of the SRQ: the peer also
+// writes the number of the QP its SEND is for (`qpn`), and the owner
+// completes entries as they are done, not in queue order (a peer stopped
+// inside its copy must not hold up the SENDs of other QPs; each QP's own
+// SENDs are claimed, and done, in its order).
 inline constexpr uint32_t kShmRecvEntries = 64;  // power of two
 inline constexpr uint32_t kShmRecvSges = 4;      // WQEs with more go through packets
 inline constexpr uint32_t kShmRecvEpochShift = 40;
@@ -162,6 +175,7 @@ struct alignas(kCacheLine) ShmRecvEntry {
   std::atomic<uint32_t> byte_len;
   std::atomic<uint32_t> imm;  // network order, as the packet's ImmDt
   std::atomic<uint32_t> flags;
+  std::atomic<uint32_t> qpn;  // SRQ queues: the receiving QP
 };
 static_assert(sizeof(ShmRecvEntry) == 3 * kCacheLine);
 
@@ -241,8 +255,10 @@ inline constexpr size_t kMrSlotsOffset = kExportsOffset;
 inline constexpr size_t kQpSlotsOffset = kMrSlotsOffset + size_t{kShmMrSlots} * sizeof(ShmMrSlot);
 inline constexpr size_t kRecvQueuesOffset =
     (kQpSlotsOffset + size_t{kShmQpSlots} * sizeof(ShmQpSlot) + 4095) & ~size_t{4095};
-inline constexpr size_t kShmSegmentSize =
+inline constexpr size_t kSrqQueuesOffset =
     (kRecvQueuesOffset + size_t{kShmQpSlots} * sizeof(ShmRecvQueue) + 4095) & ~size_t{4095};
+inline constexpr size_t kShmSegmentSize =
+    (kSrqQueuesOffset + size_t{kShmSrqSlots} * sizeof(ShmRecvQueue) + 4095) & ~size_t{4095};
 
 // A mapped segment (own or a peer's).
 class ShmSegment {
@@ -279,6 +295,10 @@ class ShmSegment {
   // The receive queue of QP slot i.
   ShmRecvQueue* recv_queue(uint32_t i) const {
     return reinterpret_cast<ShmRecvQueue*>(base_ + kRecvQueuesOffset) + i;
+  }
+  // The receive queue of SRQ slot i.
+  ShmRecvQueue* srq_queue(uint32_t i) const {
+    return reinterpret_cast<ShmRecvQueue*>(base_ + kSrqQueuesOffset) + i;
   }
   int fd() const { return fd_; }
   uint8_t* base() const { return base_; }

@@ -1,0 +1,298 @@
+// Direct SEND into a shared receive queue (engine/shm_direct_srq.cc,
+// docs/shm.md): the SENDs of two QPs sharing one SRQ are placed by their
+// requesters in the SRQ's WQEs, with no packet; SENDs that cannot be go as
+// packets and keep their QP's order; the SRQ still counts its WQEs (ENOMEM,
+// resize, limit event); forged or stuck entries cost no WQE and hold up
+// nobody else.
+//
+// Device a: two QPs (a1_, a2_). Device b: one PD, CQ, SRQ and MR, and two
+// QPs of the SRQ (b1_, b2_), connected to a1_ and a2_. Skipped over UDP or
+// without direct operations.
+#include <sys/mman.h>
+
+#include <optional>
+
+#include "rc_pair.h"
+
+namespace softrnic::engine::testing {
+namespace {
+
+// Offsets from 64 KiB on lie in whole pages of b1_.buf (shared at
+// registration whatever the allocator's alignment).
+constexpr size_t kShared = 64 * 1024;
+constexpr uint32_t kSrqWr = 128;
+
+class ShmDirectSrqTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    QpOptions o;
+    o.buf_size = 4 << 20;
+    auto da = MakeDevice(0);
+    auto db = MakeDevice(1);
+    ASSERT_NE(da, nullptr);
+    ASSERT_NE(db, nullptr);
+    if (db->engine().shm_direct() == nullptr)
+      GTEST_SKIP() << "no shared-memory direct path in this run";
+    SetupSide(a1_, da, o);
+    SetupSide(a2_, da, o);
+    b1_.dev = b2_.dev = db;
+    ASSERT_EQ(db->AllocPd(nullptr, &b1_.pd), 0);
+    ASSERT_EQ(db->CreateCq(4096, nullptr, nullptr, &b1_.cq), 0);
+    b2_.pd = b1_.pd;
+    b2_.cq = b1_.cq;
+    ASSERT_EQ(db->CreateSrq(b1_.pd, SrqAttr{kSrqWr, 2, 0}, &srq_handle_, &srq_), 0);
+    for (Side* s : {&b1_, &b2_}) {
+      QpCaps caps{16, 16, 2, 2, 0};
+      ASSERT_EQ(db->CreateQp(b1_.pd, QpType::kRc, b1_.cq, b1_.cq, srq_, &caps, false, nullptr,
+                             &s->qp),
+                0);
+    }
+    b1_.buf.assign(4 << 20, 0);
+    ASSERT_EQ(db->RegMr(b1_.pd, b1_.buf.data(), b1_.buf.size(),
+                        reinterpret_cast<uint64_t>(b1_.buf.data()), kLocalWrite, nullptr, &b1_.mr),
+              0);
+    Connect(a1_, b1_, o);
+    Connect(b1_, a1_, o);
+    Connect(a2_, b2_, o);
+    Connect(b2_, a2_, o);
+  }
+
+  Device& b() { return *b1_.dev; }
+  // A WQE of `len` bytes at b1_.buf offset `at`.
+  void PostSrq(uint64_t wr_id, size_t at, uint32_t len) {
+    Sge r = SgeOf(b1_, at, len);
+    ASSERT_EQ(b().PostSrqRecv(srq_, RecvWr{wr_id, {&r, 1}}), 0);
+  }
+  // Sends `len` bytes of a pattern from `from`'s buffer at `at` and waits
+  // for the send completion.
+  static void SendAndWait(Side& from, size_t at, uint32_t len, uint32_t seed,
+                          WrOpcode op = WrOpcode::kSend, uint32_t imm = 0) {
+    FillPattern(from.buf, at, len, seed);
+    Sge s = SgeOf(from, at, len);
+    SendWr wr = MakeWr(op, seed, {&s, 1});
+    wr.imm_data = imm;
+    ASSERT_EQ(from.dev->PostSend(from.qp, wr), 0);
+    const auto c = PollN(from, 1);
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  }
+  // The SRQ's shared queue, as a peer sees it.
+  transport::ShmRecvQueue* SharedQueue() {
+    std::lock_guard lock(b().engine().mu_);
+    EXPECT_GE(srq_->shm.slot, 0);
+    return b().engine().peer_memory()->own_segment().srq_queue(
+        static_cast<uint32_t>(std::max(srq_->shm.slot, 0)));
+  }
+  // Claims the next entry as a peer would; fills it if `qpn` is set.
+  void ForgeEntry(std::optional<uint32_t> qpn, uint32_t byte_len = 0) {
+    transport::ShmRecvQueue* q = SharedQueue();
+    uint64_t t = q->taken.load();
+    ASSERT_EQ(q->entry(t)->tag.load(), t + 1) << "the next WQE is not described";
+    ASSERT_TRUE(q->taken.compare_exchange_strong(t, t + 1));
+    if (!qpn) return;  // claimed, never filled: a peer stopped in its copy
+    transport::ShmRecvEntry* e = q->entry(t);
+    e->byte_len.store(byte_len);
+    e->qpn.store(*qpn);
+    e->done.store(t + 1);
+    b().engine().peer_memory()->own_segment().header()->direct_recvs.fetch_add(1);
+  }
+
+  static uint64_t DirectSendsOf(Device& d) { return StatsOf(d).shm_direct_send_ops; }
+  static uint64_t DirectRecvsOf(Device& d) { return StatsOf(d).shm_direct_recv_ops; }
+  static uint64_t ShmPacketsInto(Device& d) { return TransportCountersOf(d).shm_rx_packets; }
+
+  // Declared so that b2_ and a2_ (which share their device with b1_ and
+  // a1_) go first: the last owner of a device drops it before its buffer.
+  Side a1_, b1_, a2_, b2_;
+  Srq* srq_ = nullptr;
+  int srq_handle_ = 0;
+};
+
+TEST_F(ShmDirectSrqTest, SendsOfTwoQpsLandInTheSrqWithoutAPacket) {
+  constexpr int kN = 16;
+  const uint32_t sizes[] = {0, 1, 8, 64, 1000, 4096, 8192, 100};
+  for (int i = 0; i < kN; ++i) PostSrq(uint64_t(100 + i), kShared + 16384 * i, 8192);
+  const uint64_t sends0 = DirectSendsOf(*a1_.dev), recvs0 = DirectRecvsOf(b());
+  const uint64_t packets0 = ShmPacketsInto(b());
+  for (int i = 0; i < kN; ++i) {
+    SCOPED_TRACE(i);
+    Side& from = i % 2 ? a2_ : a1_;
+    Side& to = i % 2 ? b2_ : b1_;
+    const uint32_t len = sizes[i % 8];
+    const bool imm = i % 3 == 0;
+    SendAndWait(from, kShared, len, 30 + i, imm ? WrOpcode::kSendWithImm : WrOpcode::kSend,
+                0x0A0B0C00u + i);
+    const auto r = PollN(b1_, 1);
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].status, WcStatus::kSuccess);
+    EXPECT_EQ(r[0].wr_id, uint64_t(100 + i));  // the SRQ's WQEs in posting order
+    EXPECT_EQ(r[0].qp_num, b().QpNum(to.qp));
+    EXPECT_EQ(r[0].byte_len, len);
+    EXPECT_EQ((r[0].wc_flags & kWcWithImm) != 0, imm);
+    if (imm) {
+      EXPECT_EQ(r[0].imm_data, 0x0A0B0C00u + i);
+    }
+    EXPECT_EQ(FirstDiff(b1_.buf.data() + kShared + 16384 * i, from.buf.data() + kShared, len), -1);
+  }
+  EXPECT_EQ(DirectSendsOf(*a1_.dev) - sends0, uint64_t{kN});
+  EXPECT_EQ(DirectRecvsOf(b()) - recvs0, uint64_t{kN});
+  EXPECT_EQ(ShmPacketsInto(b()), packets0);  // no request, no ACK
+}
+
+// WQEs alternately in shared pages (direct) and in a MAP_SHARED mapping of
+// the application's own (never moved into a memfd: its SENDs go as
+// packets, and the responder takes the same WQE from the export). One QP's
+// SENDs, all posted at once: each completes in order, with its data, in
+// the WQE posted for it.
+TEST_F(ShmDirectSrqTest, DirectAndPacketSendsOfOneQpKeepTheirOrder) {
+  constexpr int kN = 8;
+  constexpr uint32_t kLen = 300;
+  constexpr size_t kOwnLen = 64 * 1024;
+  void* mem = mmap(nullptr, kOwnLen, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  auto* own = static_cast<uint8_t*>(mem);
+  Mr* own_mr = nullptr;
+  ASSERT_EQ(b().RegMr(b1_.pd, own, kOwnLen, reinterpret_cast<uint64_t>(own), kLocalWrite, nullptr,
+                      &own_mr),
+            0);
+  auto dst = [&](int i) {
+    return i % 2 ? own + 1024 * (i / 2) : b1_.buf.data() + kShared + 4096 * i;
+  };
+  for (int i = 0; i < kN; ++i) {
+    Sge r{reinterpret_cast<uint64_t>(dst(i)), kLen,
+          i % 2 ? b().MrLkey(own_mr) : b().MrLkey(b1_.mr)};
+    ASSERT_EQ(b().PostSrqRecv(srq_, RecvWr{uint64_t(200 + i), {&r, 1}}), 0);
+  }
+  const uint64_t sends0 = DirectSendsOf(*a1_.dev);
+  for (int i = 0; i < kN; ++i) {
+    FillPattern(a1_.buf, kShared + 4096 * i, kLen, 60 + i);
+    Sge s = SgeOf(a1_, kShared + 4096 * i, kLen);
+    ASSERT_EQ(a1_.dev->PostSend(a1_.qp, MakeWr(WrOpcode::kSend, uint64_t(i), {&s, 1}, 0, 0,
+                                               i == kN - 1 ? uint32_t{kSignaled} : 0u)),
+              0);
+  }
+  const auto c = PollN(a1_, 1);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  const auto r = PollN(b1_, kN);
+  ASSERT_EQ(r.size(), size_t{kN});
+  for (int i = 0; i < kN; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(r[i].status, WcStatus::kSuccess);
+    EXPECT_EQ(r[i].wr_id, uint64_t(200 + i));
+    EXPECT_EQ(r[i].qp_num, b().QpNum(b1_.qp));
+    EXPECT_EQ(r[i].byte_len, kLen);
+    EXPECT_EQ(FirstDiff(dst(i), a1_.buf.data() + kShared + 4096 * i, kLen), -1);
+  }
+  const uint64_t direct = DirectSendsOf(*a1_.dev) - sends0;
+  EXPECT_GE(direct, 1u);
+  EXPECT_LE(direct, uint64_t{kN / 2});
+  ASSERT_EQ(b().DeregMr(own_mr), 0);
+  munmap(mem, kOwnLen);
+}
+
+// The WQEs described to peers are still the SRQ's: posting beyond max_wr is
+// ENOMEM, a resize below what it holds EINVAL, and the limit event fires
+// once, when SENDs placed by peers take the count below the limit.
+TEST_F(ShmDirectSrqTest, SrqCountsTheWqesPeersCanFill) {
+  for (uint32_t i = 0; i < kSrqWr; ++i) PostSrq(i, kShared + 1024 * i, 1024);
+  {
+    std::lock_guard lock(b().engine().mu_);
+    EXPECT_GT(srq_->shm.live, 0u) << "no WQE described to peers";
+  }
+  Sge r = SgeOf(b1_, kShared, 64);
+  EXPECT_EQ(b().PostSrqRecv(srq_, RecvWr{999, {&r, 1}}), ENOMEM);
+  EXPECT_EQ(b().ModifySrq(srq_, SrqAttr{kSrqWr - 1, 0, 0}, 1), EINVAL);
+  ASSERT_EQ(b().ModifySrq(srq_, SrqAttr{0, 0, kSrqWr - 2}, 2), 0);
+  DrainAsync(b());
+
+  const uint64_t recvs0 = DirectRecvsOf(b());
+  SendAndWait(a1_, kShared, 16, 1);
+  ASSERT_EQ(PollN(b1_, 1).size(), 1u);
+  EXPECT_TRUE(DrainAsync(b()).empty()) << "limit event before the count dropped below it";
+  SendAndWait(a2_, kShared, 16, 2);
+  ASSERT_EQ(PollN(b1_, 1).size(), 1u);
+  SendAndWait(a1_, kShared, 16, 3);
+  ASSERT_EQ(PollN(b1_, 1).size(), 1u);
+  EXPECT_EQ(DirectRecvsOf(b()) - recvs0, 3u);
+  std::vector<AsyncEvent> ev;
+  ASSERT_TRUE(WaitFor([&] {
+    auto more = DrainAsync(b());
+    ev.insert(ev.end(), more.begin(), more.end());
+    return !ev.empty();
+  }));
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].type, AsyncEventType::kSrqLimitReached);
+  EXPECT_EQ(ev[0].handle, &srq_handle_);
+  // Three consumed: three posts fit again, the fourth does not.
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(b().PostSrqRecv(srq_, RecvWr{uint64_t(1000 + i), {&r, 1}}), 0);
+  EXPECT_EQ(b().PostSrqRecv(srq_, RecvWr{1003, {&r, 1}}), ENOMEM);
+}
+
+// A filled entry naming no QP of the SRQ (a hostile peer's number) gives
+// its WQE back: nothing completes, and the next real SEND gets it.
+TEST_F(ShmDirectSrqTest, EntryNamingAnotherQpGivesTheWqeBack) {
+  PostSrq(55, kShared, 256);
+  ForgeEntry(0x00ABCDEFu, 16);
+  EXPECT_TRUE(PollFor(b1_, std::chrono::milliseconds(50)).empty());
+  SendAndWait(a2_, kShared, 200, 9);
+  const auto r = PollN(b1_, 1);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(r[0].wr_id, 55u);
+  EXPECT_EQ(r[0].qp_num, b().QpNum(b2_.qp));
+  EXPECT_EQ(r[0].byte_len, 200u);
+  EXPECT_EQ(FirstDiff(b1_.buf.data() + kShared, a2_.buf.data() + kShared, 200), -1);
+}
+
+// A filled entry whose QP moved to Error since the claim completes that QP's
+// WQE with a flush error; a forged length beyond the buffer is a length
+// error, never a bigger byte_len.
+TEST_F(ShmDirectSrqTest, ForgedCompletionsAreReportedAsTheResponderWould) {
+  PostSrq(61, kShared, 64);
+  PostSrq(62, kShared + 4096, 64);
+  ForgeEntry(b().QpNum(b1_.qp), 1u << 30);
+  auto r = PollN(b1_, 1);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].wr_id, 61u);
+  EXPECT_EQ(r[0].status, WcStatus::kLocLenErr);
+
+  QpAttr err;
+  err.qp_state = QpState::kErr;
+  ASSERT_EQ(b().ModifyQp(b2_.qp, err, kQpState), 0);
+  ForgeEntry(b().QpNum(b2_.qp), 8);
+  r = PollN(b1_, 1);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].wr_id, 62u);
+  EXPECT_EQ(r[0].qp_num, b().QpNum(b2_.qp));
+  EXPECT_EQ(r[0].status, WcStatus::kWrFlushErr);
+}
+
+// A peer that claimed an entry and never fills it (stopped inside its
+// copy) holds up no other QP's SEND, direct or through packets.
+TEST_F(ShmDirectSrqTest, StuckEntryHoldsUpNoOtherSend) {
+  for (int i = 0; i < 4; ++i) PostSrq(uint64_t(70 + i), kShared + 4096 * i, 4096);
+  ForgeEntry(std::nullopt);  // takes WQE 70
+  SendAndWait(a1_, kShared, 100, 11);
+  auto r = PollN(b1_, 1);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].wr_id, 71u);
+  EXPECT_EQ(r[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(FirstDiff(b1_.buf.data() + kShared + 4096, a1_.buf.data() + kShared, 100), -1);
+  // A message of packets (longer than any WQE) still finds its WQE and
+  // fails as over the wire (IBA 9.7.5.1.6: too long for the buffer).
+  FillPattern(a2_.buf, kShared, 8192, 12);
+  Sge s = SgeOf(a2_, kShared, 8192);
+  ASSERT_EQ(a2_.dev->PostSend(a2_.qp, MakeWr(WrOpcode::kSend, 12, {&s, 1})), 0);
+  const auto c = PollN(a2_, 1);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kRemInvReqErr);
+  r = PollN(b1_, 1);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].wr_id, 72u);
+  EXPECT_EQ(r[0].qp_num, b().QpNum(b2_.qp));
+  EXPECT_EQ(r[0].status, WcStatus::kLocLenErr);
+}
+
+}  // namespace
+}  // namespace softrnic::engine::testing
