@@ -93,7 +93,13 @@ case $MODE in
     # that softrnic shares pages inside a UCX process (shm_memory.cc,
     # RemapFixed).
     direct=$(counter_sum shm_direct_bytes "${STATS[@]}")
-    (( direct >= 65536 * 300 )) || die "put_bw/get moved only $direct bytes directly" ;;
+    (( direct >= 65536 * 300 )) || die "put_bw/get moved only $direct bytes directly"
+    # am_lat: rc_verbs receives through an SRQ, whose WQEs the peer fills
+    # itself (shm_direct_srq.cc): 2,000 round trips are 4,000 SENDs.
+    am=$(counter_sum shm_direct_send_ops "$(bg_log_file srv-uct-rc-am_lat)" \
+         "$SOFTRNIC_TMP/cli-uct-rc-am_lat.err")
+    (( am >= 4000 )) || die "am_lat placed $am SENDs directly, fewer than its 4,000"
+    log "am_lat: $am SENDs placed directly" ;;
   netns)
     udp=$(counter_sum udp_tx_bytes "${STATS[@]}")
     (( udp >= FLOOR )) || die "UDP carried $udp bytes, less than the $FLOOR the tests moved"

@@ -61,18 +61,21 @@ expect() {
   fi
 }
 
-# RC: each SEND placed in the peer's posted receive buffer by the requester
-# itself (docs/shm.md, "Two-sided operations without packets").
-if run rc shm ibv_rc_pingpong -g 0 -n 200; then
-  for side in srv cli; do
-    expect rc "$side" shm_direct_send_ops '>=' 200
-    expect rc "$side" shm_direct_recv_ops '>=' 200
-    expect rc "$side" shm_tx_packets '==' 0
-    expect rc "$side" udp_tx_packets '==' 0
-  done
-fi
-# UC, UD and an SRQ: through the rings.
-for pp in uc ud srq; do
+# RC, with its own receive queue or an SRQ: each SEND placed in the peer's
+# posted receive buffer by the requester itself (docs/shm.md, "Two-sided
+# operations without packets").
+for pp in rc srq; do
+  if run "$pp" shm ibv_${pp}_pingpong -g 0 -n 200; then
+    for side in srv cli; do
+      expect "$pp" "$side" shm_direct_send_ops '>=' 200
+      expect "$pp" "$side" shm_direct_recv_ops '>=' 200
+      expect "$pp" "$side" shm_tx_packets '==' 0
+      expect "$pp" "$side" udp_tx_packets '==' 0
+    done
+  fi
+done
+# UC and UD: through the rings.
+for pp in uc ud; do
   if run "$pp" shm ibv_${pp}_pingpong -g 0 -n 200; then
     for side in srv cli; do
       expect "$pp" "$side" shm_tx_packets '>' 0
