@@ -19,6 +19,8 @@ namespace softrnic::rsocket {
 
 inline constexpr int kRecvSlots = 32;
 inline constexpr int kSendSlots = 16;
+// Yields before a blocked send sleeps on the send CQ's channel.
+inline constexpr int kSendSpins = 64;
 inline constexpr size_t kSlot = kRsSlot;
 
 enum class RsState { kNew, kBound, kListen, kConnected, kClosed };
@@ -62,5 +64,9 @@ int ReapRecv(RSocket* s);
 void ReapSend(RSocket* s);
 // Sleeps until the socket's receive CQ or CM channel has news (ms: -1 forever).
 void WaitRecv(RSocket* s, int ms);
+// A blocking send found no free slot: yields the first kSendSpins times
+// (*waits counts them), then sleeps (at most 100 ms) until a send
+// completion or a CM event.
+void WaitSendSlot(RSocket* s, int* waits);
 
 }  // namespace softrnic::rsocket

@@ -7,7 +7,6 @@
 // that kills the connection. riowrite is an RDMA WRITE into the peer's
 // announced mapping. The receive side is in rsocket_wire.cc.
 #include <arpa/inet.h>
-#include <sched.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 
@@ -22,6 +21,7 @@ namespace {
 
 // Takes a free send slot, waiting for send completions unless non-blocking.
 int TakeSendSlot(RSocket* s, bool nb) {
+  int waits = 0;
   for (;;) {
     ReapSend(s);
     if (s->reset) return -ECONNRESET;
@@ -33,7 +33,7 @@ int TakeSendSlot(RSocket* s, bool nb) {
     CheckCm(s);
     if (s->disconnected) return -EPIPE;
     if (nb) return -EAGAIN;
-    sched_yield();
+    WaitSendSlot(s, &waits);
   }
 }
 

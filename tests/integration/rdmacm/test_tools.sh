@@ -42,15 +42,20 @@ fi
 # Own port range per test script, so parallel ctest runs do not collide.
 base=$(( netns ? 21600 : 21500 ))
 
-# wait_listener PS PORT: the listener is in softrnic's host registry
-# (docs/rdmacm.md), or 3 s have passed.
+# wait_listener PS PORT: a live listener is in softrnic's host registry
+# (docs/rdmacm.md), or 10 s have passed.
 # wait_listener tcp PORT: something listens on TCP PORT (qperf's control port).
 wait_listener() {
   if [[ $1 == tcp ]]; then
     if (( netns )); then wait_for_port -n $B "$2" 10; else wait_for_port "$2" 10; fi
     return 0
   fi
-  wait_until 10 bash -c "ls /dev/shm/softrnic-cm-$(id -u)/*-$1-$2 >/dev/null 2>&1" || sleep 1
+  # An entry of a live process: a server killed before (kill_bg) leaves its
+  # entry behind, and a client that came before the new server listens is
+  # rejected (and perftest then crashes in its error path).
+  wait_until 10 bash -c 'for f in /dev/shm/softrnic-cm-'"$(id -u)"'/*-'"$1-$2"'; do
+                           [[ -f $f ]] && kill -0 "$(cut -d" " -f1 "$f")" 2>/dev/null && exit 0
+                         done; exit 1' || sleep 1
 }
 
 fail=0

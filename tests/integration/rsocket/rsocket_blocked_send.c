@@ -1,0 +1,140 @@
+/* A blocking rsend whose peer stops reading sleeps instead of spinning
+ * (src/rdmacm/rsocket.cc, WaitSendSlot), and delivers every byte once the
+ * peer reads again.
+ *
+ *   it_rsocket_blocked_send
+ *
+ * A forked child is an rsocket server on an ephemeral port of 127.0.0.1:
+ * it accepts, stays away for HOLD_MS without reading, then reads the whole
+ * stream and checks every byte against the pattern. The parent connects and
+ * sends SEND_BYTES in one blocking rsend: the call fills the child's receive
+ * slots and its own send slots within microseconds, then waits for the
+ * child. Over that call the parent thread's CPU time (CLOCK_THREAD_CPUTIME_ID:
+ * the engine's progress thread, which retries the RNR-NAKed SENDs, is not
+ * counted) must stay under a tenth of HOLD_MS; a send that yields in a
+ * loop while it waits keeps its thread on a CPU for most of it.
+ *
+ * Built against the system rdma-core headers and libraries, run with
+ * LD_LIBRARY_PATH at softrnic's (as it_rsocket_hostile_peer is).
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <rdma/rsocket.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SEND_BYTES (8u << 20)
+#define HOLD_MS 800
+
+static uint8_t pattern(size_t i) { return (uint8_t)(i * 131u + (i >> 12)); }
+
+static double now_ms(clockid_t clock) {
+  struct timespec t;
+  clock_gettime(clock, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* The child: 0 when every byte arrived intact, else a code it prints why. */
+static int server(int port_pipe) {
+  int l = rsocket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t alen = sizeof a;
+  if (l < 0 || rbind(l, (struct sockaddr*)&a, sizeof a) != 0 || rlisten(l, 1) != 0 ||
+      rgetsockname(l, (struct sockaddr*)&a, &alen) != 0) {
+    perror("server: listen");
+    return 3;
+  }
+  uint16_t port = ntohs(a.sin_port);
+  if (write(port_pipe, &port, sizeof port) != sizeof port) return 3;
+  int s = raccept(l, NULL, NULL);
+  if (s < 0) {
+    perror("server: raccept");
+    return 3;
+  }
+  usleep(HOLD_MS * 1000);
+  uint8_t* buf = malloc(SEND_BYTES);
+  size_t got = 0;
+  while (got < SEND_BYTES) {
+    ssize_t n = rrecv(s, buf + got, SEND_BYTES - got, 0);
+    if (n <= 0) {
+      fprintf(stderr, "server: rrecv %zd (%s) after %zu bytes\n", n, n ? strerror(errno) : "EOF",
+              got);
+      return 4;
+    }
+    got += (size_t)n;
+  }
+  for (size_t i = 0; i < SEND_BYTES; ++i) {
+    if (buf[i] != pattern(i)) {
+      fprintf(stderr, "server: byte %zu is 0x%02x, sent 0x%02x\n", i, buf[i], pattern(i));
+      return 5;
+    }
+  }
+  rclose(s);
+  rclose(l);
+  free(buf);
+  return 0;
+}
+
+int main(void) {
+  int port_pipe[2];
+  if (pipe(port_pipe) != 0) return 2;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(port_pipe[0]);
+    _exit(server(port_pipe[1]));
+  }
+  close(port_pipe[1]);
+  uint16_t port;
+  if (read(port_pipe[0], &port, sizeof port) != sizeof port) {
+    fprintf(stderr, "server did not start\n");
+    return 2;
+  }
+  int s = rsocket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (s < 0 || rconnect(s, (struct sockaddr*)&a, sizeof a) != 0) {
+    perror("client: rconnect");
+    return 2;
+  }
+  uint8_t* buf = malloc(SEND_BYTES);
+  for (size_t i = 0; i < SEND_BYTES; ++i) buf[i] = pattern(i);
+  const double wall0 = now_ms(CLOCK_MONOTONIC), cpu0 = now_ms(CLOCK_THREAD_CPUTIME_ID);
+  size_t sent = 0;
+  while (sent < SEND_BYTES) {
+    ssize_t n = rsend(s, buf + sent, SEND_BYTES - sent, 0);
+    if (n <= 0) {
+      fprintf(stderr, "FAIL: rsend %zd (%s) after %zu bytes\n", n, strerror(errno), sent);
+      return 1;
+    }
+    sent += (size_t)n;
+  }
+  const double wall = now_ms(CLOCK_MONOTONIC) - wall0, cpu = now_ms(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+  int status = 0;
+  waitpid(pid, &status, 0);
+  rclose(s);
+  free(buf);
+  fprintf(stderr, "rsend of %u bytes took %.0f ms, %.1f ms of the sending thread's CPU\n",
+          SEND_BYTES, wall, cpu);
+  int bad = 0;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    fprintf(stderr, "FAIL: the server did not receive the stream intact (status 0x%x)\n", status);
+    bad = 1;
+  }
+  if (wall < HOLD_MS / 2) {
+    fprintf(stderr, "FAIL: rsend returned after %.0f ms: it never waited for the reader\n", wall);
+    bad = 1;
+  }
+  if (cpu > HOLD_MS / 10) {
+    fprintf(stderr, "FAIL: the blocked rsend used %.0f ms of CPU while it waited\n", cpu);
+    bad = 1;
+  }
+  if (!bad) fprintf(stderr, "PASS\n");
+  return bad;
+}
