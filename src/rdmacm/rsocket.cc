@@ -641,7 +641,8 @@ RS_EXPORT int rpoll(struct pollfd* fds, nfds_t nfds, int timeout) {
       RSocket* s = Find(fds[i].fd);
       if (!s) continue;
       std::lock_guard<std::mutex> l(s->mu);
-      news = ((fds[i].events & POLLIN) && Readable(s)) || ((fds[i].events & POLLOUT) && Writable(s));
+      news = ((fds[i].events & POLLIN) && Readable(s)) ||
+             ((fds[i].events & POLLOUT) && Writable(s));
     }
     if (news) continue;
     const int ms = timeout < 0 ? 10 : int(std::min<long>(10, timeout - el));

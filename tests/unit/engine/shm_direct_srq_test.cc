@@ -226,7 +226,9 @@ TEST_F(ShmDirectSrqTest, SrqCountsTheWqesPeersCanFill) {
   EXPECT_EQ(ev[0].type, AsyncEventType::kSrqLimitReached);
   EXPECT_EQ(ev[0].handle, &srq_handle_);
   // Three consumed: three posts fit again, the fourth does not.
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(b().PostSrqRecv(srq_, RecvWr{uint64_t(1000 + i), {&r, 1}}), 0);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(b().PostSrqRecv(srq_, RecvWr{uint64_t(1000 + i), {&r, 1}}), 0);
+  }
   EXPECT_EQ(b().PostSrqRecv(srq_, RecvWr{1003, {&r, 1}}), ENOMEM);
 }
 
