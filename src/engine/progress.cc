@@ -27,7 +27,6 @@
 namespace softrnic::engine {
 namespace {
 
-constexpr int kRxBurst = 32;
 // While an application thread polls its CQ (shared-memory rings).
 constexpr auto kAppPollingWindow = std::chrono::nanoseconds(20000);
 constexpr auto kShmMaxPollingWindow = std::chrono::nanoseconds(500000);
@@ -116,7 +115,7 @@ bool MakeRealtime() {
 }  // namespace
 
 bool Engine::PollOnceLocked() {
-  transport::RxPacket rx[kRxBurst];
+  transport::RxPacket* rx = rx_burst_.data();
   bool did = false;
   bool drained = false;
   // Bounded so one pass cannot starve the caller (a CQ poller) forever.
@@ -137,7 +136,7 @@ bool Engine::PollOnceLocked() {
   if (xrc_share_ && xrc_share_->ServeLocked()) did = true;
   // SENDs same-host peers placed in our receive queues (shm_direct_send.cc).
   if (peer_memory_ != nullptr && CollectAllDirectRecvs()) did = true;
-  const Clock::time_point now = Clock::now();
+  const Clock::time_point now = pass_clock_.Now();
   last_pass_ = now;
   // Timers judge acknowledgement progress. While acknowledgements still
   // wait in the transport (this pass stopped before draining it), a Local

@@ -132,7 +132,8 @@ class Transport {
   virtual bool accepts_split_payload() const { return false; }
 
   // Receives up to n packets without blocking; returns how many.
-  // Buffers stay valid until the next RecvBurst call.
+  // Buffers stay valid until the next RecvBurst call. Sets every field of
+  // each packet it returns: the engine reuses one array for all calls.
   virtual int RecvBurst(RxPacket* packets, int n) = 0;
 
   // A descriptor that becomes readable when RecvBurst would return packets

@@ -38,12 +38,16 @@ int PollCq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) noexcept {
   Cq* cq = ToCq(ibcq);
   try {
     int done = 0;
-    if (cq->is_ex) {
+    if (cq->is_ex && cq->leftovers.load(std::memory_order_acquire)) {
       // Drain what an extended poll fetched but did not consume, in order.
       std::lock_guard<std::mutex> lock(cq->poll_mu);
       while (done < num_entries && cq->pos < cq->count) FromEngineWc(cq->buf[cq->pos++], &wc[done++]);
+      cq->leftovers.store(cq->pos < cq->count, std::memory_order_relaxed);
     }
-    eng::Completion tmp[Cq::kBatch];
+    // Per thread, not a local: a local array is value-initialized (zeroed)
+    // at every call, most of the cost of an empty poll (UCX polls its CQs
+    // in a loop).
+    static thread_local eng::Completion tmp[Cq::kBatch];
     while (done < num_entries) {
       int want = std::min(num_entries - done, Cq::kBatch);
       int got = EnginePoll(cq, want, tmp);
@@ -112,6 +116,7 @@ void ExEndPoll(ibv_cq_ex* ibcq) noexcept {
   Cq* cq = ToCq(ibcq);
   ++cq->pos;  // the current completion is consumed
   cq->cur = nullptr;
+  cq->leftovers.store(cq->pos < cq->count, std::memory_order_release);
   cq->poll_mu.unlock();
 }
 

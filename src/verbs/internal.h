@@ -162,6 +162,10 @@ struct Cq {
   eng::Completion buf[kBatch];
   int pos = 0;
   int count = 0;
+  // Whether end_poll left completions in `buf` (pos < count): ibv_poll_cq
+  // takes poll_mu only then, not at every poll (UCX polls its CQs, made
+  // with ibv_create_cq_ex, with ibv_poll_cq in a loop).
+  std::atomic<bool> leftovers{false};
   const eng::Completion* cur = nullptr;
   ibv_pd* domain = nullptr;  // the parent domain it was made on (IBV_CQ_INIT_ATTR_MASK_PD)
 };
