@@ -476,9 +476,9 @@ class Engine {
   void PublishQp(Qp* qp) REQUIRES(mu_) {
     // XRC QPs never take the direct path (xrc.cc says why).
     if (!shm_direct_ || qp->xrc != XrcRole::kNone) return;
-    // A QP of an SRQ: the SRQ's queue is opened first, so that the QP slot
-    // names it.
-    if (qp->srq != nullptr) OpenSrqExport(qp->srq);
+    // An RC QP of an SRQ (only RC SENDs go direct): the SRQ's queue is
+    // opened first, so that the QP slot names it.
+    if (qp->srq != nullptr && qp->type == QpType::kRc) OpenSrqExport(qp->srq);
     shm_direct_->PublishQp(qp, qp->pd->id, qp->srq != nullptr ? qp->srq->shm.slot : -1);
     qp->shm.shm_peer_qp_slot = -1;  // as a requester: the path may have changed
     SyncRecvExport(qp);
