@@ -29,6 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rsocket_listen.h"
+
 #define SEND_BYTES (8u << 20)
 #define HOLD_MS 800
 
@@ -42,16 +44,9 @@ static double now_ms(clockid_t clock) {
 
 /* The child: 0 when every byte arrived intact, else a code it prints why. */
 static int server(int port_pipe) {
-  int l = rsocket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t alen = sizeof a;
-  if (l < 0 || rbind(l, (struct sockaddr*)&a, sizeof a) != 0 || rlisten(l, 1) != 0 ||
-      rgetsockname(l, (struct sockaddr*)&a, &alen) != 0) {
-    perror("server: listen");
-    return 3;
-  }
-  uint16_t port = ntohs(a.sin_port);
+  uint16_t port;
+  int l = listen_loopback("server", &port);
+  if (l < 0) return 3;
   if (write(port_pipe, &port, sizeof port) != sizeof port) return 3;
   int s = raccept(l, NULL, NULL);
   if (s < 0) {

@@ -44,6 +44,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "rsocket_listen.h"
+
 #define MAP_BYTES (4u << 20)
 #define FLOOD_MAPS 1000
 
@@ -72,16 +74,9 @@ static int fail(const char* what) {
 static void victim(const char* mode, int port_pipe, int verdict_pipe) {
   struct verdict v;
   memset(&v, 0, sizeof v);
-  int l = rsocket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t alen = sizeof a;
-  if (l < 0 || rbind(l, (struct sockaddr*)&a, sizeof a) != 0 || rlisten(l, 1) != 0 ||
-      rgetsockname(l, (struct sockaddr*)&a, &alen) != 0) {
-    perror("victim: listen");
-    _exit(3);
-  }
-  uint16_t port = ntohs(a.sin_port);
+  uint16_t port;
+  int l = listen_loopback("victim", &port);
+  if (l < 0) _exit(3);
   if (write(port_pipe, &port, sizeof port) != sizeof port) _exit(3);
   int s = raccept(l, NULL, NULL);
   if (s < 0) {

@@ -10,7 +10,7 @@
 // operations.
 #include <sys/mman.h>
 
-#include "rc_pair.h"
+#include "interleaved_sends.h"
 
 namespace softrnic::engine::testing {
 namespace {
@@ -87,52 +87,21 @@ TEST_F(ShmDirectSendTest, SendsLandInThePostedBuffersWithoutAPacket) {
 TEST_F(ShmDirectSendTest, DirectAndPacketSendsKeepTheirOrder) {
   constexpr int kN = 8;
   constexpr uint32_t kLen = 100;
-  constexpr size_t kOwnLen = 64 * 1024;
-  void* mem = mmap(nullptr, kOwnLen, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  ASSERT_NE(mem, MAP_FAILED);
-  auto* own = static_cast<uint8_t*>(mem);
-  Mr* own_mr = nullptr;
-  ASSERT_EQ(b_.dev->RegMr(b_.pd, own, kOwnLen, reinterpret_cast<uint64_t>(own), kLocalWrite,
-                          nullptr, &own_mr),
-            0);
-  auto dst = [&](int i) {
-    return i % 2 ? own + 128 * (i / 2) : b_.buf.data() + kShared + 4096 * i;
-  };
+  InterleavedBuffers bufs;
+  bufs.Open(b_, kShared, 128);
   const uint64_t sends0 = DirectSendsOf(*a_.dev);
   for (int i = 0; i < kN; ++i) {
-    Sge r{reinterpret_cast<uint64_t>(dst(i)), kLen,
-          i % 2 ? b_.dev->MrLkey(own_mr) : b_.dev->MrLkey(b_.mr)};
+    Sge r = bufs.sge(i, kLen);
     ASSERT_EQ(b_.dev->PostRecv(b_.qp, RecvWr{uint64_t(200 + i), {&r, 1}}), 0);
   }
-  for (int i = 0; i < kN; ++i) {
-    FillPattern(a_.buf, kShared + 4096 * i, kLen, 50 + i);
-    Sge s = SgeOf(a_, kShared + 4096 * i, kLen);
-    // Unsignaled but the last: the queue holds them all at once, so a
-    // direct SEND must wait for the packets before it.
-    ASSERT_EQ(a_.dev->PostSend(a_.qp, MakeWr(WrOpcode::kSend, uint64_t(i), {&s, 1}, 0, 0,
-                                             i == kN - 1 ? uint32_t{kSignaled} : 0u)),
-              0);
-  }
-  const auto c = PollN(a_, 1);
-  ASSERT_EQ(c.size(), 1u);
-  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
-  const auto r = PollN(b_, kN);
-  ASSERT_EQ(r.size(), size_t{kN});
-  for (int i = 0; i < kN; ++i) {
-    SCOPED_TRACE(i);
-    EXPECT_EQ(r[i].status, WcStatus::kSuccess);
-    EXPECT_EQ(r[i].wr_id, uint64_t(200 + i));
-    EXPECT_EQ(r[i].byte_len, kLen);
-    EXPECT_EQ(FirstDiff(dst(i), a_.buf.data() + kShared + 4096 * i, kLen), -1);
-  }
+  SendInterleavedBurst(a_, kShared, kN, kLen, 50);
+  ExpectInterleavedArrivals(b_, a_, kShared, kN, kLen, 200, b_.dev->QpNum(b_.qp), bufs);
   // Only buffers in shared pages were filled directly (and not necessarily
   // all of them: one posted behind a packet waits for its ACK, or goes
   // as packets itself).
   const uint64_t direct = DirectSendsOf(*a_.dev) - sends0;
   EXPECT_GE(direct, 1u);
   EXPECT_LE(direct, uint64_t{kN / 2});
-  ASSERT_EQ(b_.dev->DeregMr(own_mr), 0);
-  munmap(mem, kOwnLen);
 }
 
 // No receive WQE: the SEND goes as packets and is RNR-NAKed until one is

@@ -8,12 +8,10 @@
 // Device a: two QPs (a1_, a2_). Device b: one PD, CQ, SRQ and MR, and two
 // QPs of the SRQ (b1_, b2_), connected to a1_ and a2_. Skipped over UDP or
 // without direct operations.
-#include <sys/mman.h>
-
 #include <optional>
 #include <set>
 
-#include "rc_pair.h"
+#include "interleaved_sends.h"
 
 namespace softrnic::engine::testing {
 namespace {
@@ -67,7 +65,8 @@ class ShmDirectSrqTest : public ::testing::Test {
   // Sends `len` bytes of a pattern from `from`'s buffer at `at` and waits
   // for the send completion.
   static void SendAndWait(Side& from, size_t at, uint32_t len, uint32_t seed,
-                          WrOpcode op = WrOpcode::kSend, uint32_t imm = 0) {
+                          WrOpcode op = WrOpcode::kSend, uint32_t imm = 0,
+                          WcStatus expect = WcStatus::kSuccess) {
     FillPattern(from.buf, at, len, seed);
     Sge s = SgeOf(from, at, len);
     SendWr wr = MakeWr(op, seed, {&s, 1});
@@ -75,7 +74,7 @@ class ShmDirectSrqTest : public ::testing::Test {
     ASSERT_EQ(from.dev->PostSend(from.qp, wr), 0);
     const auto c = PollN(from, 1);
     ASSERT_EQ(c.size(), 1u);
-    EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+    EXPECT_EQ(c[0].status, expect);
   }
   // The SRQ's shared queue, as a peer sees it.
   transport::ShmRecvQueue* SharedQueue() {
@@ -96,6 +95,15 @@ class ShmDirectSrqTest : public ::testing::Test {
     e->qpn.store(*qpn);
     e->done.store(t + 1);
     b().engine().peer_memory()->own_segment().header()->direct_recvs.fetch_add(1);
+  }
+
+  // Waits for b's next completion and checks its WQE, QP and status.
+  void ExpectNextRecv(uint64_t wr_id, const Side& on, WcStatus status) {
+    const auto r = PollN(b1_, 1);
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].wr_id, wr_id);
+    EXPECT_EQ(r[0].qp_num, b().QpNum(on.qp));
+    EXPECT_EQ(r[0].status, status);
   }
 
   static uint64_t DirectSendsOf(Device& d) { return StatsOf(d).shm_direct_send_ops; }
@@ -148,48 +156,18 @@ TEST_F(ShmDirectSrqTest, SendsOfTwoQpsLandInTheSrqWithoutAPacket) {
 TEST_F(ShmDirectSrqTest, DirectAndPacketSendsOfOneQpKeepTheirOrder) {
   constexpr int kN = 8;
   constexpr uint32_t kLen = 300;
-  constexpr size_t kOwnLen = 64 * 1024;
-  void* mem = mmap(nullptr, kOwnLen, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  ASSERT_NE(mem, MAP_FAILED);
-  auto* own = static_cast<uint8_t*>(mem);
-  Mr* own_mr = nullptr;
-  ASSERT_EQ(b().RegMr(b1_.pd, own, kOwnLen, reinterpret_cast<uint64_t>(own), kLocalWrite, nullptr,
-                      &own_mr),
-            0);
-  auto dst = [&](int i) {
-    return i % 2 ? own + 1024 * (i / 2) : b1_.buf.data() + kShared + 4096 * i;
-  };
+  InterleavedBuffers bufs;
+  bufs.Open(b1_, kShared, 1024);
   for (int i = 0; i < kN; ++i) {
-    Sge r{reinterpret_cast<uint64_t>(dst(i)), kLen,
-          i % 2 ? b().MrLkey(own_mr) : b().MrLkey(b1_.mr)};
+    Sge r = bufs.sge(i, kLen);
     ASSERT_EQ(b().PostSrqRecv(srq_, RecvWr{uint64_t(200 + i), {&r, 1}}), 0);
   }
   const uint64_t sends0 = DirectSendsOf(*a1_.dev);
-  for (int i = 0; i < kN; ++i) {
-    FillPattern(a1_.buf, kShared + 4096 * i, kLen, 60 + i);
-    Sge s = SgeOf(a1_, kShared + 4096 * i, kLen);
-    ASSERT_EQ(a1_.dev->PostSend(a1_.qp, MakeWr(WrOpcode::kSend, uint64_t(i), {&s, 1}, 0, 0,
-                                               i == kN - 1 ? uint32_t{kSignaled} : 0u)),
-              0);
-  }
-  const auto c = PollN(a1_, 1);
-  ASSERT_EQ(c.size(), 1u);
-  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
-  const auto r = PollN(b1_, kN);
-  ASSERT_EQ(r.size(), size_t{kN});
-  for (int i = 0; i < kN; ++i) {
-    SCOPED_TRACE(i);
-    EXPECT_EQ(r[i].status, WcStatus::kSuccess);
-    EXPECT_EQ(r[i].wr_id, uint64_t(200 + i));
-    EXPECT_EQ(r[i].qp_num, b().QpNum(b1_.qp));
-    EXPECT_EQ(r[i].byte_len, kLen);
-    EXPECT_EQ(FirstDiff(dst(i), a1_.buf.data() + kShared + 4096 * i, kLen), -1);
-  }
+  SendInterleavedBurst(a1_, kShared, kN, kLen, 60);
+  ExpectInterleavedArrivals(b1_, a1_, kShared, kN, kLen, 200, b().QpNum(b1_.qp), bufs);
   const uint64_t direct = DirectSendsOf(*a1_.dev) - sends0;
   EXPECT_GE(direct, 1u);
   EXPECT_LE(direct, uint64_t{kN / 2});
-  ASSERT_EQ(b().DeregMr(own_mr), 0);
-  munmap(mem, kOwnLen);
 }
 
 // The WQEs described to peers are still the SRQ's: posting beyond max_wr is
@@ -255,20 +233,13 @@ TEST_F(ShmDirectSrqTest, ForgedCompletionsAreReportedAsTheResponderWould) {
   PostSrq(61, kShared, 64);
   PostSrq(62, kShared + 4096, 64);
   ForgeEntry(b().QpNum(b1_.qp), 1u << 30);
-  auto r = PollN(b1_, 1);
-  ASSERT_EQ(r.size(), 1u);
-  EXPECT_EQ(r[0].wr_id, 61u);
-  EXPECT_EQ(r[0].status, WcStatus::kLocLenErr);
+  ExpectNextRecv(61, b1_, WcStatus::kLocLenErr);
 
   QpAttr err;
   err.qp_state = QpState::kErr;
   ASSERT_EQ(b().ModifyQp(b2_.qp, err, kQpState), 0);
   ForgeEntry(b().QpNum(b2_.qp), 8);
-  r = PollN(b1_, 1);
-  ASSERT_EQ(r.size(), 1u);
-  EXPECT_EQ(r[0].wr_id, 62u);
-  EXPECT_EQ(r[0].qp_num, b().QpNum(b2_.qp));
-  EXPECT_EQ(r[0].status, WcStatus::kWrFlushErr);
+  ExpectNextRecv(62, b2_, WcStatus::kWrFlushErr);
 }
 
 // A peer that claimed an entry and never fills it (stopped inside its
@@ -277,24 +248,12 @@ TEST_F(ShmDirectSrqTest, StuckEntryHoldsUpNoOtherSend) {
   for (int i = 0; i < 4; ++i) PostSrq(uint64_t(70 + i), kShared + 4096 * i, 4096);
   ForgeEntry(std::nullopt);  // takes WQE 70
   SendAndWait(a1_, kShared, 100, 11);
-  auto r = PollN(b1_, 1);
-  ASSERT_EQ(r.size(), 1u);
-  EXPECT_EQ(r[0].wr_id, 71u);
-  EXPECT_EQ(r[0].status, WcStatus::kSuccess);
+  ExpectNextRecv(71, b1_, WcStatus::kSuccess);
   EXPECT_EQ(FirstDiff(b1_.buf.data() + kShared + 4096, a1_.buf.data() + kShared, 100), -1);
   // A message of packets (longer than any WQE) still finds its WQE and
   // fails as over the wire (IBA 9.7.5.1.6: too long for the buffer).
-  FillPattern(a2_.buf, kShared, 8192, 12);
-  Sge s = SgeOf(a2_, kShared, 8192);
-  ASSERT_EQ(a2_.dev->PostSend(a2_.qp, MakeWr(WrOpcode::kSend, 12, {&s, 1})), 0);
-  const auto c = PollN(a2_, 1);
-  ASSERT_EQ(c.size(), 1u);
-  EXPECT_EQ(c[0].status, WcStatus::kRemInvReqErr);
-  r = PollN(b1_, 1);
-  ASSERT_EQ(r.size(), 1u);
-  EXPECT_EQ(r[0].wr_id, 72u);
-  EXPECT_EQ(r[0].qp_num, b().QpNum(b2_.qp));
-  EXPECT_EQ(r[0].status, WcStatus::kLocLenErr);
+  SendAndWait(a2_, kShared, 8192, 12, WrOpcode::kSend, 0, WcStatus::kRemInvReqErr);
+  ExpectNextRecv(72, b2_, WcStatus::kLocLenErr);
 }
 
 // A hostile peer scribbling over the SRQ's shared queue while real SENDs
