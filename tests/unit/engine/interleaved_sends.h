@@ -31,7 +31,9 @@ class InterleavedBuffers {
               0);
   }
   ~InterleavedBuffers() {
-    if (own_mr_ != nullptr) EXPECT_EQ(side_->dev->DeregMr(own_mr_), 0);
+    if (own_mr_ != nullptr) {
+      EXPECT_EQ(side_->dev->DeregMr(own_mr_), 0);
+    }
     if (own_ != nullptr) munmap(own_, kOwnLen);
   }
   uint8_t* dst(int i) const {
