@@ -31,6 +31,33 @@ class ShmDirectSendTest : public RcPairTest {
   static uint64_t DirectSendsOf(Device& d) { return StatsOf(d).shm_direct_send_ops; }
   static uint64_t DirectRecvsOf(Device& d) { return StatsOf(d).shm_direct_recv_ops; }
   static uint64_t ShmPacketsInto(Device& d) { return TransportCountersOf(d).shm_rx_packets; }
+
+  // A private anonymous mapping of len bytes registered on b with local
+  // write (the caller unmaps it).
+  void MapAndRegister(size_t len, uint8_t** buf, Mr** mr) {
+    void* mem = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(mem, MAP_FAILED);
+    *buf = static_cast<uint8_t*>(mem);
+    ASSERT_EQ(b_.dev->RegMr(b_.pd, *buf, len, reinterpret_cast<uint64_t>(*buf), kLocalWrite,
+                            nullptr, mr),
+              0);
+  }
+  // A SEND of len bytes from a's buffer at kShared (pattern `seed` unless
+  // 0); its completion on a and the receive's on b (copied to *received)
+  // have these statuses.
+  void SendExpecting(uint32_t len, uint32_t seed, WcStatus at_sender, WcStatus at_receiver,
+                     Completion* received = nullptr) {
+    if (seed != 0) FillPattern(a_.buf, kShared, len, seed);
+    Sge s = SgeOf(a_, kShared, len);
+    ASSERT_EQ(a_.dev->PostSend(a_.qp, MakeWr(WrOpcode::kSend, 1, {&s, 1})), 0);
+    const auto c = PollN(a_, 1);
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_EQ(c[0].status, at_sender);
+    const auto rc = PollN(b_, 1);
+    ASSERT_EQ(rc.size(), 1u);
+    EXPECT_EQ(rc[0].status, at_receiver);
+    if (received != nullptr) *received = rc[0];
+  }
 };
 
 TEST_F(ShmDirectSendTest, SendsLandInThePostedBuffersWithoutAPacket) {
@@ -133,14 +160,7 @@ TEST_F(ShmDirectSendTest, MessageLongerThanTheBufferFailsAsOverTheWire) {
   std::memset(b_.buf.data() + kShared, 0x5A, 128);
   Sge r = SgeOf(b_, kShared, 16);
   ASSERT_EQ(b_.dev->PostRecv(b_.qp, RecvWr{9, {&r, 1}}), 0);
-  Sge s = SgeOf(a_, kShared, 64);
-  ASSERT_EQ(a_.dev->PostSend(a_.qp, MakeWr(WrOpcode::kSend, 1, {&s, 1})), 0);
-  const auto c = PollN(a_, 1);
-  ASSERT_EQ(c.size(), 1u);
-  EXPECT_EQ(c[0].status, WcStatus::kRemInvReqErr);
-  const auto rc = PollN(b_, 1);
-  ASSERT_EQ(rc.size(), 1u);
-  EXPECT_EQ(rc[0].status, WcStatus::kLocLenErr);
+  SendExpecting(64, 0, WcStatus::kRemInvReqErr, WcStatus::kLocLenErr);
   EXPECT_TRUE(AllBytes(b_.buf.data() + kShared + 16, 112, 0x5A));
   EXPECT_EQ(DirectSendsOf(*a_.dev), sends0);
 }
@@ -152,30 +172,18 @@ TEST_F(ShmDirectSendTest, MessageLongerThanTheBufferFailsAsOverTheWire) {
 // and the buffer, refilled after the deregistration, keeps what it holds.
 TEST_F(ShmDirectSendTest, DeregisteredReceiveBufferIsNotWritten) {
   constexpr size_t kLen = 1 << 16;
-  void* mem = mmap(nullptr, kLen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  ASSERT_NE(mem, MAP_FAILED);
-  auto* buf = static_cast<uint8_t*>(mem);
+  uint8_t* buf = nullptr;
   Mr* mr = nullptr;
-  ASSERT_EQ(b_.dev->RegMr(b_.pd, buf, kLen, reinterpret_cast<uint64_t>(buf), kLocalWrite, nullptr,
-                          &mr),
-            0);
+  MapAndRegister(kLen, &buf, &mr);
   Sge r{reinterpret_cast<uint64_t>(buf), 4096, b_.dev->MrLkey(mr)};
   ASSERT_EQ(b_.dev->PostRecv(b_.qp, RecvWr{11, {&r, 1}}), 0);
   ASSERT_EQ(b_.dev->DeregMr(mr), 0);
   std::memset(buf, 0x3C, kLen);
   const uint64_t sends0 = DirectSendsOf(*a_.dev);
-  FillPattern(a_.buf, kShared, 4096, 9);
-  Sge s = SgeOf(a_, kShared, 4096);
-  ASSERT_EQ(a_.dev->PostSend(a_.qp, MakeWr(WrOpcode::kSend, 1, {&s, 1})), 0);
-  const auto c = PollN(a_, 1);
-  ASSERT_EQ(c.size(), 1u);
-  EXPECT_EQ(c[0].status, WcStatus::kRemOpErr);
-  const auto rc = PollN(b_, 1);
-  ASSERT_EQ(rc.size(), 1u);
-  EXPECT_EQ(rc[0].status, WcStatus::kLocProtErr);
+  SendExpecting(4096, 9, WcStatus::kRemOpErr, WcStatus::kLocProtErr);
   EXPECT_EQ(DirectSendsOf(*a_.dev), sends0);
   EXPECT_TRUE(AllBytes(buf, kLen, 0x3C));
-  munmap(mem, kLen);
+  munmap(buf, kLen);
 }
 
 // A local-only region beyond 64 MiB is not moved into a memfd at
@@ -183,29 +191,17 @@ TEST_F(ShmDirectSendTest, DeregisteredReceiveBufferIsNotWritten) {
 // seconds per GiB of data): SENDs into it arrive as packets, intact.
 TEST_F(ShmDirectSendTest, LargeLocalOnlyBufferTakesSendsAsPackets) {
   constexpr size_t kLen = (size_t{64} << 20) + (1 << 20);
-  void* mem = mmap(nullptr, kLen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  ASSERT_NE(mem, MAP_FAILED);
-  auto* buf = static_cast<uint8_t*>(mem);
+  uint8_t* buf = nullptr;
   Mr* mr = nullptr;
-  ASSERT_EQ(b_.dev->RegMr(b_.pd, buf, kLen, reinterpret_cast<uint64_t>(buf), kLocalWrite, nullptr,
-                          &mr),
-            0);
+  MapAndRegister(kLen, &buf, &mr);
   Sge r{reinterpret_cast<uint64_t>(buf) + (32 << 20), 4096, b_.dev->MrLkey(mr)};
   ASSERT_EQ(b_.dev->PostRecv(b_.qp, RecvWr{12, {&r, 1}}), 0);
   const uint64_t sends0 = DirectSendsOf(*a_.dev);
-  FillPattern(a_.buf, kShared, 4096, 11);
-  Sge s = SgeOf(a_, kShared, 4096);
-  ASSERT_EQ(a_.dev->PostSend(a_.qp, MakeWr(WrOpcode::kSend, 1, {&s, 1})), 0);
-  const auto c = PollN(a_, 1);
-  ASSERT_EQ(c.size(), 1u);
-  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
-  const auto rc = PollN(b_, 1);
-  ASSERT_EQ(rc.size(), 1u);
-  EXPECT_EQ(rc[0].status, WcStatus::kSuccess);
+  SendExpecting(4096, 11, WcStatus::kSuccess, WcStatus::kSuccess);
   EXPECT_EQ(FirstDiff(buf + (32 << 20), a_.buf.data() + kShared, 4096), -1);
   EXPECT_EQ(DirectSendsOf(*a_.dev), sends0);
   ASSERT_EQ(b_.dev->DeregMr(mr), 0);
-  munmap(mem, kLen);
+  munmap(buf, kLen);
 }
 
 // A peer's receive queue is hostile input to the requester: an entry whose
@@ -230,16 +226,9 @@ TEST_F(ShmDirectSendTest, ForgedQueueEntryIsNotFollowed) {
       if (forgery == 2) e->num_sge.store(transport::kShmRecvSges + 1);
     }
     const uint64_t sends0 = DirectSendsOf(*a_.dev);
-    FillPattern(a_.buf, kShared, 256, 20 + forgery);
-    Sge s = SgeOf(a_, kShared, 256);
-    ASSERT_EQ(a_.dev->PostSend(a_.qp, MakeWr(WrOpcode::kSend, 1, {&s, 1})), 0);
-    const auto c = PollN(a_, 1);
-    ASSERT_EQ(c.size(), 1u);
-    EXPECT_EQ(c[0].status, WcStatus::kSuccess);
-    const auto rc = PollN(b_, 1);
-    ASSERT_EQ(rc.size(), 1u);
-    EXPECT_EQ(rc[0].status, WcStatus::kSuccess);
-    EXPECT_EQ(rc[0].wr_id, uint64_t(forgery));
+    Completion rc;
+    SendExpecting(256, 20 + forgery, WcStatus::kSuccess, WcStatus::kSuccess, &rc);
+    EXPECT_EQ(rc.wr_id, uint64_t(forgery));
     EXPECT_EQ(FirstDiff(b_.buf.data() + kShared, a_.buf.data() + kShared, 256), -1);
     EXPECT_EQ(DirectSendsOf(*a_.dev), sends0);
   }
