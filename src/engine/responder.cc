@@ -20,10 +20,6 @@
 namespace softrnic::engine {
 namespace {
 
-bool ResponderState(QpState s) {
-  return s == QpState::kRtr || s == QpState::kRts || s == QpState::kSqd || s == QpState::kSqe;
-}
-
 // The READ response packets of one request; the packet table says which
 // of them carry an AETH (first, last and only, not middle).
 constexpr MessageOpcodes kReadResponses{wire::op::kRcReadResponseFirst,
@@ -284,7 +280,7 @@ void Engine::HandleRequest(Qp* qp, const wire::Packet& pkt, const transport::RxP
                          !qp->sr_store.peer_sr_req && qp->type == QpType::kRc &&
                          pkt.bth.psn() == epsn_before;
   HandleRequestOne(qp, pkt, rx);
-  if (offers_sr && qp->resp.epsn != epsn_before && ResponderState(qp->attr.qp_state))
+  if (offers_sr && qp->resp.epsn != epsn_before && ReceivesRequests(qp->attr.qp_state))
     qp->sr_store.peer_sr_req = true;
   // Kept packets that are now in order run next, as if they arrived now.
   if (qp->sr_store.ooo_count > 0 && !qp->sr_store.draining) SrDrain(qp, rx);
@@ -369,7 +365,7 @@ void Engine::RefuseRequest(Qp* qp, uint32_t psn, Refusal why) {
 
 // IBA 9.7.5.1 / 10.3.1: only a QP in RTR, RTS, SQD or SQE receives.
 bool Engine::CheckQpState(Qp* qp) {
-  if (ResponderState(qp->attr.qp_state)) return true;
+  if (ReceivesRequests(qp->attr.qp_state)) return true;
   ++stats_.rx_dropped_qp_state;
   return false;
 }
@@ -702,7 +698,7 @@ void Engine::Acknowledge(Qp* qp, const wire::Packet& pkt) {
 }
 
 void Engine::HandleUdRequest(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx) {
-  if (!ResponderState(qp->attr.qp_state)) {
+  if (!ReceivesRequests(qp->attr.qp_state)) {
     ++stats_.rx_dropped_qp_state;
     return;
   }

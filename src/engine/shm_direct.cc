@@ -27,9 +27,9 @@ constexpr size_t kMaxRkeyHints = 16;
 constexpr uint32_t kNoSlot = ~0u;
 constexpr uint32_t kRescanEvery = 256;
 
+// A state read from a peer's segment (any value).
 bool ResponderStateForDirect(uint32_t s) {
-  const auto st = static_cast<QpState>(s);
-  return st == QpState::kRtr || st == QpState::kRts || st == QpState::kSqd || st == QpState::kSqe;
+  return s <= 0xff && ReceivesRequests(static_cast<QpState>(s));
 }
 
 }  // namespace

@@ -65,9 +65,7 @@
 namespace softrnic::engine {
 
 using transport::kShmRecvClosed;
-using transport::kShmRecvCountMask;
 using transport::kShmRecvEntries;
-using transport::kShmRecvEpochShift;
 using transport::kShmRecvNotDirect;
 using transport::kShmRecvSges;
 using transport::ShmMrSlot;
@@ -76,11 +74,6 @@ using transport::ShmRecvQueue;
 
 namespace {
 
-bool ReceivingState(QpState s) {
-  return s == QpState::kRtr || s == QpState::kRts || s == QpState::kSqd || s == QpState::kSqe;
-}
-
-constexpr uint64_t kEpochMask = (kShmRecvClosed - 1) >> kShmRecvEpochShift;
 // Up to this many open receive queues, every pass looks at each of them
 // (CollectAllDirectRecvs); beyond, only when direct_recvs moved.
 constexpr size_t kScanQueuesUpTo = 8;
@@ -92,19 +85,14 @@ constexpr size_t kScanQueuesUpTo = 8;
 void Engine::SyncRecvExport(Qp* qp) {
   const bool want = peer_memory_ != nullptr && qp->type == QpType::kRc && qp->srq == nullptr &&
                     qp->xrc == XrcRole::kNone && qp->shm.shm_slot >= 0 && !qp->destroyed &&
-                    ReceivingState(qp->attr.qp_state);
+                    ReceivesRequests(qp->attr.qp_state);
   if (!want) {
     CloseRecvExport(qp);
     return;
   }
   if (qp->shm.rq_open) return;
   ShmRecvQueue* q = peer_memory_->own_segment().recv_queue(static_cast<uint32_t>(qp->shm.shm_slot));
-  // A new epoch: a claim that read `taken` before (another QP of this slot,
-  // an earlier life of this one) can no longer succeed, and no entry
-  // described before matches the new values.
-  const uint64_t old = q->taken.load(std::memory_order_relaxed) & ~kShmRecvClosed;
-  const uint64_t epoch = ((old >> kShmRecvEpochShift) + 1) & kEpochMask;
-  const uint64_t base = epoch << kShmRecvEpochShift;
+  const uint64_t base = q->NextEpoch();
   qp->shm.rq_consumed = qp->shm.rq_exported = base;
   qp->shm.rq_open = true;
   recv_exports_.push_back(qp);

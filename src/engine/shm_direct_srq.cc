@@ -34,18 +34,12 @@ namespace softrnic::engine {
 
 using transport::kShmRecvClosed;
 using transport::kShmRecvEntries;
-using transport::kShmRecvEpochShift;
 using transport::ShmRecvEntry;
 using transport::ShmRecvQueue;
 
 namespace {
 
-bool ReceivingState(QpState s) {
-  return s == QpState::kRtr || s == QpState::kRts || s == QpState::kSqd || s == QpState::kSqe;
-}
-
 constexpr uint64_t kEntryMask = kShmRecvEntries - 1;
-constexpr uint64_t kEpochMask = (kShmRecvClosed - 1) >> kShmRecvEpochShift;
 // An SRQ whose oldest entry is not done is looked past (which reads the
 // `taken` word peers write) once in this many collection passes.
 constexpr uint32_t kLookPastEvery = 64;
@@ -63,10 +57,7 @@ void Engine::OpenSrqExport(Srq* srq) {
   x.sges.assign(size_t{kShmRecvEntries} * srq->rq.max_sge, Sge{});
   x.finished.assign(kShmRecvEntries, 1);
   ShmRecvQueue* q = peer_memory_->own_segment().srq_queue(static_cast<uint32_t>(slot));
-  // A new epoch, as SyncRecvExport's: nothing claimed or described for an
-  // earlier SRQ of this slot matches the values from here on.
-  const uint64_t old = q->taken.load(std::memory_order_relaxed) & ~kShmRecvClosed;
-  const uint64_t base = (((old >> kShmRecvEpochShift) + 1) & kEpochMask) << kShmRecvEpochShift;
+  const uint64_t base = q->NextEpoch();
   x.oldest = x.exported = base;
   x.live = 0;
   x.idle_passes = 0;
@@ -173,7 +164,7 @@ bool Engine::CollectSrqRecvs(Srq* srq, bool thorough) {
     // The peer's words are input like a packet (CollectDirectRecvs); a QP
     // moved to Error since the claim flushes the WQE it consumed.
     WcStatus status = byte_len <= capacity ? WcStatus::kSuccess : WcStatus::kLocLenErr;
-    if (!ReceivingState(qp->attr.qp_state)) status = WcStatus::kWrFlushErr;
+    if (!ReceivesRequests(qp->attr.qp_state)) status = WcStatus::kWrFlushErr;
     qp->resp.recv_wr_id = x.wr_id[i];
     ++stats_.shm_direct_recv_ops;
     stats_.shm_direct_recv_bytes += byte_len;

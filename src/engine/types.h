@@ -24,6 +24,11 @@ enum class QpType : uint8_t { kRc = 2, kUc = 3, kUd = 4, kXrcSend = 9, kXrcRecv 
 
 // IBA 10.3.1 QP states, numbered as enum ibv_qp_state.
 enum class QpState : uint8_t { kReset = 0, kInit = 1, kRtr = 2, kRts = 3, kSqd = 4, kSqe = 5, kErr = 6 };
+// The states in which a QP's responder executes requests (IBA 10.3.1:
+// from RTR on, until Error).
+inline bool ReceivesRequests(QpState s) {
+  return s == QpState::kRtr || s == QpState::kRts || s == QpState::kSqd || s == QpState::kSqe;
+}
 const char* QpStateName(QpState s);
 
 // enum ibv_mtu: 1=256 .. 5=4096.

@@ -185,6 +185,15 @@ struct alignas(kCacheLine) ShmRecvQueue {
   ShmRecvEntry* entry(uint64_t taken_value) {
     return &entries[taken_value & (kShmRecvEntries - 1)];
   }
+  // The `taken` value its owner opens it with: count 0 of the epoch after
+  // the current one, so that a claim that read `taken` before (an earlier
+  // QP or SRQ of the slot, an earlier life of this one) can no longer
+  // succeed, and no entry described before matches.
+  uint64_t NextEpoch() const {
+    constexpr uint64_t kEpochMask = (kShmRecvClosed - 1) >> kShmRecvEpochShift;
+    const uint64_t old = taken.load(std::memory_order_relaxed) & ~kShmRecvClosed;
+    return (((old >> kShmRecvEpochShift) + 1) & kEpochMask) << kShmRecvEpochShift;
+  }
 };
 
 struct alignas(kCacheLine) ShmSegmentHeader {
