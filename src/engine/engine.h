@@ -462,6 +462,8 @@ class Engine {
   // thorough: look past an entry a peer claimed but has not filled yet
   // (otherwise only now and then: it costs a read of the shared `taken`).
   bool CollectSrqRecvs(Srq* srq, bool thorough) REQUIRES(mu_);
+  // The segment's queue an exported SRQ (shm.slot >= 0) is described in.
+  transport::ShmRecvQueue* SrqSharedQueue(const Srq* srq) const;
   // The SRQ's WQEs neither consumed nor completed: its own and the
   // export's (for ENOMEM at post, resizing and the limit event).
   static uint32_t SrqWqesHeld(const Srq* srq) {

@@ -24,10 +24,7 @@
 #include <x86intrin.h>
 #endif
 
-// Clock is the engine's (qp.h); restated to keep this header light.
-namespace softrnic::engine {
-using Clock = std::chrono::steady_clock;
-}
+#include "engine/types.h"
 
 namespace softrnic::engine {
 

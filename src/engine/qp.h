@@ -26,8 +26,6 @@ struct ShmPeer;
 
 namespace softrnic::engine {
 
-using Clock = std::chrono::steady_clock;
-
 inline constexpr uint32_t kMaxSge = 32;
 
 struct SendWqe {

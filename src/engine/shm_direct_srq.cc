@@ -44,7 +44,19 @@ constexpr uint64_t kEntryMask = kShmRecvEntries - 1;
 // `taken` word peers write) once in this many collection passes.
 constexpr uint32_t kLookPastEvery = 64;
 
+// Entry i's WQE has left the export (completed, handed to the responder,
+// given back); the window moves on past its oldest finished entries.
+void FinishEntry(SrqExport& x, size_t i) {
+  x.finished[i] = 1;
+  --x.live;
+  while (x.oldest < x.exported && x.finished[x.oldest & kEntryMask]) ++x.oldest;
+}
+
 }  // namespace
+
+transport::ShmRecvQueue* Engine::SrqSharedQueue(const Srq* srq) const {
+  return peer_memory_->own_segment().srq_queue(static_cast<uint32_t>(srq->shm.slot));
+}
 
 void Engine::OpenSrqExport(Srq* srq) {
   if (srq->shm.slot >= 0 || !shm_direct_ || peer_memory_ == nullptr || srq->xrcd != nullptr)
@@ -56,12 +68,12 @@ void Engine::OpenSrqExport(Srq* srq) {
   x.num_sge.assign(kShmRecvEntries, 0);
   x.sges.assign(size_t{kShmRecvEntries} * srq->rq.max_sge, Sge{});
   x.finished.assign(kShmRecvEntries, 1);
-  ShmRecvQueue* q = peer_memory_->own_segment().srq_queue(static_cast<uint32_t>(slot));
+  x.slot = slot;
+  ShmRecvQueue* q = SrqSharedQueue(srq);
   const uint64_t base = q->NextEpoch();
   x.oldest = x.exported = base;
   x.live = 0;
   x.idle_passes = 0;
-  x.slot = slot;
   srq_exports_.push_back(srq);
   ExportSrqRecvs(srq);
   // Opened last: a peer that sees the new epoch sees its entries.
@@ -71,7 +83,7 @@ void Engine::OpenSrqExport(Srq* srq) {
 void Engine::CloseSrqExport(Srq* srq) {
   SrqExport& x = srq->shm;
   if (x.slot < 0) return;
-  ShmRecvQueue* q = peer_memory_->own_segment().srq_queue(static_cast<uint32_t>(x.slot));
+  ShmRecvQueue* q = SrqSharedQueue(srq);
   // No claim succeeds from now on; those made before are waited for,
   // bounded, as CloseRecvExport does.
   const uint64_t claimed = q->taken.fetch_or(kShmRecvClosed, std::memory_order_seq_cst) &
@@ -96,7 +108,7 @@ void Engine::CloseSrqExport(Srq* srq) {
 void Engine::ExportSrqRecvs(Srq* srq) {
   SrqExport& x = srq->shm;
   if (x.slot < 0) return;
-  ShmRecvQueue* q = peer_memory_->own_segment().srq_queue(static_cast<uint32_t>(x.slot));
+  ShmRecvQueue* q = SrqSharedQueue(srq);
   RecvQueue& rq = srq->rq;
   while (!rq.Empty() && x.exported < x.oldest + kShmRecvEntries) {
     const uint64_t at = x.exported;
@@ -117,7 +129,7 @@ void Engine::ExportSrqRecvs(Srq* srq) {
 bool Engine::CollectSrqRecvs(Srq* srq, bool thorough) {
   SrqExport& x = srq->shm;
   if (x.slot < 0 || x.live == 0) return false;
-  ShmRecvQueue* q = peer_memory_->own_segment().srq_queue(static_cast<uint32_t>(x.slot));
+  ShmRecvQueue* q = SrqSharedQueue(srq);
   bool any = false;
   uint64_t claimed = 0;  // read once, when needed
   bool claimed_read = false;
@@ -146,8 +158,9 @@ bool Engine::CollectSrqRecvs(Srq* srq, bool thorough) {
                  : nullptr;
     // Its message of packets completes first (CollectDirectRecvs says why).
     if (qp != nullptr && qp->resp.recv_active) continue;
-    x.finished[i] = 1;
-    --x.live;
+    // Its WQE (x.wr_id[i], x.sges) stays here until ExportSrqRecvs, after
+    // the loop, describes another in this entry.
+    FinishEntry(x, i);
     any = true;
     const Sge* sges = &x.sges[i * srq->rq.max_sge];
     if (qp == nullptr || qp->attr.qp_state == QpState::kReset) {
@@ -172,7 +185,6 @@ bool Engine::CollectSrqRecvs(Srq* srq, bool thorough) {
                  (flags & transport::kShmRecvWithImm) ? kWcWithImm : 0u, 0,
                  (flags & transport::kShmRecvSolicited) != 0);
   }
-  while (x.oldest < x.exported && x.finished[x.oldest & kEntryMask]) ++x.oldest;
   if (any) {
     x.idle_passes = 0;
     ExportSrqRecvs(srq);
@@ -188,7 +200,7 @@ bool Engine::ClaimSrqRecvForPacket(Qp* qp, bool* taken) {
   // Direct SENDs of this QP that came before the packet complete first
   // (RC order), wherever they are in the queue.
   CollectSrqRecvs(srq, true);
-  ShmRecvQueue* q = peer_memory_->own_segment().srq_queue(static_cast<uint32_t>(x.slot));
+  ShmRecvQueue* q = SrqSharedQueue(srq);
   // Peers of other QPs claim entries concurrently: a few tries, then RNR.
   for (int tries = 0; tries < 8; ++tries) {
     uint64_t t = q->taken.load(std::memory_order_acquire);
@@ -199,9 +211,7 @@ bool Engine::ClaimSrqRecvForPacket(Qp* qp, bool* taken) {
     qp->resp.recv_wr_id = x.wr_id[i];
     qp->resp.recv_num_sge = x.num_sge[i];
     std::copy_n(&x.sges[i * srq->rq.max_sge], x.num_sge[i], qp->resp.recv_sges.begin());
-    x.finished[i] = 1;
-    --x.live;
-    while (x.oldest < x.exported && x.finished[x.oldest & kEntryMask]) ++x.oldest;
+    FinishEntry(x, i);
     ExportSrqRecvs(srq);
     *taken = true;
     return true;

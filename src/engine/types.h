@@ -8,6 +8,7 @@
 // rdma-core headers.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <span>
 
@@ -21,6 +22,9 @@ using transport::Gid;
 // with an XRC role (qp.h, XrcRole): kXrcSend and kXrcRecv only cross the
 // Device interface.
 enum class QpType : uint8_t { kRc = 2, kUc = 3, kUd = 4, kXrcSend = 9, kXrcRecv = 10 };
+
+// The engine's time (timers, deadlines, a pass's time).
+using Clock = std::chrono::steady_clock;
 
 // IBA 10.3.1 QP states, numbered as enum ibv_qp_state.
 enum class QpState : uint8_t { kReset = 0, kInit = 1, kRtr = 2, kRts = 3, kSqd = 4, kSqe = 5, kErr = 6 };

@@ -267,15 +267,31 @@ bool Writable(RSocket* s) {
 
 }  // namespace
 
+namespace {
+
+// Takes and acknowledges one event of a CQ channel if one is ready.
+void TakeCqEvent(ibv_comp_channel* ch) {
+  pollfd p{ch->fd, POLLIN, 0};
+  if (poll(&p, 1, 0) != 1) return;
+  ibv_cq* cq;
+  void* ctx;
+  if (ibv_get_cq_event(ch, &cq, &ctx) == 0) ibv_ack_cq_events(cq, 1);
+}
+
+// Sleeps (at most ms) until the CQ channel `ch` or the socket's CM channel
+// has news; takes the CQ event. The caller armed the CQ and looked at it
+// once more after the arm.
+void SleepOnChannels(RSocket* s, ibv_comp_channel* ch, int ms) {
+  pollfd p[2] = {{ch->fd, POLLIN, 0}, {s->ch->fd, POLLIN, 0}};
+  if (poll(p, 2, ms) > 0 && (p[0].revents & POLLIN)) TakeCqEvent(ch);
+}
+
+}  // namespace
+
 void WaitRecv(RSocket* s, int ms) {
   ibv_req_notify_cq(s->id->recv_cq, 0);
   if (ReapRecv(s)) return;
-  pollfd p[2] = {{s->id->recv_cq_channel->fd, POLLIN, 0}, {s->ch->fd, POLLIN, 0}};
-  if (poll(p, 2, ms) > 0 && (p[0].revents & POLLIN)) {
-    ibv_cq* cq;
-    void* ctx;
-    if (ibv_get_cq_event(s->id->recv_cq_channel, &cq, &ctx) == 0) ibv_ack_cq_events(cq, 1);
-  }
+  SleepOnChannels(s, s->id->recv_cq_channel, ms);
 }
 
 void WaitSendSlot(RSocket* s, int* waits) {
@@ -292,12 +308,7 @@ void WaitSendSlot(RSocket* s, int* waits) {
   const size_t before = s->free_send.size();
   ReapSend(s);  // completions that came before the arm raise no event
   if (s->free_send.size() > before) return;
-  pollfd p[2] = {{s->id->send_cq_channel->fd, POLLIN, 0}, {s->ch->fd, POLLIN, 0}};
-  if (poll(p, 2, 100) > 0 && (p[0].revents & POLLIN)) {
-    ibv_cq* cq;
-    void* ctx;
-    if (ibv_get_cq_event(s->id->send_cq_channel, &cq, &ctx) == 0) ibv_ack_cq_events(cq, 1);
-  }
+  SleepOnChannels(s, s->id->send_cq_channel, 100);
 }
 
 namespace {
@@ -650,14 +661,8 @@ RS_EXPORT int rpoll(struct pollfd* fds, nfds_t nfds, int timeout) {
       for (nfds_t i = 0; i < nfds; ++i) {
         RSocket* s = Find(fds[i].fd);
         if (!s || s->st != RsState::kConnected) continue;
-        for (ibv_comp_channel* ch : {s->id->recv_cq_channel, s->id->send_cq_channel}) {
-          if (ch == nullptr) continue;
-          pollfd p{ch->fd, POLLIN, 0};
-          if (poll(&p, 1, 0) != 1) continue;
-          ibv_cq* cq;
-          void* ctx;
-          if (ibv_get_cq_event(ch, &cq, &ctx) == 0) ibv_ack_cq_events(cq, 1);
-        }
+        for (ibv_comp_channel* ch : {s->id->recv_cq_channel, s->id->send_cq_channel})
+          if (ch != nullptr) TakeCqEvent(ch);
       }
     }
   }
