@@ -140,7 +140,7 @@ class Xrcd {
   int users = 0;  // XRC SRQs and XRC receive QPs
 };
 
-// An SRQ's WQEs as same-host peers see them (engine/shm_direct_send.cc):
+// An SRQ's WQEs as same-host peers see them (engine/shm_direct_srq.cc):
 // the oldest WQEs leave the SRQ's `rq` when they are described in the
 // control segment's SRQ queue `slot`, and wait here, per entry (index: the
 // entry's `taken` value modulo the queue's entries), until a peer's SEND

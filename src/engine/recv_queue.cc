@@ -1,7 +1,7 @@
 // Posting to a receive queue or an SRQ (ibv_post_recv, ibv_post_srq_recv
-// after Device's argument checks). A QP in ERROR takes the WQE and flushes it at once:
-// work posted in the Error state completes with IBV_WC_WR_FLUSH_ERR, as
-// on the kernel's rxe.
+// after Device's argument checks). A QP in ERROR takes the WQE and flushes
+// it at once: work posted in the Error state completes with
+// IBV_WC_WR_FLUSH_ERR, as on the kernel's rxe.
 #include <cerrno>
 
 #include "engine/engine.h"
@@ -18,7 +18,7 @@ int Engine::PostRecvLocked(Qp* qp, const RecvWr& wr) {
 }
 
 int Engine::PostSrqRecvLocked(Srq* srq, const RecvWr& wr) {
-  // WQEs described to peers (shm_direct_send.cc) still count: the SRQ holds
+  // WQEs described to peers (shm_direct_srq.cc) still count: the SRQ holds
   // max_wr WQEs in all.
   if (SrqWqesHeld(srq) >= srq->rq.capacity()) return ENOMEM;
   srq->rq.Push(wr);
