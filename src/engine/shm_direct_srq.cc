@@ -134,23 +134,32 @@ bool Engine::CollectSrqRecvs(Srq* srq, bool thorough) {
   uint64_t claimed = 0;  // read once, when needed
   bool claimed_read = false;
   for (uint64_t at = x.oldest; at < x.exported; ++at) {
+    // Looking past (below): only entries claimed before `taken` was read.
+    if (claimed_read && at >= claimed) break;
     const size_t i = at & kEntryMask;
     if (x.finished[i]) continue;
     ShmRecvEntry* e = q->entry(at);
-    if (e->done.load(std::memory_order_acquire) != at + 1) {
+    uint64_t done = e->done.load(std::memory_order_acquire);
+    if (done != at + 1 && !claimed_read) {
       // Not filled: not claimed (and then no later entry is either), or
       // claimed by a peer still copying, which later entries do not wait
       // for. Looking past it reads `taken`, which peers write: now and
       // then, or when the responder needs every SEND before its packet.
       if (!thorough && ++x.idle_passes < kLookPastEvery) break;
       x.idle_passes = 0;
-      if (!claimed_read) {
-        claimed = q->taken.load(std::memory_order_acquire) & ~kShmRecvClosed;
-        claimed_read = true;
-      }
+      claimed = q->taken.load(std::memory_order_acquire) & ~kShmRecvClosed;
+      claimed_read = true;
       if (at >= claimed) break;
-      continue;
+      // One QP's requester claims and fills its entries in order, so RC
+      // order holds if every `done` looked at past here is read after
+      // `taken`: an entry claimed before that read had every earlier entry
+      // of its requester filled before it, and the read makes those `done`s
+      // visible. Hence this entry is read again, and no entry at or beyond
+      // `claimed` is looked at (filled meanwhile, it may be the next SEND
+      // of this entry's requester). Both were seen with UCX's am_bw.
+      done = e->done.load(std::memory_order_acquire);
     }
+    if (done != at + 1) continue;  // looked past
     const uint32_t qpn = e->qpn.load(std::memory_order_relaxed);
     const auto it = qps_.find(qpn);
     Qp* qp = it != qps_.end() && it->second->srq == srq && !it->second->destroyed
@@ -208,6 +217,10 @@ bool Engine::ClaimSrqRecvForPacket(Qp* qp, bool* taken) {
     if ((t & kShmRecvClosed) || t >= x.exported) return true;
     if (!q->taken.compare_exchange_strong(t, t + 1, std::memory_order_acq_rel)) continue;
     const size_t i = t & kEntryMask;
+    // Finished before its claim: a `done` no peer may write yet (hostile)
+    // made the collector complete it. Its WQE is gone, and the slot may
+    // describe a later one already: claim the next.
+    if (t < x.oldest || x.finished[i]) continue;
     qp->resp.recv_wr_id = x.wr_id[i];
     qp->resp.recv_num_sge = x.num_sge[i];
     std::copy_n(&x.sges[i * srq->rq.max_sge], x.num_sge[i], qp->resp.recv_sges.begin());

@@ -8,8 +8,10 @@
 // Device a: two QPs (a1_, a2_). Device b: one PD, CQ, SRQ and MR, and two
 // QPs of the SRQ (b1_, b2_), connected to a1_ and a2_. Skipped over UDP or
 // without direct operations.
+#include <atomic>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include "interleaved_sends.h"
 
@@ -256,6 +258,54 @@ TEST_F(ShmDirectSrqTest, StuckEntryHoldsUpNoOtherSend) {
   ExpectNextRecv(72, b2_, WcStatus::kLocLenErr);
 }
 
+// Looking past an unfilled entry, the receiver completes only entries
+// claimed before it read `taken`: an entry filled after that read may be
+// the next SEND of the unfilled entry's requester (CollectSrqRecvs). Shown
+// with the state that read can meet: the entry after a stuck one filled,
+// its claim not visible yet. It completes once claimed.
+TEST_F(ShmDirectSrqTest, LookingPastCompletesOnlyEntriesClaimedBeforeIt) {
+  for (int i = 0; i < 4; ++i) PostSrq(uint64_t(80 + i), kShared + 4096 * i, 4096);
+  ForgeEntry(std::nullopt);  // WQE 80: claimed, never filled
+  transport::ShmRecvQueue* q = SharedQueue();
+  const uint64_t next = q->taken.load();
+  transport::ShmRecvEntry* e = q->entry(next);
+  ASSERT_EQ(e->tag.load(), next + 1);
+  e->byte_len.store(8);
+  e->qpn.store(b().QpNum(b1_.qp));
+  e->done.store(next + 1);
+  std::atomic<uint64_t>& doorbell =
+      b().engine().peer_memory()->own_segment().header()->direct_recvs;
+  doorbell.fetch_add(1);
+  // Hundreds of passes, each looking past WQE 80 once in 64.
+  EXPECT_TRUE(PollN(b1_, 1, std::chrono::milliseconds(50)).empty());
+  uint64_t expected = next;
+  ASSERT_TRUE(q->taken.compare_exchange_strong(expected, next + 1));
+  doorbell.fetch_add(1);
+  ExpectNextRecv(81, b1_, WcStatus::kSuccess);
+}
+
+// A `done` forged on an entry nobody claimed completes its WQE (as a
+// forged SEND would); the responder that then claims that entry for a
+// packet must take the next WQE, not hand out the completed one again.
+TEST_F(ShmDirectSrqTest, ForgedDoneOnAnUnclaimedEntryCostsOnlyItsWqe) {
+  InterleavedBuffers bufs;  // odd buffers: not shared, so SENDs into them go as packets
+  bufs.Open(b1_, kShared, 1024);
+  for (int i = 0; i < 2; ++i) {
+    Sge r = bufs.sge(2 * i + 1, 300);
+    ASSERT_EQ(b().PostSrqRecv(srq_, RecvWr{uint64_t(90 + i), {&r, 1}}), 0);
+  }
+  transport::ShmRecvQueue* q = SharedQueue();
+  transport::ShmRecvEntry* e = q->entry(q->taken.load());
+  e->byte_len.store(8);
+  e->qpn.store(b().QpNum(b1_.qp));
+  e->done.store(q->taken.load() + 1);
+  b().engine().peer_memory()->own_segment().header()->direct_recvs.fetch_add(1);
+  ExpectNextRecv(90, b1_, WcStatus::kSuccess);
+  SendAndWait(a1_, kShared, 100, 14);
+  ExpectNextRecv(91, b1_, WcStatus::kSuccess);
+  EXPECT_EQ(FirstDiff(bufs.dst(3), a1_.buf.data() + kShared, 100), -1);
+}
+
 // A hostile peer scribbling over the SRQ's shared queue while real SENDs
 // arrive: random claims, `done` words (right and wrong), QP numbers (of
 // the SRQ, of nobody), lengths and flags, for 2,000 rounds. The engine
@@ -347,6 +397,81 @@ TEST_F(ShmDirectSrqTest, ScribbledQueueCompletesOnlyWhatWasPosted) {
     }
     EXPECT_TRUE(found);
   }
+}
+
+// One requester fills its QP's entries in order (claim, copy, `done`), so
+// its SENDs must complete in that order. The receiver looks past an entry
+// that stays unfilled (CollectSrqRecvs: a peer of another QP may be stuck
+// in its copy); the requester may fill that entry and claim and fill the
+// next one between the receiver's reads of the two, and the next one must
+// still wait for the first. (UCX's am_bw over rc_verbs aborted on a
+// reordered message in 1 run of 4, 2026-12-04.) A peer thread stands for
+// the requester: it holds every other entry for a while, so the receiver
+// looks past it, then fills it and the next one at once, each naming its
+// sequence number in the immediate.
+TEST_F(ShmDirectSrqTest, OneRequestersSendsCompleteInOrderWhenLookedPast) {
+  transport::ShmRecvQueue* q = SharedQueue();
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t>* doorbell =
+      &b().engine().peer_memory()->own_segment().header()->direct_recvs;
+  const uint32_t qpn = b().QpNum(b1_.qp);
+  // Claims the next described entry (waiting for one), fills it with `imm`
+  // after `hold` (its copy); false once told to stop.
+  const auto place = [&](uint32_t imm, std::chrono::nanoseconds hold) {
+    while (!stop.load(std::memory_order_relaxed)) {
+      uint64_t t = q->taken.load(std::memory_order_acquire);
+      if (q->entry(t)->tag.load(std::memory_order_acquire) != t + 1) {
+        std::this_thread::yield();
+        continue;
+      }
+      if (!q->taken.compare_exchange_strong(t, t + 1, std::memory_order_acq_rel)) continue;
+      const auto copied = std::chrono::steady_clock::now() + hold;
+      while (std::chrono::steady_clock::now() < copied) {
+      }
+      transport::ShmRecvEntry* e = q->entry(t);
+      e->byte_len.store(0, std::memory_order_relaxed);
+      e->imm.store(imm, std::memory_order_relaxed);
+      e->flags.store(transport::kShmRecvWithImm, std::memory_order_relaxed);
+      e->qpn.store(qpn, std::memory_order_relaxed);
+      e->done.store(t + 1, std::memory_order_release);
+      doorbell->fetch_add(1, std::memory_order_relaxed);
+      return true;
+    }
+    return false;
+  };
+  constexpr uint32_t kSends = 60000;
+  std::thread peer([&] {
+    for (uint32_t i = 1; i <= kSends && place(i, std::chrono::microseconds(i % 2 ? 10 : 0)); ++i) {
+    }
+  });
+  struct StopAndJoin {  // also when an assertion below returns early
+    std::atomic<bool>& stop;
+    std::thread& thread;
+    ~StopAndJoin() {
+      stop = true;
+      thread.join();
+    }
+  } stop_and_join{stop, peer};
+  uint64_t next_wr = 0;
+  const auto post = [&] { PostSrq(next_wr++, kShared, 0); };
+  for (uint32_t i = 0; i < kSrqWr; ++i) post();
+  uint32_t last = 0;
+  uint32_t out_of_order = 0;
+  Completion wc[16];
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (last < kSends && std::chrono::steady_clock::now() < deadline) {
+    const int n = b().PollCq(b1_.cq, 16, wc);
+    ASSERT_GE(n, 0);
+    for (int i = 0; i < n; ++i) {
+      ASSERT_EQ(wc[i].status, WcStatus::kSuccess);
+      if (wc[i].imm_data != last + 1 && ++out_of_order < 5)
+        ADD_FAILURE() << "SEND " << wc[i].imm_data << " completed after " << last;
+      last = wc[i].imm_data;
+      post();
+    }
+  }
+  EXPECT_EQ(last, kSends);
+  EXPECT_EQ(out_of_order, 0u);
 }
 
 }  // namespace
