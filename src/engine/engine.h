@@ -310,6 +310,14 @@ class Engine {
   // this thread must watch every socket. Set by ArmCq, recomputed by the
   // progress thread's locked passes.
   std::atomic<bool> channel_armed_{false};
+  // app_activity_ when a CQ with a channel was last armed. An application
+  // that arms and then blocks polls a few times in between (the poll that
+  // closes the race with a completion); one that arms some CQs and keeps
+  // polling others (UCP arms the CQs of the interfaces it does not use, so
+  // that traffic on them wakes its worker) is not about to block.
+  std::atomic<uint64_t> activity_at_arm_{0};
+  // A thread will block on a channel soon (AppAboutToBlock in progress.cc).
+  bool AppAboutToBlock() const;
   // The progress thread left the request sockets to a polling application
   // (progress.cc, "leaving packets to the application").
   std::atomic<bool> app_owns_packets_{false};

@@ -50,6 +50,11 @@ constexpr auto kAppCheckMax = std::chrono::nanoseconds(200000);
 // the engine lock as a packet arrived.
 constexpr auto kLockBusyRecheck = std::chrono::nanoseconds(20000);
 
+// Polls or posts after the last arm beyond which an armed channel no longer
+// means "about to block": rc_pingpong -e and rsockets make 2-5 between
+// arming and blocking; UCP's worker loop makes millions a second.
+constexpr uint64_t kPollsAfterArm = 64;
+
 inline void CpuRelax() { __builtin_ia32_pause(); }
 
 // Asks the scheduler for a short time slice (EEVDF, Linux >= 6.12: a fair
@@ -227,6 +232,13 @@ bool Engine::RepliesNeededLocked() const {
          std::any_of(work_list_.begin(), work_list_.end(), unsent);
 }
 
+bool Engine::AppAboutToBlock() const {
+  if (!channel_armed_.load(std::memory_order_relaxed)) return false;
+  const uint64_t since_arm = app_activity_.load(std::memory_order_relaxed) -
+                             activity_at_arm_.load(std::memory_order_relaxed);
+  return since_arm < kPollsAfterArm;
+}
+
 void Engine::WakeProgressThread() {
   if (sleeping_.load(std::memory_order_acquire)) {
     const uint64_t one = 1;
@@ -299,7 +311,7 @@ bool Engine::SleepWhileAppPolls(std::chrono::nanoseconds period) {
   WaitForEvents(&timeout);
   sleeping_.store(false, std::memory_order_release);
   app_owns_packets_.store(false, std::memory_order_relaxed);
-  if (channel_armed_.load(std::memory_order_relaxed)) return false;
+  if (AppAboutToBlock()) return false;
   // Still calling: PollCq or PostSend (an application that posts must poll
   // for its completions before long), or inside one call still (a post of
   // a large message, a pass that answers a burst of ACKs with new packets:
@@ -355,7 +367,7 @@ void Engine::ProgressThreadMain() {
     // one-way with those wake-ups, 7.5 us without). So while it polls, this
     // thread stops watching the request sockets and only checks, at
     // doubling intervals, that it still does. An application about to
-    // block arms its CQ first (ArmCq wakes this thread, channel_armed_);
+    // block arms its CQ first (ArmCq wakes this thread, AppAboutToBlock);
     // one that leaves the library without arming (ib_write_lat's target
     // spins on memory) leaves its packets for at most kAppCheckMax.
     const auto leave_to_app = [this] {
@@ -363,7 +375,7 @@ void Engine::ProgressThreadMain() {
       while (SleepWhileAppPolls(period) && !stop_.load(std::memory_order_relaxed))
         period = std::min<std::chrono::nanoseconds>(period * 2, kAppCheckMax);
     };
-    const bool may_leave = !channel_armed_.load(std::memory_order_relaxed);
+    const bool may_leave = !AppAboutToBlock();
     {
       const Clock::time_point polled_at{Clock::duration{app_polled_at_.load(std::memory_order_relaxed)}};
       const auto since_poll = Clock::now() - polled_at;

@@ -63,6 +63,7 @@ void Engine::ArmCqLocked(Cq* cq, bool solicited_only) {
   // to take responses (RepliesNeededLocked).
   // So does one that left the request sockets to polling applications.
   if (cq->channel != nullptr) {
+    activity_at_arm_.store(app_activity_.load(std::memory_order_relaxed), std::memory_order_relaxed);
     channel_armed_.store(true, std::memory_order_relaxed);
     if (app_owns_packets_.load(std::memory_order_relaxed) ||
         (reply_fd_ >= 0 && !watching_replies_.load(std::memory_order_relaxed)))

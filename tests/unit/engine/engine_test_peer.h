@@ -40,6 +40,11 @@ class EngineTestPeer {
   static uint64_t AsyncEventsDropped(Engine& e, int queue) {
     return e.async_queues_.at(queue)->dropped();
   }
+  // The progress thread left the request sockets to a polling application
+  // (progress.cc, SleepWhileAppPolls) and is waiting for it to stop.
+  static bool AppOwnsPackets(const Engine& e) {
+    return e.app_owns_packets_.load(std::memory_order_relaxed);
+  }
   static const MrTable& mr_table(const Engine& e) { return e.mr_table_; }
   static const EngineStats& stats(const Engine& e) { return e.stats_; }
   static const transport::Transport& transport(const Engine& e) { return *e.transport_; }
