@@ -49,8 +49,14 @@ bool Engine::DeferAck(Qp* qp, uint8_t syndrome) {
   if (ack_delay_.count() == 0 || qp->type != QpType::kRc) return false;
   // Not where the transport says no wake-up is saved: shared-memory peers
   // (their doorbells and polling differ, docs/shm.md), where the deferred
-  // ACK measured ~0.5 us slower per ib_send_lat iteration.
-  if (!transport_->delayed_acks_save_wakeups()) return false;
+  // ACK measured ~0.5 us slower per ib_send_lat iteration. Unless this QP's
+  // completions are waited for on a channel: then the peer's application
+  // most likely blocks too, and an ACK apart from the answer wakes it twice
+  // (ibv_rc_pingpong -e over shm on one core: two doorbells per message).
+  const auto on_channel = [](const Cq* cq) { return cq != nullptr && cq->channel != nullptr; };
+  if (!transport_->delayed_acks_save_wakeups() && !on_channel(qp->send_cq) &&
+      !on_channel(qp->recv_cq))
+    return false;
   if (wire::SyndromeKind(syndrome) != wire::AckKind::kAck) return false;
   // Only a QP that sends requests itself can carry its ACKs.
   if (qp->sq_tail == 0 || qp->attr.qp_state != QpState::kRts) return false;

@@ -318,6 +318,18 @@ class Engine {
   std::atomic<uint64_t> activity_at_arm_{0};
   // A thread will block on a channel soon (AppAboutToBlock in progress.cc).
   bool AppAboutToBlock() const;
+  // Application threads blocked in AwaitChannelEvent, which wait for the
+  // transport's descriptors and run the engine's passes and timers
+  // themselves: while there are any, the progress thread leaves the
+  // packets to them as to a polling application (event_wait.cc).
+  std::atomic<int> blocked_waiters_{0};
+  // Whether the progress thread may leave the packets to such threads.
+  bool WaitersTakePackets() const;
+  // How many times a thread blocked there (a waiter that wakes for each
+  // event is back within microseconds: still the one taking the packets).
+  std::atomic<uint64_t> waiter_blocks_{0};
+  // Whether the calling thread has blocked in AwaitChannelEvent.
+  static bool ThreadWaitsForEvents();
   // The progress thread left the request sockets to a polling application
   // (progress.cc, "leaving packets to the application").
   std::atomic<bool> app_owns_packets_{false};

@@ -22,16 +22,29 @@
 #include "common/restart_after_signal.h"
 #include "engine/device_internal.h"
 #include "engine/engine.h"
+#include "engine/timeout.h"
 
 namespace softrnic::engine {
+
+namespace {
+
+// This thread has blocked in AwaitChannelEvent: it will again after arming.
+thread_local bool t_waits_for_events = false;
+
+}  // namespace
+
+bool Engine::ThreadWaitsForEvents() { return t_waits_for_events; }
 
 int Engine::AwaitChannelEvent(int event_fd) {
   const int flags = fcntl(event_fd, F_GETFL);
   if (flags < 0 || (flags & O_NONBLOCK)) return ReadEventByte(event_fd);
+  t_waits_for_events = true;
   pollfd fds[3] = {{event_fd, POLLIN, 0}, {transport_->pollable_fd(), POLLIN, 0}, {-1, 0, 0}};
   nfds_t n = 2;
   if (const int reply = transport_->reply_pollable_fd(); reply >= 0) fds[n++] = {reply, POLLIN, 0};
+  NoteAppActivity();
   for (;;) {
+    Clock::time_point deadline;
     {
       // Packets: a pass, as a polling application runs (PollCq); the lock
       // is held for microseconds by whoever has it. Then, still under it,
@@ -43,9 +56,17 @@ int Engine::AwaitChannelEvent(int event_fd) {
         if (poll(fds, 1, 0) > 0) return ReadEventByte(event_fd);
         continue;
       }
+      // The timers (retransmission, deferred ACKs) are this thread's too
+      // while it blocks: the progress thread leaves the work to it.
+      deadline = NextDeadlineLocked();
     }
-    const int r = poll(fds, n, -1);
+    timespec timeout;
+    blocked_waiters_.fetch_add(1, std::memory_order_relaxed);
+    waiter_blocks_.fetch_add(1, std::memory_order_relaxed);
+    const int r = ppoll(fds, n, TimeoutUntil(deadline, &timeout), nullptr);
     const int poll_errno = errno;
+    blocked_waiters_.fetch_sub(1, std::memory_order_relaxed);
+    NoteAppActivity();
     transport_->WokeUp();
     if (r < 0) {
       if (poll_errno == EINTR && RestartAfterSignal()) continue;

@@ -23,6 +23,7 @@
 #include <algorithm>
 
 #include "engine/engine.h"
+#include "engine/timeout.h"
 
 namespace softrnic::engine {
 namespace {
@@ -232,6 +233,15 @@ bool Engine::RepliesNeededLocked() const {
          std::any_of(work_list_.begin(), work_list_.end(), unsent);
 }
 
+bool Engine::WaitersTakePackets() const {
+  // Not over shared memory: a waiter sees ring packets through the doorbell
+  // peers ring while the process sleeps, and a doorbell can be missed in
+  // the instant another sleeper wakes (ShmTransport::WokeUp); the progress
+  // thread's passes cover that gap, so it never leaves them to a waiter
+  // there (ibv_rc_pingpong -e -s 4096 hung in 1 run of 2 when it did).
+  return !transport_->sleeping_costs_senders();
+}
+
 bool Engine::AppAboutToBlock() const {
   if (!channel_armed_.load(std::memory_order_relaxed)) return false;
   const uint64_t since_arm = app_activity_.load(std::memory_order_relaxed) -
@@ -302,6 +312,7 @@ bool Engine::SleepWhileAppPolls(std::chrono::nanoseconds period) {
   WatchRequests(false);
   const Clock::time_point start = Clock::now();
   const uint64_t activity = app_activity_.load(std::memory_order_relaxed);
+  const uint64_t waits = waiter_blocks_.load(std::memory_order_relaxed);
   sleep_until_.store((start + period).time_since_epoch().count(), std::memory_order_relaxed);
   app_owns_packets_.store(true, std::memory_order_relaxed);
   sleeping_.store(true, std::memory_order_release);
@@ -311,6 +322,11 @@ bool Engine::SleepWhileAppPolls(std::chrono::nanoseconds period) {
   WaitForEvents(&timeout);
   sleeping_.store(false, std::memory_order_release);
   app_owns_packets_.store(false, std::memory_order_relaxed);
+  // A thread blocked in AwaitChannelEvent takes the packets and timers
+  // itself, and one that blocked there again meanwhile will again.
+  if (WaitersTakePackets() && (blocked_waiters_.load(std::memory_order_relaxed) > 0 ||
+                               waiter_blocks_.load(std::memory_order_relaxed) != waits))
+    return true;
   if (AppAboutToBlock()) return false;
   // Still calling: PollCq or PostSend (an application that posts must poll
   // for its completions before long), or inside one call still (a post of
@@ -379,9 +395,10 @@ void Engine::ProgressThreadMain() {
     {
       const Clock::time_point polled_at{Clock::duration{app_polled_at_.load(std::memory_order_relaxed)}};
       const auto since_poll = Clock::now() - polled_at;
-      if (may_leave &&
-          (since_poll < kAppPolledRecently ||
-           (since_poll < kAppWaitingWindow && app_waiting_.load(std::memory_order_relaxed)))) {
+      if ((WaitersTakePackets() && blocked_waiters_.load(std::memory_order_relaxed) > 0) ||
+          (may_leave &&
+           (since_poll < kAppPolledRecently ||
+            (since_poll < kAppWaitingWindow && app_waiting_.load(std::memory_order_relaxed))))) {
         leave_to_app();
         continue;
       }
@@ -450,17 +467,9 @@ void Engine::ProgressThreadMain() {
     sleep_until_.store(deadline.time_since_epoch().count(), std::memory_order_relaxed);
     sleeping_.store(true, std::memory_order_release);
     mu_.unlock();
-    timespec timeout{};
-    timespec* timeout_ptr = nullptr;
-    if (deadline != Clock::time_point::max()) {
-      const auto left = std::max<Clock::duration>(Clock::duration::zero(), deadline - Clock::now());
-      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
-      timeout.tv_sec = static_cast<time_t>(ns / 1000000000);
-      timeout.tv_nsec = static_cast<long>(ns % 1000000000);
-      timeout_ptr = &timeout;
-    }
+    timespec timeout;
     // Woken by a packet, a wake_fd_ write or the next timer.
-    WaitForEvents(timeout_ptr);
+    WaitForEvents(TimeoutUntil(deadline, &timeout));
     sleeping_.store(false, std::memory_order_release);
     transport_->WokeUp();
   }

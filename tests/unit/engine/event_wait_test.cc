@@ -5,9 +5,14 @@
 // then turn the arriving SEND into a completion and an event.
 #include <fcntl.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <future>
+#include <thread>
 
+#include "engine_test_peer.h"
 #include "rc_pair.h"
 
 namespace softrnic::engine::testing {
@@ -73,6 +78,169 @@ TEST(EventWait, BlockedWaiterMakesItsOwnEventWithoutTheProgressThread) {
     ASSERT_EQ(sent.size(), 1u);
     EXPECT_EQ(sent[0].status, WcStatus::kSuccess);
   }
+}
+
+bool OnUdp() {
+  const char* t = std::getenv("SOFTRNIC_TRANSPORT");
+  return t != nullptr && std::strcmp(t, "udp") == 0;
+}
+
+// The ibv_rc_pingpong -e pattern: a thread that arms its CQ, blocks in
+// GetCqEvent, takes the completion and arms again. While it blocks it takes
+// the packets itself, so the progress thread leaves them to it as to a
+// polling application instead of waking for each one too (on one core that
+// second wake-up cost a round trip 80 us instead of 14). Over UDP: over
+// shared memory the progress thread never takes packets from a waiter.
+TEST(EventWait, ProgressThreadLeavesPacketsToABlockedWaiter) {
+  if (!OnUdp()) GTEST_SKIP() << "the progress thread leaves packets to applications on UDP only";
+  const QpOptions o;
+  Side a;
+  ChannelSide b;
+  SetupSide(a, MakeDevice(0), o);
+  SetupChannelSide(b, MakeDevice(1), o);
+  Connect(a, b.side, o);
+  Connect(b.side, a, o);
+  constexpr int kSends = 200;
+  for (int i = 0; i < kSends; ++i) {
+    Sge recv = SgeOf(b.side, 4096 + 256 * size_t(i % 8), 256);
+    ASSERT_EQ(b.side.dev->PostRecv(b.side.qp, RecvWr{uint64_t(i), {&recv, 1}}), 0);
+  }
+  std::atomic<int> received{0};
+  std::thread server([&] {
+    while (received.load() < kSends) {
+      if (b.side.dev->ArmCq(b.side.cq, false) != 0) return;
+      Completion wc[4];
+      int n = b.side.dev->PollCq(b.side.cq, 4, wc);
+      if (n == 0) {
+        void* handle = nullptr;
+        if (b.side.dev->GetCqEvent(b.channel, &handle) != 0) return;
+        b.side.dev->AckCqEvents(b.side.cq, 1);
+        n = b.side.dev->PollCq(b.side.cq, 4, wc);
+      }
+      for (int i = 0; i < n; ++i) {
+        EXPECT_EQ(wc[i].status, WcStatus::kSuccess);
+        EXPECT_EQ(wc[i].wr_id, uint64_t(received.fetch_add(1)));
+      }
+    }
+  });
+  bool left = false;
+  for (int i = 0; i < kSends; ++i) {
+    Sge send = SgeOf(a, 0, 64);
+    ASSERT_EQ(a.dev->PostSend(a.qp, MakeWr(WrOpcode::kSend, uint64_t(i), {&send, 1})), 0);
+    ASSERT_EQ(PollN(a, 1).size(), 1u);
+    // Waits for the server to block again, looking at the progress thread.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
+    while (std::chrono::steady_clock::now() < until)
+      left = left || EngineTestPeer::AppOwnsPackets(b.side.dev->engine());
+  }
+  server.join();
+  EXPECT_EQ(received.load(), kSends);
+  EXPECT_TRUE(left);
+}
+
+// A waiter that the progress thread leaves the packets to runs the timers
+// too: its SENDs, a third of them dropped, are retransmitted while it
+// blocks waiting for their completions.
+TEST(EventWait, BlockedWaiterRetransmitsItsOwnRequests) {
+  if (!OnUdp()) GTEST_SKIP() << "losses are injected on UDP only";
+  QpOptions o;
+  o.timeout = 8;  // 1 ms: retransmissions within the test's time
+  transport::FaultConfig faults;
+  faults.drop = 0.3;
+  faults.seed = 11;
+  ChannelSide a;
+  Side b;
+  SetupChannelSide(a, MakeDevice(0, faults), o);
+  SetupSide(b, MakeDevice(1), o);
+  Connect(a.side, b, o);
+  Connect(b, a.side, o);
+  for (int round = 0; round < 40; ++round) {
+    SCOPED_TRACE(round);
+    Sge recv = SgeOf(b, 4096, 256);
+    ASSERT_EQ(b.dev->PostRecv(b.qp, RecvWr{uint64_t(round), {&recv, 1}}), 0);
+    FillPattern(a.side.buf, 0, 256, 50 + round);
+    Sge send = SgeOf(a.side, 0, 256);
+    ASSERT_EQ(a.side.dev->PostSend(a.side.qp, MakeWr(WrOpcode::kSend, uint64_t(round), {&send, 1})),
+              0);
+    Completion wc[2];
+    int n = 0;
+    while (n == 0) {
+      ASSERT_EQ(a.side.dev->ArmCq(a.side.cq, false), 0);
+      n = a.side.dev->PollCq(a.side.cq, 2, wc);
+      if (n > 0) break;
+      auto waiter = std::async(std::launch::async, [&] {
+        void* handle = nullptr;
+        return a.side.dev->GetCqEvent(a.channel, &handle);
+      });
+      ASSERT_EQ(waiter.wait_for(std::chrono::seconds(10)), std::future_status::ready)
+          << "the blocked waiter never retransmitted";
+      ASSERT_EQ(waiter.get(), 0);
+      a.side.dev->AckCqEvents(a.side.cq, 1);
+      n = a.side.dev->PollCq(a.side.cq, 2, wc);
+    }
+    ASSERT_EQ(n, 1);
+    EXPECT_EQ(wc[0].status, WcStatus::kSuccess);
+    const auto got = PollN(b, 1);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(FirstDiff(b.buf.data() + 4096, a.side.buf.data(), 256), -1);
+  }
+}
+
+// Over shared memory ACKs are not delayed (ack_delay.cc), except on a QP
+// whose completions are waited for on a channel: there an ACK apart from
+// the answer would wake the blocked peer twice per message. Ping-pongs of
+// SENDs between two pairs, one with its CQs on channels, one without
+// (through the rings: direct SENDs have no ACK).
+TEST(EventWait, OverSharedMemoryOnlyQpsOnChannelsDelayTheirAcks) {
+  if (OnUdp()) GTEST_SKIP() << "over UDP every QP delays its ACKs";
+  const QpOptions o;
+  const auto ring_device = [](int which) {
+    EngineConfig c = TestConfig(which);
+    c.shm_direct = false;
+    return MakeDevice(c);
+  };
+  const auto acks_carried = [&](bool channels) {
+    ChannelSide a, b;
+    if (channels) {
+      SetupChannelSide(a, ring_device(0), o);
+      SetupChannelSide(b, ring_device(1), o);
+    } else {
+      SetupSide(a.side, ring_device(0), o);
+      SetupSide(b.side, ring_device(1), o);
+    }
+    Connect(a.side, b.side, o);
+    Connect(b.side, a.side, o);
+    int sent[2] = {0, 0};
+    // Polls `s` (index k) until a receive completes, counting its SENDs'.
+    const auto await_recv = [&](Side& s, int k) {
+      for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+           std::chrono::steady_clock::now() < until;) {
+        Completion wc;
+        if (s.dev->PollCq(s.cq, 1, &wc) != 1) continue;
+        EXPECT_EQ(wc.status, WcStatus::kSuccess);
+        if (wc.opcode == WcOpcode::kRecv) return true;
+        ++sent[k];
+      }
+      return false;
+    };
+    for (int i = 0; i < 20; ++i) {
+      for (int k = 0; k < 2; ++k) {
+        Side& from = k == 0 ? a.side : b.side;
+        Side& to = k == 0 ? b.side : a.side;
+        Sge recv = SgeOf(to, 4096, 64);
+        EXPECT_EQ(to.dev->PostRecv(to.qp, RecvWr{uint64_t(i), {&recv, 1}}), 0);
+        Sge send = SgeOf(from, 0, 8);
+        EXPECT_EQ(from.dev->PostSend(from.qp, MakeWr(WrOpcode::kSend, uint64_t(i), {&send, 1})), 0);
+        EXPECT_TRUE(await_recv(to, 1 - k));
+      }
+    }
+    // Every SEND completes (the last ACKs leave after the delay).
+    EXPECT_EQ(PollN(a.side, size_t(20 - sent[0])).size(), size_t(20 - sent[0]));
+    EXPECT_EQ(PollN(b.side, size_t(20 - sent[1])).size(), size_t(20 - sent[1]));
+    return StatsOf(*a.side.dev).acks_piggybacked + StatsOf(*b.side.dev).acks_piggybacked;
+  };
+  EXPECT_EQ(acks_carried(false), 0u);
+  EXPECT_GT(acks_carried(true), 0u);
 }
 
 // A channel fd the application made non-blocking is only read: no event
