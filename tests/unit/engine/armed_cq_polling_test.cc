@@ -7,19 +7,11 @@
 // of 5 (every packet's wake-up preempted one of the two polling processes).
 // Over shared memory the progress thread never takes packets from a polling
 // application (the doorbell path), so this is a UDP test.
-#include <cstdlib>
-#include <cstring>
-
 #include "engine_test_peer.h"
 #include "rc_pair.h"
 
 namespace softrnic::engine::testing {
 namespace {
-
-bool OnUdp() {
-  const char* t = std::getenv("SOFTRNIC_TRANSPORT");
-  return t != nullptr && std::strcmp(t, "udp") == 0;
-}
 
 // Polls `side`'s CQ for `how_long`; whether the progress thread left the
 // packets to these polls at some point meanwhile.
@@ -35,7 +27,7 @@ bool PollingIsLeftThePackets(Side& side, std::chrono::milliseconds how_long) {
 }
 
 TEST_F(RcPairTest, AnArmedCqThatIsNotPolledLeavesPacketsToThePolls) {
-  if (!OnUdp()) GTEST_SKIP() << "the progress thread takes packets from polls on UDP only";
+  if (!TransportIsUdp()) GTEST_SKIP() << "the progress thread takes packets from polls on UDP only";
   Open({});
   CompletionChannel* channel = nullptr;
   Cq* idle_cq = nullptr;
@@ -46,17 +38,7 @@ TEST_F(RcPairTest, AnArmedCqThatIsNotPolledLeavesPacketsToThePolls) {
   // mean it is about to block.
   EXPECT_TRUE(PollingIsLeftThePackets(b_, std::chrono::milliseconds(200)));
   // And it is still served: A's WRITEs land and complete.
-  for (int i = 0; i < 5; ++i) {
-    FillPattern(a_.buf, 0, 4096, 60 + i);
-    Sge sge = SgeOf(a_, 0, 4096);
-    ASSERT_EQ(a_.dev->PostSend(a_.qp, MakeWr(WrOpcode::kRdmaWrite, i, {&sge, 1}, Addr(b_, 8192),
-                                              b_.dev->MrRkey(b_.mr))),
-              0);
-    const auto c = PollN(a_, 1, std::chrono::milliseconds(10000));
-    ASSERT_EQ(c.size(), 1u);
-    EXPECT_EQ(c[0].status, WcStatus::kSuccess);
-    EXPECT_EQ(FirstDiff(a_.buf.data(), b_.buf.data() + 8192, 4096), -1);
-  }
+  for (int i = 0; i < 5; ++i) WriteAndCheck(a_, b_, 8192, 4096, 60 + i);
   ASSERT_EQ(b_.dev->DestroyCq(idle_cq), 0);
   ASSERT_EQ(b_.dev->DestroyCompletionChannel(channel), 0);
 }
@@ -66,7 +48,7 @@ TEST_F(RcPairTest, AnArmedCqThatIsNotPolledLeavesPacketsToThePolls) {
 // keeps taking the packets (it would otherwise leave them for up to 200 us
 // to an application that is asleep).
 TEST_F(RcPairTest, ArmingBeforeAFewLastPollsMeansAboutToBlock) {
-  if (!OnUdp()) GTEST_SKIP() << "the progress thread takes packets from polls on UDP only";
+  if (!TransportIsUdp()) GTEST_SKIP() << "the progress thread takes packets from polls on UDP only";
   Open({});
   CompletionChannel* channel = nullptr;
   Cq* event_cq = nullptr;

@@ -7,8 +7,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
-#include <cstring>
 #include <future>
 #include <thread>
 
@@ -29,14 +27,19 @@ void SetupChannelSide(ChannelSide& c, std::shared_ptr<Device> dev, const QpOptio
   SetupSide(c.side, std::move(dev), o, c.channel);
 }
 
-TEST(EventWait, BlockedWaiterMakesItsOwnEventWithoutTheProgressThread) {
-  const QpOptions o;
-  Side a;
-  ChannelSide b;
+// a on device 0 and b (its CQ on a channel) on device 1, connected.
+void OpenToChannelSide(Side& a, ChannelSide& b, const QpOptions& o) {
   SetupSide(a, MakeDevice(0), o);
   SetupChannelSide(b, MakeDevice(1), o);
   Connect(a, b.side, o);
   Connect(b.side, a, o);
+}
+
+TEST(EventWait, BlockedWaiterMakesItsOwnEventWithoutTheProgressThread) {
+  const QpOptions o;
+  Side a;
+  ChannelSide b;
+  OpenToChannelSide(a, b, o);
   Engine& engine = b.side.dev->engine();
   engine.StopProgressThread();
 
@@ -80,11 +83,6 @@ TEST(EventWait, BlockedWaiterMakesItsOwnEventWithoutTheProgressThread) {
   }
 }
 
-bool OnUdp() {
-  const char* t = std::getenv("SOFTRNIC_TRANSPORT");
-  return t != nullptr && std::strcmp(t, "udp") == 0;
-}
-
 // The ibv_rc_pingpong -e pattern: a thread that arms its CQ, blocks in
 // GetCqEvent, takes the completion and arms again. While it blocks it takes
 // the packets itself, so the progress thread leaves them to it as to a
@@ -92,14 +90,11 @@ bool OnUdp() {
 // second wake-up cost a round trip 80 us instead of 14). Over UDP: over
 // shared memory the progress thread never takes packets from a waiter.
 TEST(EventWait, ProgressThreadLeavesPacketsToABlockedWaiter) {
-  if (!OnUdp()) GTEST_SKIP() << "the progress thread leaves packets to applications on UDP only";
+  if (!TransportIsUdp()) GTEST_SKIP() << "the progress thread leaves packets to applications on UDP only";
   const QpOptions o;
   Side a;
   ChannelSide b;
-  SetupSide(a, MakeDevice(0), o);
-  SetupChannelSide(b, MakeDevice(1), o);
-  Connect(a, b.side, o);
-  Connect(b.side, a, o);
+  OpenToChannelSide(a, b, o);
   constexpr int kSends = 200;
   for (int i = 0; i < kSends; ++i) {
     Sge recv = SgeOf(b.side, 4096 + 256 * size_t(i % 8), 256);
@@ -142,7 +137,7 @@ TEST(EventWait, ProgressThreadLeavesPacketsToABlockedWaiter) {
 // too: its SENDs, a third of them dropped, are retransmitted while it
 // blocks waiting for their completions.
 TEST(EventWait, BlockedWaiterRetransmitsItsOwnRequests) {
-  if (!OnUdp()) GTEST_SKIP() << "losses are injected on UDP only";
+  if (!TransportIsUdp()) GTEST_SKIP() << "losses are injected on UDP only";
   QpOptions o;
   o.timeout = 8;  // 1 ms: retransmissions within the test's time
   transport::FaultConfig faults;
@@ -192,7 +187,7 @@ TEST(EventWait, BlockedWaiterRetransmitsItsOwnRequests) {
 // SENDs between two pairs, one with its CQs on channels, one without
 // (through the rings: direct SENDs have no ACK).
 TEST(EventWait, OverSharedMemoryOnlyQpsOnChannelsDelayTheirAcks) {
-  if (OnUdp()) GTEST_SKIP() << "over UDP every QP delays its ACKs";
+  if (TransportIsUdp()) GTEST_SKIP() << "over UDP every QP delays its ACKs";
   const QpOptions o;
   const auto ring_device = [](int which) {
     EngineConfig c = TestConfig(which);

@@ -3,8 +3,6 @@
 // the peer's WRITE lands. Only the engine's progress thread can apply those
 // WRITEs, so this checks a passive target is served.
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
 #include <thread>
 
 #include "rc_pair.h"
@@ -94,8 +92,7 @@ TEST_F(RcPairTest, TargetThatStopsPollingWithoutArmingIsTakenOver) {
 // An application that posts a burst and then stops calling the library
 // (it spins on memory) must still see every WRITE delivered.
 TEST_F(RcPairTest, HeldPostsLeaveWhenTheApplicationStopsCalling) {
-  if (const char* t = std::getenv("SOFTRNIC_TRANSPORT"); t == nullptr || std::strcmp(t, "udp") != 0)
-    GTEST_SKIP() << "posts are held back on UDP only";
+  if (!TransportIsUdp()) GTEST_SKIP() << "posts are held back on UDP only";
   Open({});
   // Whether a burst is held back depends on timing the test does not own:
   // the progress thread must first have left the packets to the polling

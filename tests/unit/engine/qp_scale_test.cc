@@ -24,17 +24,7 @@ TEST_F(RcPairTest, ThousandsOfIdleQpsBesideAWorkingPair) {
         << "QP " << i;
     idle.push_back(qp);
   }
-  for (int i = 0; i < 32; ++i) {
-    FillPattern(a_.buf, 0, 512, 30 + i);
-    Sge sge = SgeOf(a_, 0, 512);
-    ASSERT_EQ(a_.dev->PostSend(a_.qp, MakeWr(WrOpcode::kRdmaWrite, i, {&sge, 1}, Addr(b_, 4096),
-                                              b_.dev->MrRkey(b_.mr))),
-              0);
-    const auto c = PollN(a_, 1, std::chrono::milliseconds(10000));
-    ASSERT_EQ(c.size(), 1u);
-    EXPECT_EQ(c[0].status, WcStatus::kSuccess);
-    EXPECT_EQ(FirstDiff(a_.buf.data(), b_.buf.data() + 4096, 512), -1);
-  }
+  for (int i = 0; i < 32; ++i) WriteAndCheck(a_, b_, 4096, 512, 30 + i);
   for (Qp* qp : idle) EXPECT_EQ(a_.dev->DestroyQp(qp), 0);
 }
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -253,6 +254,26 @@ SOFTRNIC_NO_TSAN inline bool AllBytes(const uint8_t* p, size_t n, uint8_t v) {
   for (size_t i = 0; i < n; ++i)
     if (p[i] != v) return false;
   return true;
+}
+
+// A signalled WRITE of `len` pattern bytes (seed) from the start of `from`'s
+// buffer to `to`'s at offset `at`; checks its completion and the bytes.
+inline void WriteAndCheck(Side& from, Side& to, size_t at, uint32_t len, uint32_t seed) {
+  FillPattern(from.buf, 0, len, seed);
+  Sge sge = SgeOf(from, 0, len);
+  ASSERT_EQ(from.dev->PostSend(from.qp, MakeWr(WrOpcode::kRdmaWrite, seed, {&sge, 1},
+                                                Addr(to, at), to.dev->MrRkey(to.mr))),
+            0);
+  const auto c = PollN(from, 1, std::chrono::milliseconds(10000));
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(FirstDiff(from.buf.data(), to.buf.data() + at, len), -1);
+}
+
+// Whether this run of the suite uses the UDP transport (its .udp variant).
+inline bool TransportIsUdp() {
+  const char* t = std::getenv("SOFTRNIC_TRANSPORT");
+  return t != nullptr && std::strcmp(t, "udp") == 0;
 }
 
 class RcPairTest : public ::testing::Test {
