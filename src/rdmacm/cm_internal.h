@@ -251,6 +251,17 @@ struct Cm {
     uint8_t mad[kMadSize];
   };
   std::deque<BackloggedMad> send_backlog;
+  // DREQs of ids destroyed before the peer's DREP came (cm_linger.cc): sent
+  // again until it comes, as the kernel's CM keeps a destroyed id's DREQ
+  // going in TimeWait; at most kMaxLingering, the oldest dropped first.
+  struct LingeringDreq {
+    int sgid_index;
+    ibv_gid dgid;
+    uint32_t local_comm_id, remote_comm_id, remote_qpn;
+    int retries_left;
+    Clock::time_point next;
+  };
+  std::deque<LingeringDreq> lingering;
   std::map<ibv_context*, ibv_pd*> default_pd;
   std::string netns;
   // MADs dropped because they did not match a connection (wrong peer address
@@ -379,6 +390,8 @@ uint32_t NewPsn();
 void SendRtu(Id* id);
 // A DREQ for the id's connection; `remember`: kept for retransmission.
 void SendDreq(Id* id, bool remember);
+void SendDreqTo(int sgid_index, const ibv_gid& dgid, uint32_t local_comm_id, uint32_t remote_comm_id,
+                uint32_t remote_qpn);
 // rdma_connect's REQ / SIDR_REQ: sent now with timer `t`, or (`defer`: a
 // same-host listener not registered yet) kept while the registry is polled.
 void SendOrDefer(Id* id, const CmMsg& m, Timer t, bool defer);
@@ -398,6 +411,15 @@ const CmTransition* RunCmAction(Id* id, const CmTransition& t, const CmMsg& m);
 void HandleMad(const uint8_t* buf, size_t len);
 // Retransmissions and timeouts that are due (the CM thread, every pass).
 void RunTimers();
+// Lingering DREQs (cm_linger.cc). LingerDreq: `id`, being destroyed with
+// its DREQ unanswered, leaves it to the CM. ResendLingeringDreqs: those due
+// by `now` go again (all of them when `all`); dropped when their retries
+// are spent. TakeLingeringDrep: a DREP for one of them (by our comm ID,
+// theirs and the peer's GID) ends it; false if it is none of them.
+constexpr size_t kMaxLingering = 4096;
+void LingerDreq(const Id* id);
+void ResendLingeringDreqs(Clock::time_point now, bool all);
+bool TakeLingeringDrep(uint32_t ours, uint32_t theirs, const ibv_gid& peer);
 // Listener bookkeeping: rdma_listen / rdma_destroy_id.
 void AddListener(Id* l, int backlog);
 void ReleaseListener(Id* l);

@@ -185,6 +185,7 @@ Clock::time_point NextCmDeadline() {
   Clock::time_point next = Clock::time_point::max();
   if (!g.timers.empty()) next = g.timers.begin()->first;
   if (!g.unclaimed.empty()) next = std::min(next, g.unclaimed.begin()->first + UnclaimedLifetime());
+  for (const Cm::LingeringDreq& d : g.lingering) next = std::min(next, d.next);
   return next;
 }
 
@@ -209,13 +210,25 @@ void SendRtu(Id* id) {
   SendMsg(id->sgid_index, id->dgid, r);
 }
 
-void SendDreq(Id* id, bool remember) {
+namespace {
+CmMsg Dreq(uint32_t local_comm_id, uint32_t remote_comm_id, uint32_t remote_qpn) {
   CmMsg m;
   m.attr = kAttrDreq;
-  m.local_comm_id = id->local_comm_id;
-  m.remote_comm_id = id->remote_comm_id;
-  m.qpn = id->remote_qpn;
-  SendMsg(id->sgid_index, id->dgid, m, remember ? id : nullptr);
+  m.local_comm_id = local_comm_id;
+  m.remote_comm_id = remote_comm_id;
+  m.qpn = remote_qpn;
+  return m;
+}
+}  // namespace
+
+void SendDreq(Id* id, bool remember) {
+  SendMsg(id->sgid_index, id->dgid, Dreq(id->local_comm_id, id->remote_comm_id, id->remote_qpn),
+          remember ? id : nullptr);
+}
+
+void SendDreqTo(int sgid_index, const ibv_gid& dgid, uint32_t local_comm_id, uint32_t remote_comm_id,
+                uint32_t remote_qpn) {
+  SendMsg(sgid_index, dgid, Dreq(local_comm_id, remote_comm_id, remote_qpn));
 }
 
 void SendOrDefer(Id* id, const CmMsg& m, Timer t, bool defer) {
@@ -628,10 +641,14 @@ void HandleMad(const uint8_t* buf, size_t len) {
       }
       OnConnectionMad(m, peer, m.remote_comm_id, m.local_comm_id);
       break;
+    case kAttrDrep:
+      // The answer to the DREQ of an id destroyed meanwhile (cm_linger.cc).
+      if (TakeLingeringDrep(m.remote_comm_id, m.local_comm_id, peer)) break;
+      OnConnectionMad(m, peer, m.remote_comm_id, m.local_comm_id);
+      break;
     case kAttrRep:
     case kAttrRtu:
-    case kAttrRej:
-    case kAttrDrep: OnConnectionMad(m, peer, m.remote_comm_id, m.local_comm_id); break;
+    case kAttrRej: OnConnectionMad(m, peer, m.remote_comm_id, m.local_comm_id); break;
     // SIDR_REP carries only our request ID (IBA 12.11.2): the peer address
     // is the rest of the match.
     case kAttrSidrRep: OnConnectionMad(m, peer, m.local_comm_id, 0); break;
@@ -642,6 +659,7 @@ void HandleMad(const uint8_t* buf, size_t len) {
 void RunTimers() {
   Cm& g = G();
   const auto now = Now();
+  ResendLingeringDreqs(now, /*all=*/false);
   // Only the due ones (Cm::timers is ordered by deadline). Each is taken
   // off the front before it is handled: handling re-arms it (later) or
   // stops it, and may stop or destroy nothing else.

@@ -209,7 +209,8 @@ std::string NetnsId() {
 // announces (the kernel's CM keeps retrying after the process is gone), so
 // an unanswered one is sent again every 30 ms, for at most ~300 ms
 // in all. (Seen: rping's server waiting forever at 10 % loss when the
-// client's DREQ and its one copy at exit were both dropped.)
+// client's DREQ and its one copy at exit were both dropped.) The DREQs of
+// ids destroyed before their DREP came (cm_linger.cc) go again with them.
 void DisconnectAllAtExit() {
   Cm& g = G();
   if (!g.started || g.exited) return;
@@ -228,14 +229,15 @@ void DisconnectAllAtExit() {
   }
   constexpr int kPassUs = 500;
   constexpr int kPassesPerRetry = 30 * 1000 / kPassUs;  // 30 ms
-  for (int i = 0; !told.empty() && i < 600; ++i) {
+  for (int i = 0; (!told.empty() || !g.lingering.empty()) && i < 600; ++i) {
     PollGsiCq();
-    bool unanswered = false;
+    bool unanswered = !g.lingering.empty();
     for (Id* id : told) unanswered |= id->st == St::kDreqSent;
     if (!unanswered && g.send_backlog.empty() && g.send_slots.done() >= g.send_slots.posted()) break;
     if (unanswered && i % kPassesPerRetry == kPassesPerRetry - 1) {
       for (Id* id : told)
         if (id->st == St::kDreqSent) SendDreq(id, /*remember=*/false);
+      ResendLingeringDreqs(Now(), /*all=*/true);
     }
     usleep(kPassUs);
   }

@@ -140,6 +140,9 @@ CMA_EXPORT int rdma_destroy_id(rdma_cm_id* cid) {
     const CmTransition* t = FindTransition(id->st, rc_conn ? CmEvent::kDestroy : CmEvent::kDestroyUd);
     if (t && t->action == CmAction::kSendDreqOnce) {
       SendDreq(id, /*remember=*/false);
+      LingerDreq(id);
+    } else if (id->st == St::kDreqSent) {
+      LingerDreq(id);  // rdma_disconnect's DREQ, not answered yet
     } else if (t && t->action == CmAction::kSendRej) {
       CmMsg m;
       if (rc_conn) {

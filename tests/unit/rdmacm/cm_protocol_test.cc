@@ -732,6 +732,63 @@ TEST_F(CmProtocolTest, DestroyTellsThePeer) {
   EXPECT_EQ(sent_[0].msg.attr, kAttrDreq);
 }
 
+// An id destroyed before the peer answered its DREQ (rdma_disconnect, then
+// rdma_destroy_id, as rping's client does before it exits) leaves the DREQ
+// to the CM, which sends it again until the DREP comes: a lost DREQ must
+// not leave the peer connected to nobody (the kernel's CM does the same
+// from TimeWait).
+TEST_F(CmProtocolTest, DestroyedIdsDreqGoesAgainUntilItsDrep) {
+  Id* id = Connecting();
+  Inject(FromPeer(kAttrRep, id));
+  ASSERT_EQ(rdma_establish(&id->id), 0);
+  while (NextEvent().type != -1) {
+  }
+  ASSERT_EQ(rdma_disconnect(&id->id), 0);
+  const CmMsg drep = FromPeer(kAttrDrep, id);
+  const uint32_t ours = id->local_comm_id;
+  sent_.clear();
+  ASSERT_EQ(rdma_destroy_id(&id->id), 0);
+  EXPECT_TRUE(sent_.empty());  // its DREQ went at rdma_disconnect
+
+  for (int i = 0; i < 2; ++i) {
+    AdvanceAndRunTimers(RetryMs());
+    ASSERT_EQ(sent_.size(), size_t(i + 1));
+    EXPECT_EQ(sent_[i].msg.attr, kAttrDreq);
+    EXPECT_EQ(sent_[i].msg.local_comm_id, ours);
+    EXPECT_EQ(sent_[i].msg.remote_comm_id, kPeerComm);
+    EXPECT_EQ(sent_[i].dst_ip, kPeerIp);
+  }
+  // A DREP from another address or for another connection ends nothing.
+  Inject(drep, kOtherIp);
+  CmMsg other = drep;
+  other.local_comm_id = kPeerComm + 1;
+  Inject(other);
+  AdvanceAndRunTimers(RetryMs());
+  EXPECT_EQ(sent_.size(), 3u);
+  // The DREP ends it.
+  Inject(drep);
+  const size_t before = sent_.size();
+  for (int i = 0; i < 3; ++i) AdvanceAndRunTimers(RetryMs());
+  for (size_t i = before; i < sent_.size(); ++i) EXPECT_NE(sent_[i].msg.attr, kAttrDreq);
+  EXPECT_TRUE(G().lingering.empty());
+}
+
+// With no DREP ever (the peer is gone), the DREQ goes SOFTRNIC_CM_RETRIES
+// times more, as a live id's would, and then the CM forgets it.
+TEST_F(CmProtocolTest, DestroyedIdsDreqStopsAfterItsRetries) {
+  Id* l = Listener();
+  Id* c = Accepted(l);
+  Inject(FromPeer(kAttrRtu, c));
+  sent_.clear();
+  ASSERT_EQ(rdma_destroy_id(&c->id), 0);  // connected: one DREQ now
+  ASSERT_EQ(sent_.size(), 1u);
+  EXPECT_EQ(sent_[0].msg.attr, kAttrDreq);
+  for (int i = 0; i < Retries() + 5; ++i) AdvanceAndRunTimers(RetryMs());
+  EXPECT_EQ(sent_.size(), size_t(1 + Retries()));
+  for (const Sent& s : sent_) EXPECT_EQ(s.msg.attr, kAttrDreq);
+  EXPECT_TRUE(G().lingering.empty());
+}
+
 // Every (state, MAD) pair the table has no row for leaves the id as it
 // was: same state, same timer, no event, nothing sent (the handlers consult
 // the table, there is no other path). Driven through HandleMad on an id put
