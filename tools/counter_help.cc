@@ -72,6 +72,8 @@ std::string CounterHelp(const std::string& name) {
       {"shm_rx_packets", "Packets read from this device's shared-memory rings."},
       {"shm_doorbells_sent", "Doorbell datagrams sent to wake a sleeping same-host peer."},
       {"shm_rx_doorbells", "Doorbell datagrams received."},
+      {"cq_events_inline",
+       "Completion events a blocked ibv_get_cq_event made itself and took without the channel's pipe."},
       {"shm_direct_ops",
        "One-sided operations done directly on a same-host peer's memory (the peer counts none)."},
       {"shm_direct_bytes", "Bytes moved by direct one-sided operations on same-host peers."},

@@ -29,7 +29,7 @@ int Device::CompletionChannelFd(const CompletionChannel* channel) const { return
 
 int Device::GetCqEvent(CompletionChannel* channel, void** cq_handle) {
   // Waits outside the lock: a blocking reader must not stall the engine.
-  if (int err = engine_->AwaitChannelEvent(channel->pipe.read_fd())) return err;
+  if (int err = engine_->AwaitChannelEvent(channel)) return err;
   SpinLock lock(engine_->mu_);
   if (channel->pending.empty()) return EIO;
   Cq* cq = channel->pending.front();

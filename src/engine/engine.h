@@ -124,8 +124,11 @@ class Engine {
   // --- Completion events (event_wait.cc) ---
   // A blocking ibv_get_cq_event: waits for the channel's event byte and,
   // meanwhile, for the packets that make completions, and runs passes
-  // itself. 0 once an event byte was read, else the errno.
-  int AwaitChannelEvent(int event_fd) EXCLUDES(mu_);
+  // itself. 0 once an event byte was read or an event this thread made was
+  // claimed (CompletionChannel::TakeUnsignaled), else the errno.
+  int AwaitChannelEvent(CompletionChannel* channel) EXCLUDES(mu_);
+  // A pass whose events for `channel` skip its pipe.
+  bool PollOnceForWaiterLocked(CompletionChannel* channel) REQUIRES(mu_);
 
   // --- Completion channels, CQs and SRQs (queue_tables.cc) ---
   // Add*: ENOMEM at the device's limit (the object stays the caller's, to

@@ -12,6 +12,10 @@
 // yet is never missed, and one it took leaves them quiet. Shared-memory
 // rings are seen through their doorbell, which peers ring while the
 // progress thread sleeps; when it is awake, it makes the event as before.
+// An event this thread's own pass makes is taken without the channel's
+// pipe (queues.h, CompletionChannel): on one core, where both ends of a
+// ping-pong block, its write, poll and read were three of the ten system
+// calls of a one-way trip.
 // A channel fd the application made non-blocking is only read (EAGAIN
 // when empty): its owner polls it, and a packet is not an event.
 #include <fcntl.h>
@@ -35,7 +39,15 @@ thread_local bool t_waits_for_events = false;
 
 bool Engine::ThreadWaitsForEvents() { return t_waits_for_events; }
 
-int Engine::AwaitChannelEvent(int event_fd) {
+bool Engine::PollOnceForWaiterLocked(CompletionChannel* channel) {
+  CompletionChannel::waiter_in_pass = channel;
+  const bool progressed = PollOnceLocked();
+  CompletionChannel::waiter_in_pass = nullptr;
+  return progressed;
+}
+
+int Engine::AwaitChannelEvent(CompletionChannel* channel) {
+  const int event_fd = channel->pipe.read_fd();
   const int flags = fcntl(event_fd, F_GETFL);
   if (flags < 0 || (flags & O_NONBLOCK)) return ReadEventByte(event_fd);
   t_waits_for_events = true;
@@ -45,20 +57,36 @@ int Engine::AwaitChannelEvent(int event_fd) {
   NoteAppActivity();
   for (;;) {
     Clock::time_point deadline;
+    bool refused_sleep = false;
+    bool look_again = false;  // the fd without blocking, then another pass
     {
       // Packets: a pass, as a polling application runs (PollCq); the lock
-      // is held for microseconds by whoever has it. Then, still under it,
-      // the sleep is announced to shared-memory peers (their doorbell), and
-      // refused if input arrived meanwhile (transport.h).
+      // is held for microseconds by whoever has it. An event it makes for
+      // this channel is this thread's at once (queues.h). Then, still under
+      // the lock, the sleep is announced to shared-memory peers (their
+      // doorbell), and refused if input arrived meanwhile (transport.h).
       SpinLock lock(mu_);
-      if (PollOnceLocked() || !transport_->PrepareToSleep()) {
-        transport_->WokeUp();
-        if (poll(fds, 1, 0) > 0) return ReadEventByte(event_fd);
-        continue;
+      const bool progressed = PollOnceForWaiterLocked(channel);
+      if (channel->TakeUnsignaled()) {
+        ++stats_.cq_events_inline;
+        return 0;
       }
-      // The timers (retransmission, deferred ACKs) are this thread's too
-      // while it blocks: the progress thread leaves the work to it.
-      deadline = NextDeadlineLocked();
+      if (progressed) {
+        look_again = true;
+      } else if (!transport_->PrepareToSleep()) {
+        refused_sleep = look_again = true;
+      } else {
+        // The timers (retransmission, deferred ACKs) are this thread's too
+        // while it blocks: the progress thread leaves the work to it.
+        deadline = NextDeadlineLocked();
+      }
+    }
+    // Every PrepareToSleep has its WokeUp (transport.h), and only those: one
+    // more would count off a sleeper that never announced itself.
+    if (refused_sleep) transport_->WokeUp();
+    if (look_again) {
+      if (poll(fds, 1, 0) > 0) return ReadEventByte(event_fd);
+      continue;
     }
     timespec timeout;
     blocked_waiters_.fetch_add(1, std::memory_order_relaxed);

@@ -4,11 +4,23 @@
 
 namespace softrnic::engine {
 
+thread_local const CompletionChannel* CompletionChannel::waiter_in_pass = nullptr;
+
 void CompletionChannel::Notify(Cq* cq) {
   pending.push_back(cq);
+  if (waiter_in_pass == this) {
+    ++unsignaled;  // taken by this thread before the lock goes (TakeUnsignaled)
+    return;
+  }
   // A full pipe (64 KiB of unread events) cannot happen while each armed CQ
   // produces at most one event per ibv_req_notify_cq.
   pipe.Signal();
+}
+
+bool CompletionChannel::TakeUnsignaled() {
+  if (unsignaled == 0) return false;
+  for (--unsignaled; unsignaled > 0; --unsignaled) pipe.Signal();
+  return true;
 }
 
 bool Cq::Push(const Completion& c, bool solicited) {

@@ -43,14 +43,29 @@ class Cq;
 
 // A pipe carrying one byte per event plus the queue of CQs the bytes stand
 // for; readers honour O_NONBLOCK on the read end because they read() it.
+//
+// An event made by the very thread that waits for it (a blocking
+// ibv_get_cq_event running the engine's pass itself, event_wait.cc) skips
+// the pipe: that thread takes it at once, under the same lock hold, so the
+// byte's write, poll and read (three system calls per event) buy nothing.
+// Invariant: bytes in the pipe plus bytes and takes claimed by readers not
+// yet popped == pending.size() - unsignaled.
 class CompletionChannel {
  public:
   bool ok() const { return pipe.ok(); }
   void Notify(Cq* cq);
+  // Claims one event made without its byte, for the waiting thread; any
+  // more such events get their bytes now (other readers must see them).
+  bool TakeUnsignaled();
 
   EventPipe pipe;
   std::deque<Cq*> pending;
   int users = 0;
+  // Events in `pending` whose byte was not written (see above).
+  uint32_t unsignaled = 0;
+  // The channel whose waiter is running a pass on this thread (set around
+  // that pass only): its events are taken without the pipe.
+  static thread_local const CompletionChannel* waiter_in_pass;
 };
 
 // The engine's own queue memory.

@@ -63,6 +63,9 @@ struct EngineStats {
   uint64_t acks_piggybacked = 0;       // sent together with a request of the same QP
   uint64_t acks_delay_expired = 0;     // waited the whole delay, then sent alone
   uint64_t posts_batched = 0;          // posts whose packets waited for a later flush
+  // Completion events a thread blocked in ibv_get_cq_event made in its own
+  // pass and took without the channel's pipe (event_wait.cc).
+  uint64_t cq_events_inline = 0;
   // One-sided operations done directly on a same-host peer's memory
   // (shm_direct.cc): they send no packet, so only these show them. Counted
   // by the requester that executed them (the target's CPU takes no part,

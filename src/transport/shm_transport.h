@@ -79,6 +79,9 @@ class ShmTransport final : public Transport, public PeerMemory {
   // `sleeping` flag stays up until the last of them wakes (sleepers_).
   bool PrepareToSleep() override;
   void WokeUp() override;
+  // Threads between a PrepareToSleep and their WokeUp now (0 when nobody
+  // sleeps: each PrepareToSleep has exactly one WokeUp).
+  int sleepers() const { return sleepers_.load(std::memory_order_relaxed); }
   // A full ring is drained by another process's (or device's) engine that
   // runs now or was just woken by the doorbell: worth waiting for, like a
   // lossless link (RoCE expects PFC), rather than dropping UC messages.

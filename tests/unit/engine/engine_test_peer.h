@@ -46,6 +46,11 @@ class EngineTestPeer {
     return e.app_owns_packets_.load(std::memory_order_relaxed);
   }
   static const MrTable& mr_table(const Engine& e) { return e.mr_table_; }
+  static transport::Transport& transport(Engine& e) { return *e.transport_; }
+  // How many times a thread blocked in AwaitChannelEvent (event_wait.cc).
+  static uint64_t WaiterBlocks(const Engine& e) {
+    return e.waiter_blocks_.load(std::memory_order_relaxed);
+  }
   static const EngineStats& stats(const Engine& e) { return e.stats_; }
   static const transport::Transport& transport(const Engine& e) { return *e.transport_; }
   // Packets in flight per destination (dest_window.h), and a smaller budget

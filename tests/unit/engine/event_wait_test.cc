@@ -4,6 +4,7 @@
 // with the receiving device's progress thread stopped: only the waiter can
 // then turn the arriving SEND into a completion and an event.
 #include <fcntl.h>
+#include <poll.h>
 
 #include <atomic>
 #include <chrono>
@@ -12,6 +13,7 @@
 
 #include "engine_test_peer.h"
 #include "rc_pair.h"
+#include "transport/shm_transport.h"
 
 namespace softrnic::engine::testing {
 namespace {
@@ -33,6 +35,20 @@ void OpenToChannelSide(Side& a, ChannelSide& b, const QpOptions& o) {
   SetupChannelSide(b, MakeDevice(1), o);
   Connect(a, b.side, o);
   Connect(b.side, a, o);
+}
+
+// Whether the channel's fd polls readable (an event byte is in its pipe).
+bool Readable(const ChannelSide& c) {
+  pollfd p{c.side.dev->CompletionChannelFd(c.channel), POLLIN, 0};
+  return poll(&p, 1, 0) == 1;
+}
+
+// Posts a 64-byte SEND from `from` to `to` (a receive posted for it first).
+void PostSendTo(Side& from, Side& to, uint64_t id) {
+  Sge recv = SgeOf(to, 4096, 64);
+  ASSERT_EQ(to.dev->PostRecv(to.qp, RecvWr{id, {&recv, 1}}), 0);
+  Sge send = SgeOf(from, 0, 64);
+  ASSERT_EQ(from.dev->PostSend(from.qp, MakeWr(WrOpcode::kSend, id, {&send, 1})), 0);
 }
 
 TEST(EventWait, BlockedWaiterMakesItsOwnEventWithoutTheProgressThread) {
@@ -68,6 +84,10 @@ TEST(EventWait, BlockedWaiterMakesItsOwnEventWithoutTheProgressThread) {
     const auto [rc, handle] = waiter.get();
     ASSERT_EQ(rc, 0);
     EXPECT_EQ(handle, &b.side);
+    // Made by the waiter's own pass, so taken without the pipe: no byte
+    // went through it, and none is left behind.
+    EXPECT_EQ(StatsOf(*b.side.dev).cq_events_inline, uint64_t(round + 1));
+    EXPECT_FALSE(Readable(b));
     b.side.dev->AckCqEvents(b.side.cq, 1);
 
     Completion wc[2];
@@ -236,6 +256,123 @@ TEST(EventWait, OverSharedMemoryOnlyQpsOnChannelsDelayTheirAcks) {
   };
   EXPECT_EQ(acks_carried(false), 0u);
   EXPECT_GT(acks_carried(true), 0u);
+}
+
+// Two events the waiter's one pass makes for its channel (two CQs on it):
+// it takes one, and the other is in the pipe for whoever reads the channel
+// next, as if the progress thread had made both.
+TEST(EventWait, SecondEventOfTheWaitersPassGoesThroughThePipe) {
+  const QpOptions o;
+  Side a1, a2;
+  ChannelSide b1, b2;
+  SetupSide(a1, MakeDevice(0), o);
+  SetupSide(a2, a1.dev, o);
+  SetupChannelSide(b1, MakeDevice(1), o);
+  b2.channel = b1.channel;
+  SetupSide(b2.side, b1.side.dev, o, b2.channel);
+  Connect(a1, b1.side, o);
+  Connect(b1.side, a1, o);
+  Connect(a2, b2.side, o);
+  Connect(b2.side, a2, o);
+  Device& dev = *b1.side.dev;
+  dev.engine().StopProgressThread();
+  ASSERT_EQ(dev.ArmCq(b1.side.cq, false), 0);
+  ASSERT_EQ(dev.ArmCq(b2.side.cq, false), 0);
+  // Both SENDs are on their way (in b's socket, ring or receive queue)
+  // before anything of b runs: one pass takes both.
+  const auto moved = [](Device& d) {
+    const EngineStats s = StatsOf(d);
+    return s.tx_packets + s.shm_direct_send_ops;
+  };
+  const uint64_t before = moved(*a1.dev);
+  PostSendTo(a1, b1.side, 1);
+  PostSendTo(a2, b2.side, 2);
+  for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+       moved(*a1.dev) < before + 2 && std::chrono::steady_clock::now() < until;)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_GE(moved(*a1.dev), before + 2);
+
+  void* first = nullptr;
+  ASSERT_EQ(dev.GetCqEvent(b1.channel, &first), 0);
+  EXPECT_EQ(StatsOf(dev).cq_events_inline, 1u);
+  EXPECT_TRUE(Readable(b1));
+  void* second = nullptr;
+  ASSERT_EQ(dev.GetCqEvent(b1.channel, &second), 0);
+  EXPECT_FALSE(Readable(b1));
+  EXPECT_EQ(StatsOf(dev).cq_events_inline, 1u);
+  EXPECT_NE(first, second);
+  EXPECT_TRUE((first == &b1.side && second == &b2.side) || (first == &b2.side && second == &b1.side));
+  dev.AckCqEvents(b1.side.cq, 1);
+  dev.AckCqEvents(b2.side.cq, 1);
+  dev.engine().StartProgressThread();
+  EXPECT_EQ(PollN(a1, 1).size(), 1u);
+  EXPECT_EQ(PollN(a2, 1).size(), 1u);
+}
+
+// A waiter whose pass did work but made no event for its channel passes
+// again without announcing a sleep, so it must not count a sleeper off
+// either. It did: the shared-memory transport's sleeper count went
+// negative, and from then on an application thread that read a doorbell
+// put the `sleeping` flag up again, so every later packet of the peer rang
+// a doorbell (a system call on each side) while nobody slept.
+TEST(EventWait, AWaiterThatPassesAgainLeavesNoSleeperBehind) {
+  if (TransportIsUdp()) GTEST_SKIP() << "doorbells are a shared-memory matter";
+  const QpOptions o;
+  Side a1, a2, x;
+  ChannelSide w;
+  SetupSide(a1, MakeDevice(0), o);
+  SetupSide(a2, a1.dev, o);
+  SetupChannelSide(w, MakeDevice(1), o);
+  SetupSide(x, w.side.dev, o);  // a QP of the same device, no channel
+  Connect(a1, w.side, o);
+  Connect(w.side, a1, o);
+  Connect(a2, x, o);
+  Connect(x, a2, o);
+  Device& dev = *w.side.dev;
+  dev.engine().StopProgressThread();
+
+  // The waiter's passes complete x's receives: work, but no event for it.
+  ASSERT_EQ(dev.ArmCq(w.side.cq, false), 0);
+  auto waiter = std::async(std::launch::async, [&] {
+    void* handle = nullptr;
+    return dev.GetCqEvent(w.channel, &handle);
+  });
+  // Each SEND wakes the blocked waiter, whose pass completes it and who
+  // then blocks again.
+  const auto blocked_again = [&](uint64_t after) {
+    for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+         std::chrono::steady_clock::now() < until;)
+      if (EngineTestPeer::WaiterBlocks(dev.engine()) > after) return true;
+    return false;
+  };
+  ASSERT_TRUE(blocked_again(0));
+  for (int i = 0; i < 20; ++i) {
+    const uint64_t blocks = EngineTestPeer::WaiterBlocks(dev.engine());
+    PostSendTo(a2, x, uint64_t(i));
+    ASSERT_EQ(PollN(a2, 1).size(), 1u);
+    ASSERT_TRUE(blocked_again(blocks));
+  }
+  PostSendTo(a1, w.side, 100);
+  ASSERT_EQ(waiter.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  ASSERT_EQ(waiter.get(), 0);
+  dev.AckCqEvents(w.side.cq, 1);
+  ASSERT_EQ(PollN(a1, 1).size(), 1u);
+
+  // Nobody of w's device sleeps now (no progress thread, no waiter), and
+  // its transport counts nobody; a peer whose application polls then
+  // needs no doorbell.
+  auto* shm = dynamic_cast<transport::ShmTransport*>(&EngineTestPeer::transport(dev.engine()));
+  ASSERT_NE(shm, nullptr);
+  EXPECT_EQ(shm->sleepers(), 0);
+  PollN(x, 20);
+  const uint64_t rung = TransportCountersOf(*a2.dev).doorbells_sent;
+  for (int i = 0; i < 50; ++i) {
+    PostSendTo(a2, x, uint64_t(200 + i));
+    ASSERT_EQ(PollN(x, 1).size(), 1u);
+    ASSERT_EQ(PollN(a2, 1).size(), 1u);
+  }
+  EXPECT_EQ(TransportCountersOf(*a2.dev).doorbells_sent - rung, 0u);
+  dev.engine().StartProgressThread();
 }
 
 // A channel fd the application made non-blocking is only read: no event
