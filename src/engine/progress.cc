@@ -32,13 +32,14 @@ namespace {
 // Each check is a wake-up, and on 2 CPUs with two polling applications
 // every wake-up preempts one of them for several microseconds: with checks
 // every 500 us, ~2,000 per second per process set the p99.9 of
-// ib_write_lat (15 us against a 0.22 us median; session 26). Every 4 ms
-// they are ~250 per second, at the price of up to 4 ms before this thread
-// takes packets that an application that stopped polling without arming
-// a CQ leaves in the rings (most same-host operations make none: the
-// direct paths of shm_direct*.cc).
+// ib_write_lat (15 us against a 0.22 us median; session 26). At 4 ms the
+// p99.9 fell to ~2 us, but ibv_rc_pingpong -e on one core went from 9 to
+// 14 us a round trip: some of its wake-ups still come from this thread's
+// checks (a doorbell missed in the instant another sleeper wakes,
+// ShmTransport::WokeUp), and those waited up to 4 ms. Kept at 500 us
+// until that gap is closed (bench/findings.md, session 26).
 constexpr auto kAppPollingWindow = std::chrono::nanoseconds(20000);
-constexpr auto kShmMaxPollingWindow = std::chrono::nanoseconds(4000000);
+constexpr auto kShmMaxPollingWindow = std::chrono::nanoseconds(500000);
 constexpr auto kTimerCheckInterval = std::chrono::microseconds(50);
 // How much later than due the timers may run while received packets are
 // still waiting (PollOnceLocked says why).
