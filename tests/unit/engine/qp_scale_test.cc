@@ -4,6 +4,7 @@
 // its retransmission timer runs leaves no dangling entry behind (ASan
 // would report the next pass's use of it). Speed is measured by
 // bench/scale/qp_scale, not here.
+#include <algorithm>
 #include <vector>
 
 #include "rc_pair.h"
@@ -26,6 +27,69 @@ TEST_F(RcPairTest, ThousandsOfIdleQpsBesideAWorkingPair) {
   }
   for (int i = 0; i < 32; ++i) WriteAndCheck(a_, b_, 4096, 512, 30 + i);
   for (Qp* qp : idle) EXPECT_EQ(a_.dev->DestroyQp(qp), 0);
+}
+
+// Issue 17 ("QPs per device"): 100,000 RC QPs in one process, connected in
+// pairs (50,000 on each of the fixture's two devices, QP i of A with QP i
+// of B), and every pair used: each A-side QP writes its own 8-byte value
+// into B's memory and the value is checked. Signalled in batches that the
+// CQ holds. Not timed (bench/scale/qp_scale measures the cost).
+TEST_F(RcPairTest, AHundredThousandQpsConnectedInPairsAllMoveData) {
+  QpOptions o;
+  o.max_wr = 1;
+  o.max_sge = 1;
+  o.max_inline = 0;
+  Open(o);
+  constexpr int kPairs = 50000;
+  constexpr int kBatch = 256;
+  const auto shallow = [](const Side& s, Qp* qp) {
+    Side out;  // the device, PD, CQ and MR of `s`, with its own QP
+    out.dev = s.dev;
+    out.pd = s.pd;
+    out.cq = s.cq;
+    out.mr = s.mr;
+    out.qp = qp;
+    return out;
+  };
+  std::vector<Side> as, bs;
+  as.reserve(kPairs);
+  bs.reserve(kPairs);
+  for (int i = 0; i < kPairs; ++i) {
+    Qp* qa = nullptr;
+    Qp* qb = nullptr;
+    QpCaps ca{1, 1, 1, 1, 0}, cb{1, 1, 1, 1, 0};
+    ASSERT_EQ(a_.dev->CreateQp(a_.pd, QpType::kRc, a_.cq, a_.cq, nullptr, &ca, false, nullptr, &qa), 0)
+        << "A's QP " << i;
+    ASSERT_EQ(b_.dev->CreateQp(b_.pd, QpType::kRc, b_.cq, b_.cq, nullptr, &cb, false, nullptr, &qb), 0)
+        << "B's QP " << i;
+    as.push_back(shallow(a_, qa));
+    bs.push_back(shallow(b_, qb));
+    Connect(as.back(), bs.back(), o);
+    Connect(bs.back(), as.back(), o);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+  uint64_t* src = reinterpret_cast<uint64_t*>(a_.buf.data());
+  const uint64_t* dst = reinterpret_cast<const uint64_t*>(b_.buf.data());
+  for (int first = 0; first < kPairs; first += kBatch) {
+    const int n = std::min(kBatch, kPairs - first);
+    for (int k = 0; k < n; ++k) {
+      const uint64_t value = 0x5ca1e00000000000ull + uint64_t(first + k);
+      src[k] = value;
+      Sge sge{reinterpret_cast<uint64_t>(&src[k]), 8, a_.dev->MrLkey(a_.mr)};
+      ASSERT_EQ(a_.dev->PostSend(as[first + k].qp, MakeWr(WrOpcode::kRdmaWrite, uint64_t(first + k), {&sge, 1},
+                                                         Addr(b_, 8 * size_t(k)), b_.dev->MrRkey(b_.mr))),
+                0)
+          << "pair " << first + k;
+    }
+    const auto done = PollN(a_, size_t(n), std::chrono::milliseconds(60000));
+    ASSERT_EQ(done.size(), size_t(n)) << "batch from pair " << first;
+    for (const Completion& c : done) EXPECT_EQ(c.status, WcStatus::kSuccess);
+    for (int k = 0; k < n; ++k) ASSERT_EQ(dst[k], 0x5ca1e00000000000ull + uint64_t(first + k)) << "pair " << first + k;
+  }
+  for (int i = 0; i < kPairs; ++i) {
+    EXPECT_EQ(a_.dev->DestroyQp(as[size_t(i)].qp), 0);
+    EXPECT_EQ(b_.dev->DestroyQp(bs[size_t(i)].qp), 0);
+  }
 }
 
 // A third QP on A's device sends to a QP of B's that stays in RESET, which
