@@ -41,6 +41,15 @@ constexpr std::array kVariables = {
              "`0`: one socket per address instead of a `SO_REUSEPORT` pair whose second socket "
              "receives RC responses (docs/engine.md, progress); for comparisons",
              "transport"},
+    Variable{"SOFTRNIC_HOST_NIC", Kind::kFlag, "1", "0|1",
+             "`1`: with automatic binding, every process of this user shares the host's "
+             "addresses at the port through the host NIC daemon `softrnic-nicd`, which steers "
+             "each packet to its process by destination QPN, as an RNIC does; `0`: the first "
+             "process owns them and later ones get only their loopback address (docs/host-nic.md)",
+             "transport"},
+    Variable{"SOFTRNIC_NICD", Kind::kText, "`softrnic-nicd` beside the library", "a path",
+             "The host NIC daemon's executable, started when none runs (docs/host-nic.md)",
+             "transport"},
     // --- Wire: packet formats (src/wire) ---
     Variable{"SOFTRNIC_CRC", Kind::kChoice, "auto", "auto|avx|sse|isal",
              "Which ISA-L CRC-32 kernel computes the ICRC (docs/wire.md): `auto` is `avx` where the "

@@ -134,6 +134,11 @@ std::optional<transport::ShmPathVerdict> Device::ExplainPath(const Gid& dst) {
 bool Device::shared_memory() const { return engine_->peer_memory() != nullptr; }
 bool Device::direct_operations() const { return engine_->shm_direct() != nullptr; }
 uint16_t Device::udp_port() const { return engine_->udp_port(); }
+int Device::host_nic_lane() const { return engine_->qpn_lane(); }
+int Device::ClaimCmService(uint16_t port_space, uint16_t port, bool claim) {
+  SpinLock lock(engine_->mu_);
+  return engine_->ClaimCmServiceLocked(port_space, port, claim);
+}
 
 const std::string& Device::name() const { return engine_->name(); }
 const DeviceAttr& Device::attr() const { return engine_->attr(); }

@@ -303,6 +303,11 @@ class Device {
   // Whether the transport has a shared-memory path at all.
   bool shared_memory() const;
   uint16_t udp_port() const;
+  // The host NIC (docs/host-nic.md): the lane of this device's QPNs, which
+  // rdma_cm also puts in the top byte of its comm IDs, or -1 without one;
+  // and the claim of an rdma_cm service (Transport::ClaimCmService).
+  int host_nic_lane() const;
+  int ClaimCmService(uint16_t port_space, uint16_t port, bool claim);
 
   // A consistent snapshot of the engine's and the transport's counters.
   EngineStats stats() const;

@@ -69,6 +69,11 @@ class Engine {
   uint16_t udp_port() const { return udp_port_; }
   // The transport's peer memory capability (null without shared memory).
   transport::PeerMemory* peer_memory() const { return peer_memory_; }
+  // The host NIC lane (Transport::qpn_lane; fixed at creation, so no lock).
+  int qpn_lane() const { return transport_->qpn_lane(); }
+  int ClaimCmServiceLocked(uint16_t port_space, uint16_t port, bool claim) REQUIRES(mu_) {
+    return transport_->ClaimCmService(port_space, port, claim);
+  }
   // Direct one-sided operations on same-host peers (null when off).
   const ShmDirect* shm_direct() const { return shm_direct_.get(); }
 

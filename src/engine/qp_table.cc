@@ -18,13 +18,28 @@ namespace softrnic::engine {
 // process off the QPNs its previous incarnation's peers may still send to.
 // Skips QP0 and QP1 (the special SMI and GSI QPs), 0xFFFFFF (the multicast
 // destination QPN), and QPNs live or lingering (Engine::StartLinger).
+// With a host NIC lane (docs/host-nic.md) the top byte is the lane and the
+// other 16 bits are random: the host's shared port steers by that byte.
+// 0 when the lane has no free QPN left.
 uint32_t Engine::FreshQpnLocked() const {
-  for (;;) {
-    const uint32_t qpn = SecureRandom32() & wire::kQpnMask;
-    if (qpn < 2 || qpn == kMulticastQpn) continue;
-    if (qps_.contains(qpn) || IsLingering(qpn)) continue;
-    return qpn;
+  const int lane = transport_->qpn_lane();
+  const uint32_t mask = lane < 0 ? wire::kQpnMask : 0xFFFFu;
+  const uint32_t top = lane < 0 ? 0 : static_cast<uint32_t>(lane) << 16;
+  auto usable = [&](uint32_t qpn) {
+    return qpn >= 2 && qpn != kMulticastQpn && !qps_.contains(qpn) && !IsLingering(qpn);
+  };
+  // Random draws; a lane nearly full is searched in order from a random
+  // point instead of drawing forever.
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    const uint32_t qpn = top | (SecureRandom32() & mask);
+    if (usable(qpn)) return qpn;
   }
+  const uint32_t start = SecureRandom32() & mask;
+  for (uint32_t i = 0; i <= mask; ++i) {
+    const uint32_t qpn = top | ((start + i) & mask);
+    if (usable(qpn)) return qpn;
+  }
+  return 0;
 }
 
 int Engine::AddQpLocked(std::unique_ptr<Qp>& qp, uint32_t fixed_qpn) {
@@ -34,6 +49,7 @@ int Engine::AddQpLocked(std::unique_ptr<Qp>& qp, uint32_t fixed_qpn) {
     qp->qpn = fixed_qpn;
   } else {
     qp->qpn = FreshQpnLocked();
+    if (qp->qpn == 0) return ENOMEM;
   }
   if (qp->pd) ++qp->pd->users;
   if (qp->send_cq) ++qp->send_cq->users;

@@ -220,6 +220,10 @@ struct Cm {
   std::vector<uint32_t> gid_ip;  // host-order IPv4 per GID index (0: none)
   std::vector<ibv_gid> gid6;     // IPv6 GID per GID index (zero: none or IPv4)
   int loop_idx = -1;
+  // The device's host NIC lane (docs/host-nic.md), the top byte of every
+  // comm ID drawn here so that MADs to the host's shared addresses are
+  // steered to this process; -1: none.
+  int lane = -1;
   std::map<std::pair<int, std::string>, ibv_ah*> ahs;
   std::unordered_map<uint32_t, Id*> by_comm;         // our comm ID -> id
   std::map<PeerKeyT, Id*> by_peer;                   // PeerKey -> passive id

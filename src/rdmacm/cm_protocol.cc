@@ -194,6 +194,7 @@ uint32_t NewCommId(Id* id) {
   uint32_t c;
   do {
     c = SecureRandom32();
+    if (g.lane >= 0) c = (static_cast<uint32_t>(g.lane) << 24) | (c & 0xFFFFFF);
   } while (c == 0 || g.by_comm.count(c));
   g.by_comm[c] = id;
   id->local_comm_id = c;

@@ -269,6 +269,7 @@ int StartLocked() {
   g.ctx = ibv_open_device(list[0]);
   ibv_free_device_list(list);
   if (!g.ctx) return fail("ibv_open_device");
+  g.lane = softrnic_cm_lane(g.ctx);
   ibv_port_attr pa{};
   int tbl = 16;
   if (ibv_query_port(g.ctx, 1, &pa) == 0 && pa.gid_tbl_len > 0) tbl = pa.gid_tbl_len;

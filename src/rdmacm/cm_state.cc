@@ -159,13 +159,27 @@ bool RegRead(int ps, uint16_t port, long* pid, uint32_t* ip) {
   return true;
 }
 
+// A listener is also claimed at the host NIC (docs/host-nic.md), so that
+// REQs arriving at the host's shared addresses reach this process.
 int RegAdd(int ps, uint16_t port) {
   Cm& g = G();
+  if (g.ctx != nullptr && g.lane >= 0) {
+    const int rc = softrnic_claim_cm_service(g.ctx, static_cast<uint16_t>(ps), port, 1);
+    if (rc == EADDRINUSE) return rc;
+  }
   if (g.loop_idx < 0) return 0;  // nothing to publish (explicit SOFTRNIC_BIND)
-  return Registry().Add(g.netns, ps, port, g.gid_ip[g.loop_idx]);
+  const int rc = Registry().Add(g.netns, ps, port, g.gid_ip[g.loop_idx]);
+  if (rc != 0 && g.ctx != nullptr && g.lane >= 0)
+    (void)softrnic_claim_cm_service(g.ctx, static_cast<uint16_t>(ps), port, 0);
+  return rc;
 }
 
-void RegRemove(int ps, uint16_t port) { Registry().Remove(G().netns, ps, port); }
+void RegRemove(int ps, uint16_t port) {
+  Cm& g = G();
+  if (g.ctx != nullptr && g.lane >= 0)
+    (void)softrnic_claim_cm_service(g.ctx, static_cast<uint16_t>(ps), port, 0);
+  Registry().Remove(g.netns, ps, port);
+}
 
 // ---------------------------------------------------------------- devices
 ibv_pd* DefaultPd(ibv_context* ctx) {

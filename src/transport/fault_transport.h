@@ -53,6 +53,10 @@ class FaultTransport final : public Transport {
   void LeaveMulticast(const Gid& group) override { inner_->LeaveMulticast(group); }
   uint32_t max_multicast_groups() const override { return inner_->max_multicast_groups(); }
   uint32_t link_mtu() const override { return inner_->link_mtu(); }
+  int qpn_lane() const override { return inner_->qpn_lane(); }
+  int ClaimCmService(uint16_t port_space, uint16_t port, bool claim) override {
+    return inner_->ClaimCmService(port_space, port, claim);
+  }
   uint32_t inflight_budget_bytes() const override { return inner_->inflight_budget_bytes(); }
   bool batching_saves_syscalls() const override { return inner_->batching_saves_syscalls(); }
   bool delayed_acks_save_wakeups() const override { return inner_->delayed_acks_save_wakeups(); }

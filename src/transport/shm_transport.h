@@ -97,6 +97,10 @@ class ShmTransport final : public Transport, public PeerMemory {
   void LeaveMulticast(const Gid& group) override { udp_->LeaveMulticast(group); }
   uint32_t max_multicast_groups() const override { return udp_->max_multicast_groups(); }
   uint32_t link_mtu() const override { return udp_->link_mtu(); }
+  int qpn_lane() const override { return udp_->qpn_lane(); }
+  int ClaimCmService(uint16_t port_space, uint16_t port, bool claim) override {
+    return udp_->ClaimCmService(port_space, port, claim);
+  }
   uint32_t inflight_budget_bytes() const override { return udp_->inflight_budget_bytes(); }
 
   // While shared-memory traffic is possible, a ring push costs no system

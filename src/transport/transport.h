@@ -231,6 +231,23 @@ class Transport {
   // set up alike. A wrapping transport reports the inner one's.
   virtual uint32_t inflight_budget_bytes() const { return 0; }
 
+  // --- The host NIC (docs/host-nic.md) ---
+  // The lane the host NIC daemon gave this device, the top byte of every
+  // QPN (and rdma_cm comm ID) it may hand out, by which the host's shared
+  // port steers packets to this process; -1: the device owns its addresses
+  // itself and any 24-bit QPN will do. A wrapping transport reports the
+  // inner one's.
+  virtual int qpn_lane() const { return -1; }
+  // Asks that CM REQs for rdma_cm's (port space, port) arriving at the
+  // host's shared addresses reach this process (claim) or no longer do.
+  // 0 (also when there is no host NIC: the device's own addresses need no
+  // steering), EADDRINUSE (another process of the host listens there), or
+  // the errno of the exchange with the daemon.
+  virtual int ClaimCmService(uint16_t port_space, uint16_t port, bool claim) {
+    (void)port_space, (void)port, (void)claim;
+    return 0;
+  }
+
   // --- Capabilities (null: not offered) ---
   // Same-host peers' memory for direct one-sided operations (peer_memory.h).
   virtual PeerMemory* peer_memory() { return nullptr; }
@@ -264,6 +281,13 @@ struct UdpConfig {
   // side's RC requests from softrnic peers arrive apart from requests.
   // SOFTRNIC_REPLY_SOCKET=0 turns it off.
   bool reply_sockets = true;
+  // The host NIC (docs/host-nic.md): with automatic binding at a fixed
+  // port, the host's addresses are shared with the user's other processes
+  // through nicd, which steers by QPN. SOFTRNIC_HOST_NIC=0 turns it off
+  // (then the first process owns them, as before); SOFTRNIC_NICD names
+  // the daemon's executable ("": beside the library).
+  bool host_nic = true;
+  std::string nicd_path;
 };
 
 // Reads SOFTRNIC_BIND, SOFTRNIC_PORT, SOFTRNIC_FAULTS, SOFTRNIC_GSO and

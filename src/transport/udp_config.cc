@@ -96,6 +96,8 @@ UdpConfig UdpConfigFromEnvironment(const config::Environment& env) {
   }
   config.segmentation = env.Flag("SOFTRNIC_GSO");
   config.reply_sockets = env.Flag("SOFTRNIC_REPLY_SOCKET");
+  config.host_nic = env.Flag("SOFTRNIC_HOST_NIC");
+  config.nicd_path = env.Raw("SOFTRNIC_NICD") ? env.Text("SOFTRNIC_NICD") : "";
   return config;
 }
 

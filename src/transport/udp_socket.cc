@@ -16,7 +16,9 @@
 #include <vector>
 
 #include "common/secure_random.h"
+#include "log/log.h"
 #include "transport/endpoint_claim.h"
+#include "transport/host_nic/client.h"
 #include "transport/udp_transport.h"
 #include "wire/opcode.h"
 
@@ -73,6 +75,8 @@ void SetBuffer(int fd, int force_option, int option) {
   if (setsockopt(fd, SOL_SOCKET, force_option, &bytes, sizeof(bytes)) == 0) return;
   (void)setsockopt(fd, SOL_SOCKET, option, &bytes, sizeof(bytes));
 }
+
+}  // namespace
 
 // Opens and binds one socket. Returns 0 or the errno of the failing call, and
 // a message in *error.
@@ -132,6 +136,8 @@ int OpenSocket(const LocalAddress& address, uint16_t port, bool gro, bool reusep
   return 0;
 }
 
+namespace {
+
 // The steering program of an endpoint's reuseport group: index 1 (the reply
 // socket) for RC responses, index 0 otherwise. The program sees the UDP
 // payload, i.e. the BTH, at offset 0; a datagram too short to load from
@@ -185,7 +191,9 @@ void EnlargeSocketBuffers(int fd) {
 
 bool OpenEndpoints(const UdpConfig& config,
                    const std::function<bool(const EndpointSockets&, std::string*)>& add,
-                   std::string* error) {
+                   int* lane, int* control_fd, std::string* error) {
+  *lane = -1;
+  *control_fd = -1;
   if (!config.bind_addresses.empty()) {
     const std::vector<LocalAddress> host = HostAddresses();
     std::vector<Gid> seen;
@@ -208,11 +216,37 @@ bool OpenEndpoints(const UdpConfig& config,
 
   size_t sockets = 0;
   const std::vector<LocalAddress> host = HostAddresses();
+  // The host NIC: the host's addresses shared with the user's other
+  // processes, steered by QPN (docs/host-nic.md).
+  std::optional<host_nic::ClientLease> lease;
+  if (config.host_nic && config.port != 0 && config.reply_sockets) {
+    std::string why;
+    lease = host_nic::AcquireLease(config.port, config.nicd_path, &why);
+    if (!lease) {
+      SOFTRNIC_LOG(kInfo, "host NIC unavailable (%s): binding the host's addresses alone",
+                   why.c_str());
+    } else if (lease->endpoints.empty()) {
+      close(lease->control_fd);  // nothing to serve here: nicd got no address
+      lease.reset();
+    } else {
+      *lane = lease->lane;
+      *control_fd = lease->control_fd;
+    }
+  }
+  auto add_leased = [&](bool ipv4) {
+    for (const EndpointSockets& e : lease->endpoints) {
+      if (e.main.endpoint.gid.IsV4Mapped() != ipv4) continue;
+      if (!add(e, error)) return false;
+      sockets += e.reply.fd >= 0 ? 2 : 1;
+    }
+    return true;
+  };
   // Automatic: host addresses whose port is free (a taken one belongs to
   // another softrnic process on this host, which then owns hostIP:port):
   // the IPv4 ones first, then the loopback address, then the IPv6 ones
   // (below).
   auto open_host = [&](bool ipv4) {
+    if (lease) return add_leased(ipv4);
     for (const LocalAddress& addr : host) {
       if (addr.gid.IsV4Mapped() != ipv4) continue;
       // Room for the loopback endpoint is kept; further host addresses are

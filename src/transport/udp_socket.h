@@ -61,6 +61,13 @@ struct EndpointSockets {
 // with CAP_NET_ADMIN, else capped there): a burst must not overflow them.
 void EnlargeSocketBuffers(int fd);
 
+// Opens one socket of an endpoint and binds it to address:port (options as
+// the top of this file says; SO_REUSEPORT if `reuseport`, UDP_GRO tried if
+// `gro`). Returns 0 or the errno of the failing call, and a message in
+// *error. The host NIC daemon opens its sockets with it too.
+int OpenSocket(const LocalAddress& address, uint16_t port, bool gro, bool reuseport,
+               LocalSocket* out, std::string* error);
+
 // The most sockets a transport has (one RecvBurst's epoll_wait looks at all).
 inline constexpr int kMaxReadySockets = 64;
 
@@ -71,8 +78,12 @@ inline constexpr int kMaxReadySockets = 64;
 // loopback address, then every IPv6 host address whose port is free
 // (docs/addressing.md). Returns false and *error on
 // failure.
+// With UdpConfig::host_nic (automatic binding, a fixed port, reply
+// sockets) the host addresses come from the user's nicd
+// (host_nic/client.h): *lane is then its lane, *control_fd the lease's
+// descriptor (the caller closes it after every socket); else -1 both.
 bool OpenEndpoints(const UdpConfig& config,
                    const std::function<bool(const EndpointSockets&, std::string*)>& add,
-                   std::string* error);
+                   int* lane, int* control_fd, std::string* error);
 
 }  // namespace softrnic::transport

@@ -23,6 +23,7 @@
 #include <memory>
 
 #include "log/log.h"
+#include "transport/host_nic/client.h"
 #include "transport/link_mtu.h"
 #include "transport/local_address.h"
 #include "transport/udp_multicast.h"
@@ -54,6 +55,11 @@ class UdpTransport final : public Transport {
   uint32_t max_multicast_groups() const override { return kMaxMulticastGroups; }
   uint32_t link_mtu() const override { return link_mtu_; }
   uint32_t inflight_budget_bytes() const override { return receive_buffer_bytes_; }
+  int qpn_lane() const override { return lane_; }
+  int ClaimCmService(uint16_t port_space, uint16_t port, bool claim) override {
+    if (host_nic_fd_ < 0) return 0;
+    return host_nic::RequestService(host_nic_fd_, port_space, port, claim);
+  }
 
  private:
   // Segmented sending is off when faults are injected above this transport
@@ -78,6 +84,11 @@ class UdpTransport final : public Transport {
   std::vector<uint16_t> main_of_local_;  // the socket that sends for each endpoint
   std::vector<int> owner_fds_;  // EndpointSockets::owner_fd of each endpoint
   std::vector<Endpoint> locals_;
+  // The host NIC lease (udp_socket.h, OpenEndpoints): its lane and its
+  // control connection, closed after every socket (nicd then reclaims
+  // them knowing they are gone); -1 without one.
+  int lane_ = -1;
+  int host_nic_fd_ = -1;
   uint32_t link_mtu_ = 0;  // SmallestLinkMtu(locals_), read once at creation
   // The smallest receive buffer of the device-port sockets, as granted
   // (EnlargeSocketBuffers asks for 4 MiB; without CAP_NET_ADMIN the kernel
@@ -120,7 +131,7 @@ std::unique_ptr<Transport> UdpTransport::Create(const UdpConfig& config, std::st
   if (!OpenEndpoints(
           config,
           [&](const EndpointSockets& e, std::string* err) { return t->AddEndpoint(e, err); },
-          error))
+          &t->lane_, &t->host_nic_fd_, error))
     return nullptr;
   // Both ends of a connection take the path MTU from their own port, so
   // every process of a network namespace must derive the same one: from
@@ -222,6 +233,7 @@ UdpTransport::~UdpTransport() {
   for (const LocalSocket& s : sockets_) close(s.fd);
   for (int fd : owner_fds_)
     if (fd >= 0) close(fd);
+  if (host_nic_fd_ >= 0) close(host_nic_fd_);
   if (epoll_fd_ >= 0) close(epoll_fd_);
   if (reply_epoll_fd_ >= 0) close(reply_epoll_fd_);
   if (all_epoll_fd_ >= 0) close(all_epoll_fd_);

@@ -30,3 +30,17 @@ SOFTRNIC_EXPORT ibv_qp* softrnic_create_gsi_qp(ibv_pd* pd, ibv_cq* send_cq, ibv_
     return &qp->qpx.qp_base;
   });
 }
+
+// The host NIC (docs/host-nic.md): rdma_cm draws its comm IDs in the
+// device's lane, and claims the services it listens on, so that MADs
+// arriving at the host's shared addresses reach this process.
+SOFTRNIC_EXPORT int softrnic_cm_lane(ibv_context* ctx) {
+  if (!ctx) return -1;
+  return DevOf(ctx)->host_nic_lane();
+}
+
+SOFTRNIC_EXPORT int softrnic_claim_cm_service(ibv_context* ctx, uint16_t port_space, uint16_t port,
+                                              int claim) {
+  if (!ctx) return EINVAL;
+  return NoThrow<int>(EIO, [&] { return DevOf(ctx)->ClaimCmService(port_space, port, claim != 0); });
+}

@@ -174,6 +174,9 @@ Device::~Device() = default;
 
 const DeviceAttr& Device::attr() const { return F().attr; }
 std::span<const Gid> Device::gids() const { return F().gids; }
+// No host NIC in the fake: no lane, nothing to claim.
+int Device::host_nic_lane() const { return -1; }
+int Device::ClaimCmService(uint16_t, uint16_t, bool) { return 0; }
 
 int Device::AllocPd(void* handle, Pd** out) {
   Fake& f = F();

@@ -1,0 +1,125 @@
+#!/bin/bash
+# The host NIC (docs/host-nic.md): many softrnic processes of host B share
+# B's one address at UDP 4791 and are reached from host A by QPN, with no
+# SOFTRNIC_* setting, through nicd's SO_REUSEPORT group and steering
+# program.
+#   1. 8 ib_write_bw servers in 8 processes on B, 8 clients on A at once:
+#      all complete.
+#   2. 4 ibv_rc_pingpong servers on B with data checks (-c), clients from A;
+#      one server is killed with SIGKILL mid-run: the other three complete.
+#   3. rdma_cm: 3 rping servers on B on different ports, clients from A.
+#   4. Every process on B has GID 0 = B's host GID; nicd serves them, and
+#      exits by itself once none is left.
+set -u
+source "$SOFTRNIC_INTEGRATION_LIB/common.sh"
+softrnic_require_root
+softrnic_require_cmd ib_write_bw ibv_rc_pingpong rping ss nft
+softrnic_require_lib
+[[ -x "$SOFTRNIC_LIB_DIR/softrnic-nicd" ]] || die "no softrnic-nicd in $SOFTRNIC_LIB_DIR"
+softrnic_env
+unset SOFTRNIC_BIND SOFTRNIC_PORT SOFTRNIC_HOST_NIC SOFTRNIC_TRANSPORT SOFTRNIC_FAULTS
+
+A=shn_a B=shn_b IPA=10.234.0.1 IPB=10.234.0.2
+netns_pair_up $A $B $IPA $IPB || die "netns setup"
+ip netns exec $B nft -f - <<'NFT' || die "nft counter setup"
+table inet softrnic_count {
+  chain input {
+    type filter hook input priority 0; policy accept;
+    iifname "veth0" udp dport 4791 counter
+  }
+}
+NFT
+count() { ip netns exec "$1" nft list table inet softrnic_count | sed -nE 's/.*counter packets ([0-9]+).*/\1/p'; }
+nicd_pids() {
+  local p
+  for p in $(ip netns pids $B 2>/dev/null); do
+    [[ $(cat /proc/$p/comm 2>/dev/null) == softrnic-nicd ]] && echo "$p"
+  done
+}
+wait_listening() {  # wait_listening PORT...
+  local p
+  for p in "$@"; do
+    wait_until 10 bash -c "ip netns exec $B ss -Hltn 'sport = :$p' | grep -q ." ||
+      die "nothing listening on $B:$p"
+  done
+}
+
+fail=0
+# ---- 1. 8 ib_write_bw pairs at once, one address on B
+PORTS=()
+for i in $(seq 0 7); do PORTS+=($((19100 + i))); done
+for i in "${!PORTS[@]}"; do
+  start_bg wbs$i 120 run_in_ns $B ib_write_bw -F -x 0 -s 65536 -n 2000 -p "${PORTS[$i]}"
+done
+wait_listening "${PORTS[@]}"
+(( $(nicd_pids | wc -l) == 1 )) || die "expected exactly one nicd on $B, found: $(nicd_pids)"
+for i in "${!PORTS[@]}"; do
+  start_bg wbc$i 120 run_in_ns $A ib_write_bw -F -x 0 -s 65536 -n 2000 -p "${PORTS[$i]}" $IPB
+done
+for i in "${!PORTS[@]}"; do
+  if wait_bg wbc$i 110 && wait_bg wbs$i 20 &&
+     awk '/#bytes/ {h=1; next} h && $1 == 65536 && $2 == 2000 {ok=1} END {exit !ok}' \
+       "$(bg_log_file wbc$i)"; then
+    log "PASS ib_write_bw pair $i: $(awk '/#bytes/ {h=1; next} h && $1 == 65536 {print $4 " MB/s"}' "$(bg_log_file wbc$i)")"
+  else
+    fail=$((fail + 1)); log "FAIL ib_write_bw pair $i"
+    bg_log wbc$i | tail -5 >&2; bg_log wbs$i | tail -5 >&2
+  fi
+done
+log "UDP/4791 packets into $B: $(count $B)"
+
+# ---- 2. checked ping-pongs; one server killed mid-run
+for i in 0 1 2 3; do
+  start_bg pps$i 120 run_in_ns $B ibv_rc_pingpong -g 0 -c -s 4096 -n 20000 -p $((19200 + i))
+done
+wait_listening 19200 19201 19202 19203
+for i in 0 1 2 3; do
+  start_bg ppc$i 120 run_in_ns $A ibv_rc_pingpong -g 0 -c -s 4096 -n 20000 -p $((19200 + i)) $IPB
+done
+sleep 1
+victim=""
+for p in $(ip netns pids $B); do
+  if [[ $(cat /proc/$p/comm 2>/dev/null) == ibv_rc_pingpong ]] &&
+     tr '\0' ' ' </proc/$p/cmdline | grep -q -- '-p 19200'; then victim=$p; fi
+done
+[[ -n "$victim" ]] || die "no ibv_rc_pingpong server for port 19200 on $B"
+kill -KILL "$victim"
+log "killed the server of port 19200 (pid $victim)"
+for i in 1 2 3; do
+  if wait_bg ppc$i 110 && wait_bg pps$i 20 && grep -q "iters in" "$(bg_log_file ppc$i)"; then
+    log "PASS checked pingpong $i after a neighbour's SIGKILL: $(grep 'iters in' "$(bg_log_file ppc$i)" | sed 's/.*= //')"
+  else
+    fail=$((fail + 1)); log "FAIL checked pingpong $i"
+    bg_log ppc$i | tail -5 >&2; bg_log pps$i | tail -5 >&2
+  fi
+done
+kill_bg ppc0; kill_bg pps0
+
+# ---- 3. rdma_cm: 3 rping servers on B, one per port, clients from A
+for i in 0 1 2; do
+  start_bg rps$i 60 run_in_ns $B rping -s -a $IPB -p $((19300 + i)) -C 20 -S 1024 -V
+done
+# rping listens through rdma_cm (no TCP socket to wait for): its entry in
+# the user's rdma_cm registry (rdmacm/host_registry.h) says it is up.
+wait_until 10 bash -c "(( \$(ls /dev/shm/softrnic-cm-$(id -u)/ 2>/dev/null | grep -cE -- '-106-1930[012]\$') >= 3 ))" ||
+  sleep 2
+for i in 0 1 2; do
+  if run_in_ns $A rping -c -a $IPB -p $((19300 + i)) -C 20 -S 1024 -V >"$SOFTRNIC_TMP/rpc$i.log" 2>&1 &&
+     wait_bg rps$i 20; then
+    log "PASS rping to server $i"
+  else
+    fail=$((fail + 1)); log "FAIL rping to server $i"
+    tail -5 "$SOFTRNIC_TMP/rpc$i.log" >&2; bg_log rps$i | tail -5 >&2
+  fi
+done
+
+# ---- 4. nicd leaves once nobody uses it
+gone=0
+for _ in $(seq 1 200); do
+  [[ -z "$(nicd_pids)" ]] && { gone=1; break; }
+  sleep 0.1
+done
+(( gone )) || { fail=$((fail + 1)); log "FAIL nicd still running 20 s after its last process"; }
+
+(( fail == 0 )) || die "$fail case(s) failed"
+log "PASS: host NIC"

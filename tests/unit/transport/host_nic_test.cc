@@ -1,0 +1,274 @@
+// The host NIC (docs/host-nic.md) against the real kernel: the steering
+// program in a real SO_REUSEPORT group (the kernel's array order, the
+// move-last-into-the-hole rule nicd relies on), and nicd serving leases
+// to processes (here: client objects in one process) over its real
+// control socket.
+#include <arpa/inet.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "common/secure_random.h"
+#include "transport/host_nic/client.h"
+#include "transport/host_nic/daemon.h"
+#include "transport/host_nic/protocol.h"
+#include "transport/host_nic/steering.h"
+#include "transport/udp_socket.h"
+#include "wire/opcode.h"
+
+namespace softrnic::transport::host_nic {
+namespace {
+
+LocalAddress Loopback() { return LocalAddress{Gid::FromIpv4(htonl(INADDR_LOOPBACK)), 0, "lo"}; }
+
+// A RoCE v2 payload long enough for every load of the program: a BTH with
+// `opcode` and `dest_qpn`; for QP1, a CM MAD with `attribute`, comm IDs
+// and service ID.
+std::vector<uint8_t> Packet(uint8_t opcode, uint32_t dest_qpn, uint16_t attribute = 0,
+                            uint32_t local_comm = 0, uint32_t remote_comm = 0,
+                            uint64_t service_id = 0) {
+  std::vector<uint8_t> p(128, 0);
+  p[0] = opcode;
+  p[5] = static_cast<uint8_t>(dest_qpn >> 16);
+  p[6] = static_cast<uint8_t>(dest_qpn >> 8);
+  p[7] = static_cast<uint8_t>(dest_qpn);
+  auto put = [&](size_t at, uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) p[at + i] = static_cast<uint8_t>(v >> (8 * (bytes - 1 - i)));
+  };
+  put(20 + 16, attribute, 2);
+  put(44, local_comm, 4);
+  put(48, remote_comm, 4);
+  put(52, service_id, 8);
+  return p;
+}
+
+// Which of `fds` the datagram sent to `to` arrives at (-1: none within
+// 1 s); exactly one must get it.
+int ArrivesAt(int sender, const Endpoint& to, const std::vector<uint8_t>& packet,
+              const std::vector<int>& fds) {
+  sockaddr_in6 sa{};
+  const socklen_t len = ToSockaddr(to, 0, &sa);
+  EXPECT_EQ(sendto(sender, packet.data(), packet.size(), 0, reinterpret_cast<sockaddr*>(&sa), len),
+            static_cast<ssize_t>(packet.size()));
+  std::vector<pollfd> p;
+  for (int fd : fds) p.push_back({fd, POLLIN, 0});
+  if (poll(p.data(), p.size(), 1000) <= 0) return -1;
+  int at = -1, count = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    uint8_t buf[256];
+    while (recv(fds[i], buf, sizeof buf, MSG_DONTWAIT) > 0) {
+      at = static_cast<int>(i);
+      ++count;
+    }
+  }
+  EXPECT_EQ(count, 1);
+  return at;
+}
+
+class SteeringGroup : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    sender_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(sender_, 0);
+    for (int i = 0; i < 4; ++i) {
+      LocalSocket s;
+      std::string error;
+      ASSERT_EQ(OpenSocket(Loopback(), port_, false, true, &s, &error), 0) << error;
+      port_ = s.endpoint.port;  // the first bind picks it; the others join its group
+      to_ = s.endpoint;
+      fds_.push_back(s.fd);
+    }
+  }
+  void TearDown() override {
+    for (int fd : fds_)
+      if (fd >= 0) close(fd);
+    close(sender_);
+  }
+  int sender_ = -1;
+  uint16_t port_ = 0;
+  Endpoint to_;
+  std::vector<int> fds_;
+};
+
+TEST_F(SteeringGroup, LanesRequestsAndResponsesAndCmMadsReachTheirSockets) {
+  SteeringTable t;
+  t.lanes = {{0x80, 2, 3}, {0x03, 0, 1}};
+  t.services = {{0x0106, 18515, 2}, {0x0111, 7, 1}};
+  ASSERT_EQ(AttachSteeringProgram(fds_[0], BuildSteeringProgram(t)), 0);
+  using namespace wire::op;
+  EXPECT_EQ(ArrivesAt(sender_, to_, Packet(kRcSendOnly, 0x03abcd), fds_), 0);
+  EXPECT_EQ(ArrivesAt(sender_, to_, Packet(kRcAck, 0x03abcd), fds_), 1);
+  EXPECT_EQ(ArrivesAt(sender_, to_, Packet(kRcReadResponseFirst, 0x030001), fds_), 1);
+  EXPECT_EQ(ArrivesAt(sender_, to_, Packet(kRcAtomicAck, 0x03ffff), fds_), 1);
+  EXPECT_EQ(ArrivesAt(sender_, to_, Packet(kRcWriteOnly, 0x801234), fds_), 2);
+  EXPECT_EQ(ArrivesAt(sender_, to_, Packet(kRcReadResponseLast, 0x801234), fds_), 3);
+  EXPECT_EQ(ArrivesAt(sender_, to_, Packet(kUdSendOnly, 0x80ffff), fds_), 2);
+  // QP1: a REQ by its service ID, other MADs by the addressed comm ID.
+  const uint8_t ud = kUdSendOnly;
+  EXPECT_EQ(ArrivesAt(sender_, to_, Packet(ud, 1, 0x0010, 0x55000001, 0, 0x0000000001064853ull),
+                      fds_), 2);
+  EXPECT_EQ(ArrivesAt(sender_, to_, Packet(ud, 1, 0x0017, 0x55000001, 0, 0x0000000001110007ull),
+                      fds_), 1);
+  EXPECT_EQ(ArrivesAt(sender_, to_, Packet(ud, 1, 0x0013, 0x77000001, 0x03123456), fds_), 0);
+  EXPECT_EQ(ArrivesAt(sender_, to_, Packet(ud, 1, 0x0015, 0x77000001, 0x80123456), fds_), 2);
+  EXPECT_EQ(ArrivesAt(sender_, to_, Packet(ud, 1, 0x0018, 0x80000009, 0), fds_), 2);
+  // Unknown lanes and services still reach exactly one socket (by hash).
+  EXPECT_NE(ArrivesAt(sender_, to_, Packet(kRcSendOnly, 0x50abcd), fds_), -1);
+  EXPECT_NE(ArrivesAt(sender_, to_, Packet(ud, 1, 0x0010, 1, 0, 0x0000000001069999ull), fds_),
+            -1);
+}
+
+// What nicd's bookkeeping assumes of the kernel (daemon.cc RemoveMember):
+// closing member i moves the last member into slot i.
+TEST_F(SteeringGroup, ClosingAMemberMovesTheLastIntoItsSlot) {
+  close(fds_[1]);
+  fds_[1] = fds_[3];
+  fds_[3] = -1;
+  std::vector<int> live = {fds_[0], fds_[1], fds_[2]};
+  SteeringTable t;
+  t.lanes = {{0x10, 0, 0}, {0x11, 1, 1}, {0x12, 2, 2}};
+  ASSERT_EQ(AttachSteeringProgram(live[0], BuildSteeringProgram(t)), 0);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(ArrivesAt(sender_, to_, Packet(wire::op::kRcSendOnly, (0x10u + i) << 16 | 7), live),
+              i);
+}
+
+TEST(SteeringProgram, StaysWithinTheKernelLimitAtItsLargest) {
+  SteeringTable t;
+  for (int lane = kFirstLane; lane <= kLastLane; ++lane)
+    t.lanes.push_back({static_cast<uint8_t>(lane), static_cast<uint32_t>(2 * lane),
+                       static_cast<uint32_t>(2 * lane + 1)});
+  for (uint16_t port = 1; port <= kMaxServices; ++port) t.services.push_back({0x0106, port, port});
+  EXPECT_LE(BuildSteeringProgram(t).size(), static_cast<size_t>(BPF_MAXINSNS));
+}
+
+// nicd in a thread of this process, on its real control socket, serving
+// two leases at the host's loopback-reachable addresses. Skipped where the
+// host has no address of its own (nicd then serves none).
+class NicdInProcess : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (HostAddresses().empty()) GTEST_SKIP() << "no host address to share";
+    port_ = static_cast<uint16_t>(20000 + SecureRandomBelow(20000));
+    const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    const std::string name = ControlSocketName(static_cast<uint32_t>(geteuid()), port_);
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    std::memcpy(sa.sun_path + 1, name.data(), name.size());
+    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&sa),
+                   static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size())),
+              0);
+    ASSERT_EQ(listen(fd, 16), 0);
+    daemon_ = std::make_unique<NicDaemon>(fd, port_);
+    thread_ = std::thread([this] { daemon_->Run(std::chrono::hours(1)); });
+    sender_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  }
+  void TearDown() override {
+    if (!daemon_) return;
+    daemon_->Stop();
+    thread_.join();
+    daemon_.reset();
+    close(sender_);
+  }
+  static void Release(ClientLease& l) {
+    for (EndpointSockets& e : l.endpoints) {
+      close(e.main.fd);
+      if (e.reply.fd >= 0) close(e.reply.fd);
+    }
+    close(l.control_fd);
+  }
+  uint16_t port_ = 0;
+  int sender_ = -1;
+  std::unique_ptr<NicDaemon> daemon_;
+  std::thread thread_;
+};
+
+TEST_F(NicdInProcess, EachLeaseGetsItsLaneAndKeepsItAsOthersComeAndGo) {
+  std::string why;
+  auto a = AcquireLease(port_, "/nonexistent", &why);
+  ASSERT_TRUE(a) << why;
+  auto b = AcquireLease(port_, "/nonexistent", &why);
+  ASSERT_TRUE(b) << why;
+  ASSERT_FALSE(a->endpoints.empty());
+  EXPECT_NE(a->lane, b->lane);
+  // The first IPv4 host address: reachable from this host.
+  auto v4 = [](const ClientLease& l) -> const EndpointSockets* {
+    for (const EndpointSockets& e : l.endpoints)
+      if (e.main.endpoint.gid.IsV4Mapped()) return &e;
+    return nullptr;
+  };
+  const EndpointSockets* ea = v4(*a);
+  const EndpointSockets* eb = v4(*b);
+  if (ea == nullptr || eb == nullptr) GTEST_SKIP() << "no IPv4 host address";
+  ASSERT_GE(ea->reply.fd, 0);
+  const Endpoint to = ea->main.endpoint;
+  const std::vector<int> fds = {ea->main.fd, ea->reply.fd, eb->main.fd, eb->reply.fd};
+  using namespace wire::op;
+  const uint32_t qa = uint32_t{a->lane} << 16 | 0x1234, qb = uint32_t{b->lane} << 16 | 0x4321;
+  EXPECT_EQ(ArrivesAt(sender_, to, Packet(kRcSendOnly, qa), fds), 0);
+  EXPECT_EQ(ArrivesAt(sender_, to, Packet(kRcAck, qa), fds), 1);
+  EXPECT_EQ(ArrivesAt(sender_, to, Packet(kRcWriteOnly, qb), fds), 2);
+  EXPECT_EQ(ArrivesAt(sender_, to, Packet(kRcAtomicAck, qb), fds), 3);
+
+  // A claims an rdma_cm service; B cannot take it while A holds it.
+  EXPECT_EQ(RequestService(a->control_fd, 0x0106, 18515, true), 0);
+  EXPECT_EQ(RequestService(b->control_fd, 0x0106, 18515, true), EADDRINUSE);
+  EXPECT_EQ(ArrivesAt(sender_, to,
+                      Packet(kUdSendOnly, 1, 0x0010, 9, 0, 0x0000000001064853ull), fds),
+            0);
+
+  // A ends (as a killed process would: its descriptors close); B's packets
+  // still reach B although its sockets moved in the array, and a newcomer
+  // gets a lane other than A's (quarantined).
+  const uint8_t lane_a = a->lane;
+  Release(*a);
+  a.reset();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // nicd handles the EOF
+  const std::vector<int> fds_b = {eb->main.fd, eb->reply.fd};
+  EXPECT_EQ(ArrivesAt(sender_, to, Packet(kRcWriteOnly, qb), fds_b), 0);
+  EXPECT_EQ(ArrivesAt(sender_, to, Packet(kRcAtomicAck, qb), fds_b), 1);
+  auto c = AcquireLease(port_, "/nonexistent", &why);
+  ASSERT_TRUE(c) << why;
+  EXPECT_NE(c->lane, lane_a);
+  EXPECT_NE(c->lane, b->lane);
+  const EndpointSockets* ec = v4(*c);
+  ASSERT_NE(ec, nullptr);
+  const std::vector<int> fds_bc = {eb->main.fd, eb->reply.fd, ec->main.fd, ec->reply.fd};
+  const uint32_t qc = uint32_t{c->lane} << 16 | 0x0077;
+  EXPECT_EQ(ArrivesAt(sender_, to, Packet(kRcSendOnly, qc), fds_bc), 2);
+  EXPECT_EQ(ArrivesAt(sender_, to, Packet(kRcReadResponseOnly, qc), fds_bc), 3);
+  EXPECT_EQ(ArrivesAt(sender_, to, Packet(kRcSendOnly, qb), fds_bc), 0);
+  Release(*b);
+  Release(*c);
+}
+
+TEST(HostNicProtocol, MalformedMessagesAreRefusedAndCloseTheirDescriptors) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+  Lease lease;
+  // Too short.
+  ASSERT_EQ(SendMessage(sv[0], &lease, sizeof(lease) - 1), 0);
+  std::vector<int> fds;
+  EXPECT_EQ(ReceiveMessage(sv[1], &lease, sizeof(lease), 1000, &fds, 4), EPROTO);
+  // Too many descriptors.
+  const int extra = dup(sv[0]);
+  ASSERT_EQ(SendMessage(sv[0], &lease, sizeof(lease), {extra, extra, extra}), 0);
+  EXPECT_EQ(ReceiveMessage(sv[1], &lease, sizeof(lease), 1000, &fds, 2), EPROTO);
+  EXPECT_TRUE(fds.empty());
+  close(extra);
+  // Nothing arrives.
+  EXPECT_EQ(ReceiveMessage(sv[1], &lease, sizeof(lease), 10, &fds, 2), ETIMEDOUT);
+  close(sv[0]);
+  EXPECT_EQ(ReceiveMessage(sv[1], &lease, sizeof(lease), 1000, &fds, 2), ECONNRESET);
+  close(sv[1]);
+}
+
+}  // namespace
+}  // namespace softrnic::transport::host_nic
