@@ -25,19 +25,14 @@ uint32_t Engine::FreshQpnLocked() const {
   const int lane = transport_->qpn_lane();
   const uint32_t mask = lane < 0 ? wire::kQpnMask : 0xFFFFu;
   const uint32_t top = lane < 0 ? 0 : static_cast<uint32_t>(lane) << 16;
-  auto usable = [&](uint32_t qpn) {
-    return qpn >= 2 && qpn != kMulticastQpn && !qps_.contains(qpn) && !IsLingering(qpn);
-  };
   // Random draws; a lane nearly full is searched in order from a random
   // point instead of drawing forever.
-  for (int attempt = 0; attempt < 64; ++attempt) {
-    const uint32_t qpn = top | (SecureRandom32() & mask);
-    if (usable(qpn)) return qpn;
-  }
   const uint32_t start = SecureRandom32() & mask;
-  for (uint32_t i = 0; i <= mask; ++i) {
-    const uint32_t qpn = top | ((start + i) & mask);
-    if (usable(qpn)) return qpn;
+  for (uint32_t i = 0; i < 64 + mask + 1; ++i) {
+    const uint32_t qpn = top | ((i < 64 ? SecureRandom32() : start + i) & mask);
+    if (qpn < 2 || qpn == kMulticastQpn) continue;
+    if (qps_.contains(qpn) || IsLingering(qpn)) continue;
+    return qpn;
   }
   return 0;
 }

@@ -69,8 +69,14 @@ bool ShmTransport::Init(std::string* error) {
   doorbell_fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   // Publish last: peers may use the segment as soon as a link exists.
   ShmSweepStaleLinks();
+  // An address shared through the host NIC (docs/host-nic.md) is every
+  // process's at once: a link would name one of them for all, so only the
+  // per-process loopback address is published, and same-host traffic to a
+  // shared address goes through the kernel, whose steering finds the QP.
+  const bool shared_host_addresses = udp_->qpn_lane() >= 0;
   for (uint32_t i = 0; i < h->n_locals; ++i) {
     if (h->local_ip[i] == 0) continue;
+    if (shared_host_addresses && (ntohl(h->local_ip[i]) >> 24) != 127) continue;
     std::string path = ShmPublish(netns_, h->local_ip[i], h->local_port[i], own_.fd());
     if (!path.empty()) links_.push_back(std::move(path));
   }
