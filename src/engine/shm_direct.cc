@@ -270,7 +270,8 @@ bool Engine::FindDirectTarget(Qp* qp, DirectTarget* out) {
   // The peer device (cached per QP; revalidated when it dies or the path changes).
   const Gid& dgid = qp->attr.ah_attr.dgid;
   if (!qp->shm.shm_peer || qp->shm.shm_peer->dead || !(qp->shm.shm_peer_gid == dgid)) {
-    qp->shm.shm_peer = peer_memory_->PeerFor(transport::Endpoint{dgid, udp_port_});
+    qp->shm.shm_peer =
+        peer_memory_->PeerFor(transport::Endpoint{dgid, udp_port_}, qp->attr.dest_qp_num);
     qp->shm.shm_peer_gid = dgid;
     qp->shm.shm_peer_qp_slot = -1;
     if (!qp->shm.shm_peer) return false;

@@ -36,7 +36,9 @@ class PeerMemory {
   virtual const ShmSegment& own_segment() const = 0;
   // The peer device reachable at `dst` through shared memory, or null (its
   // packets go another way, and so must its one-sided operations).
-  virtual std::shared_ptr<ShmPeer> PeerFor(const Endpoint& dst) = 0;
+  // `dest_qpn`: the QP it is for (its top byte picks the process at a
+  // host NIC address, docs/host-nic.md).
+  virtual std::shared_ptr<ShmPeer> PeerFor(const Endpoint& dst, uint32_t dest_qpn) = 0;
   // Why PeerFor finds a peer at `dst` or not, without attaching to it
   // (`softrnic devinfo --peer`, shm_path.h).
   virtual ShmPathVerdict ExplainPath(const Endpoint& dst) = 0;

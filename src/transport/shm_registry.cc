@@ -57,19 +57,24 @@ void RemoveAllAtExit() {
 
 std::string ShmEndpointDirectory() { return "/dev/shm/softrnic-ep-" + std::to_string(geteuid()); }
 
-std::string ShmEndpointPath(uint64_t netns, uint32_t ip, uint16_t port) {
+std::string ShmEndpointPath(uint64_t netns, uint32_t ip, uint16_t port, int lane) {
   char name[128];
+  if (lane >= 0) {
+    std::snprintf(name, sizeof(name), "/%llu-%08x-%u-L%d", static_cast<unsigned long long>(netns),
+                  ip, unsigned{port}, lane);
+    return ShmEndpointDirectory() + name;
+  }
   std::snprintf(name, sizeof(name), "/%llu-%08x-%u", static_cast<unsigned long long>(netns), ip,
                 unsigned{port});
   return ShmEndpointDirectory() + name;
 }
 
-std::string ShmPublish(uint64_t netns, uint32_t ip, uint16_t port, int fd) {
+std::string ShmPublish(uint64_t netns, uint32_t ip, uint16_t port, int fd, int lane) {
   // Our own 0700 directory (security review L4): nobody else can hold a
   // link name in it, so nobody can keep us from publishing.
   const OwnedDir dir = OpenPrivateDirReclaiming(ShmEndpointDirectory(), /*create=*/true);
   if (!dir.ok()) return "";  // e.g. no /dev/shm, or another user's: UDP only
-  const std::string path = ShmEndpointPath(netns, ip, port);
+  const std::string path = ShmEndpointPath(netns, ip, port, lane);
   const std::string name = path.substr(path.rfind('/') + 1);
   const std::string tmp = UnpredictableName(".tmp.");
   if (symlinkat(LinkTarget(getpid(), fd).c_str(), dir.fd(), tmp.c_str()) != 0) return "";
@@ -166,7 +171,8 @@ int ShmSweepStaleLinks(bool dry_run, const std::function<void(const char*)>& bef
   return removed;
 }
 
-int ShmLookup(uint64_t netns, uint32_t ip, uint16_t port, uint32_t* pid, ShmPathVerdict* why) {
+int ShmLookup(uint64_t netns, uint32_t ip, uint16_t port, uint32_t* pid, ShmPathVerdict* why,
+              int lane) {
   ShmPathVerdict ignored;
   ShmPathVerdict& v = why ? *why : ignored;
   // Links are looked up in our own verified directory only: what another
@@ -177,7 +183,7 @@ int ShmLookup(uint64_t netns, uint32_t ip, uint16_t port, uint32_t* pid, ShmPath
     v.detail = ShmEndpointDirectory() + ": " + dir.why();
     return -1;
   }
-  const std::string path = ShmEndpointPath(netns, ip, port);
+  const std::string path = ShmEndpointPath(netns, ip, port, lane);
   const std::string name = path.substr(path.rfind('/') + 1);
   v.link = path;
   char buf[64];

@@ -30,12 +30,14 @@ namespace softrnic::transport {
 std::string ShmEndpointDirectory();
 
 // The link path for an endpoint (ip in network order).
-std::string ShmEndpointPath(uint64_t netns, uint32_t ip, uint16_t port);
+// A host NIC address (docs/host-nic.md) is shared by every process of the
+// user, so its links carry the lane too: <netns>-<ip hex>-<port>-L<lane>.
+std::string ShmEndpointPath(uint64_t netns, uint32_t ip, uint16_t port, int lane = -1);
 
 // Publishes `fd` of this process for the endpoint. Returns the link path, or
 // "" on failure (then the endpoint is simply not reachable through shm).
 // The link is removed by ShmUnpublish, or at exit for links of this process.
-std::string ShmPublish(uint64_t netns, uint32_t ip, uint16_t port, int fd);
+std::string ShmPublish(uint64_t netns, uint32_t ip, uint16_t port, int fd, int lane = -1);
 
 // Removes the link if it still points at this process's `fd`.
 void ShmUnpublish(const std::string& path, int fd);
@@ -55,7 +57,7 @@ int ShmSweepStaleLinks(bool dry_run = false,
 // the link's path and owner as far as they were read and, on failure, the
 // step that failed (kNoLinkDirectory .. kOpenRefused) and the errno text.
 int ShmLookup(uint64_t netns, uint32_t ip, uint16_t port, uint32_t* pid,
-              ShmPathVerdict* why = nullptr);
+              ShmPathVerdict* why = nullptr, int lane = -1);
 
 // One link of this user's directory, as its name and target say.
 struct ShmLinkEntry {

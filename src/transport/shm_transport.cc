@@ -70,14 +70,15 @@ bool ShmTransport::Init(std::string* error) {
   // Publish last: peers may use the segment as soon as a link exists.
   ShmSweepStaleLinks();
   // An address shared through the host NIC (docs/host-nic.md) is every
-  // process's at once: a link would name one of them for all, so only the
-  // per-process loopback address is published, and same-host traffic to a
-  // shared address goes through the kernel, whose steering finds the QP.
-  const bool shared_host_addresses = udp_->qpn_lane() >= 0;
+  // process's at once: its link carries this device's lane (the top byte
+  // of its QPNs), and a sender looks it up by the lane of the QPN it sends
+  // to (Lookup).
+  const int lane = udp_->qpn_lane();
   for (uint32_t i = 0; i < h->n_locals; ++i) {
     if (h->local_ip[i] == 0) continue;
-    if (shared_host_addresses && (ntohl(h->local_ip[i]) >> 24) != 127) continue;
-    std::string path = ShmPublish(netns_, h->local_ip[i], h->local_port[i], own_.fd());
+    const bool shared = lane >= 0 && (ntohl(h->local_ip[i]) >> 24) != 127;
+    std::string path =
+        ShmPublish(netns_, h->local_ip[i], h->local_port[i], own_.fd(), shared ? lane : -1);
     if (!path.empty()) links_.push_back(std::move(path));
   }
   return true;
@@ -148,10 +149,10 @@ bool ShmTransport::TryClaimRing(ShmRingPeer* peer, uint32_t i, bool reclaim) {
   return true;
 }
 
-ShmPathStep ShmTransport::OpenPeer(uint32_t ip, uint16_t port, ShmRingPeer* peer,
+ShmPathStep ShmTransport::OpenPeer(uint32_t ip, uint16_t port, int lane, ShmRingPeer* peer,
                                    ShmPathVerdict* why) const {
   uint32_t pid = 0;
-  const int fd = ShmLookup(netns_, ip, port, &pid, why);
+  const int fd = ShmLookup(netns_, ip, port, &pid, why, lane);
   if (fd < 0) return why->step;
   if (!peer->seg.Attach(fd, pid, &why->detail)) return ShmPathStep::kSegmentRejected;
   const ShmSegmentHeader* h = peer->seg.header();
@@ -171,10 +172,10 @@ ShmPathStep ShmTransport::OpenPeer(uint32_t ip, uint16_t port, ShmRingPeer* peer
   return listed ? ShmPathStep::kShared : ShmPathStep::kEndpointNotListed;
 }
 
-std::shared_ptr<ShmRingPeer> ShmTransport::Attach(uint32_t ip, uint16_t port) {
+std::shared_ptr<ShmRingPeer> ShmTransport::Attach(uint32_t ip, uint16_t port, int lane) {
   auto peer = std::make_shared<ShmRingPeer>();
   ShmPathVerdict why;
-  const ShmPathStep step = OpenPeer(ip, port, peer.get(), &why);
+  const ShmPathStep step = OpenPeer(ip, port, lane, peer.get(), &why);
   if (step == ShmPathStep::kSegmentRejected && report_fallbacks_ && !warned_) {
     warned_ = true;
     SOFTRNIC_LOG(kWarn, "SOFTRNIC_TRANSPORT=shm: peer pid %u: %s; using UDP", why.pid,
@@ -232,7 +233,7 @@ ShmPathVerdict ShmTransport::ExplainPath(const Endpoint& dst) {
     }
   }
   ShmRingPeer peer;
-  why.step = OpenPeer(ip, dst.port, &peer, &why);
+  why.step = OpenPeer(ip, dst.port, -1, &peer, &why);
   if (why.step != ShmPathStep::kShared) return why;
   bool free_ring = false;
   for (uint32_t i = 0; i < kShmRings && !free_ring; ++i)
@@ -250,10 +251,11 @@ void ShmTransport::CountExports(const ShmSegment& seg, ShmPathVerdict* why) {
     if (seg.mr_slot(i)->state.load(std::memory_order_relaxed) & 1) ++why->exported_mrs;
 }
 
-ShmTransport::Route* ShmTransport::Lookup(const Endpoint& dst) {
+ShmTransport::Route* ShmTransport::Lookup(const Endpoint& dst, uint32_t dest_qpn) {
   if (!dst.gid.IsV4Mapped()) return nullptr;
   const uint32_t ip = dst.gid.Ipv4();
-  const uint64_t key = Key(ip, dst.port);
+  const int lane = static_cast<int>((dest_qpn >> 16) & 0xff);
+  const uint64_t key = Key(ip, dst.port, lane);
   if (last_route_ != nullptr && last_key_ == key) {
     if (last_route_->peer ? !last_route_->peer->dead
                           : std::chrono::steady_clock::now() < last_route_->retry_at)
@@ -270,7 +272,10 @@ ShmTransport::Route* ShmTransport::Lookup(const Endpoint& dst) {
     }
   }
   Route r;
-  r.peer = Attach(ip, dst.port);
+  // A device's own address, else a host NIC address shared by the lane's
+  // process (docs/host-nic.md).
+  r.peer = Attach(ip, dst.port, -1);
+  if (!r.peer) r.peer = Attach(ip, dst.port, lane);
   if (r.peer) {
     for (size_t i = 0; i < r.peer->locals.size(); ++i)
       if (r.peer->locals[i].first == ip && r.peer->locals[i].second == dst.port)
@@ -293,8 +298,8 @@ ShmTransport::Route* ShmTransport::Lookup(const Endpoint& dst) {
   return &slot;
 }
 
-std::shared_ptr<ShmPeer> ShmTransport::PeerFor(const Endpoint& dst) {
-  Route* r = Lookup(dst);
+std::shared_ptr<ShmPeer> ShmTransport::PeerFor(const Endpoint& dst, uint32_t dest_qpn) {
+  Route* r = Lookup(dst, dest_qpn);
   return r ? r->peer : nullptr;
 }
 
@@ -352,7 +357,9 @@ int ShmTransport::SendBurst(const TxPacket* packets, int n) {
   // The shared-memory peer a packet goes to, or null for UDP.
   auto peer_of = [&](const TxPacket& p, uint16_t* peer_index) -> ShmRingPeer* {
     if (p.local_index >= eps.size() || !eps[p.local_index].gid.IsV4Mapped()) return nullptr;
-    Route* r = Lookup(p.dst);
+    // BTH byte 5: the top byte of DestQP, a host NIC address's lane.
+    const uint32_t dest_qpn = p.length > 7 ? uint32_t{p.data[5]} << 16 : 0;
+    Route* r = Lookup(p.dst, dest_qpn);
     if (r == nullptr || !r->peer) return nullptr;
     *peer_index = r->peer_local_index;
     return r->peer.get();
@@ -423,7 +430,7 @@ bool ShmTransport::DeliveryPending(const Endpoint& dst, uint32_t dest_qpn, uint3
                                    std::chrono::nanoseconds period) {
   if (!dst.gid.IsV4Mapped()) return false;
   // Only a route already taken (Lookup would attach to a new one).
-  const auto it = routes_.find(Key(dst.gid.Ipv4(), dst.port));
+  const auto it = routes_.find(Key(dst.gid.Ipv4(), dst.port, (dest_qpn >> 16) & 0xff));
   if (it == routes_.end() || !it->second.peer || it->second.peer->dead) return false;
   ShmRingPeer* peer = it->second.peer.get();
   return UnreadToward(peer, dest_qpn, period) || UnreadFrom(*peer, local_qpn);

@@ -118,7 +118,7 @@ class ShmTransport final : public Transport, public PeerMemory {
   PeerMemory* peer_memory() override { return this; }
   // PeerMemory: the peer reachable through shared memory at `dst`, or null
   // (UDP); this device's own control segment (exports live there).
-  std::shared_ptr<ShmPeer> PeerFor(const Endpoint& dst) override;
+  std::shared_ptr<ShmPeer> PeerFor(const Endpoint& dst, uint32_t dest_qpn) override;
   // What PeerFor would decide for `dst` and why, taking no ring and
   // remembering nothing (the peer is mapped and unmapped again).
   ShmPathVerdict ExplainPath(const Endpoint& dst) override;
@@ -139,11 +139,13 @@ class ShmTransport final : public Transport, public PeerMemory {
   ShmTransport(std::unique_ptr<Transport> udp, bool report_fallbacks)
       : udp_(std::move(udp)), report_fallbacks_(report_fallbacks) {}
   bool Init(std::string* error);
-  std::shared_ptr<ShmRingPeer> Attach(uint32_t ip, uint16_t port);
+  std::shared_ptr<ShmRingPeer> Attach(uint32_t ip, uint16_t port, int lane);
   // Maps the device published at ip:port into `peer` and checks it is one
   // this device may send to (ShmPathStep, up to kEndpointNotListed); takes
   // no ring. Attach and ExplainPath both decide with it.
-  ShmPathStep OpenPeer(uint32_t ip, uint16_t port, ShmRingPeer* peer, ShmPathVerdict* why) const;
+  // lane >= 0: the link of a host NIC address for that lane (docs/host-nic.md).
+  ShmPathStep OpenPeer(uint32_t ip, uint16_t port, int lane, ShmRingPeer* peer,
+                       ShmPathVerdict* why) const;
   // Whether a ring with this owner may be claimed: free, or a dead sender's.
   bool RingTakeable(uint64_t owner) const;
   bool ClaimRing(ShmRingPeer* peer);
@@ -182,8 +184,12 @@ class ShmTransport final : public Transport, public PeerMemory {
     uint16_t peer_local_index = 0;
     std::chrono::steady_clock::time_point retry_at{};
   };
-  static uint64_t Key(uint32_t ip, uint16_t port) { return (uint64_t{ip} << 16) | port; }
-  Route* Lookup(const Endpoint& dst);
+  // A route per destination address, port and QPN lane (a host NIC
+  // address is shared by the processes of its lanes, docs/host-nic.md).
+  static uint64_t Key(uint32_t ip, uint16_t port, uint32_t lane) {
+    return (uint64_t{lane} << 48) | (uint64_t{ip} << 16) | port;
+  }
+  Route* Lookup(const Endpoint& dst, uint32_t dest_qpn);
 
   std::unique_ptr<Transport> udp_;
   const bool report_fallbacks_;

@@ -7,7 +7,8 @@
 #      all complete.
 #   2. 4 ibv_rc_pingpong servers on B with data checks (-c), clients from A;
 #      one server is killed with SIGKILL mid-run: the other three complete.
-#   2b. Two processes of B at B's address: a checked ping-pong.
+#   2b. Two processes of B at B's address: a checked ping-pong through
+#       shared memory.
 #   3. rdma_cm: 3 rping servers on B on different ports, clients from A.
 #   4. Every process on B has GID 0 = B's host GID; nicd serves them, and
 #      exits by itself once none is left.
@@ -96,13 +97,21 @@ for i in 1 2 3; do
 done
 kill_bg ppc0; kill_bg pps0
 
-# ---- 2b. two processes of B reach each other at B's shared address (the
-# kernel's steering, not a shared-memory link that would name one of them)
-start_bg sps 60 run_in_ns $B ibv_rc_pingpong -g 0 -c -s 4096 -n 500 -p 19250
+# ---- 2b. two processes of B reach each other at B's shared address, and
+# through shared memory: the link of a shared address names the lane's
+# process (docs/host-nic.md, "Same host")
+start_bg sps 60 run_in_ns $B env SOFTRNIC_STATS=1 ibv_rc_pingpong -g 0 -c -s 4096 -n 500 -p 19250
 wait_listening 19250
-if run_in_ns $B ibv_rc_pingpong -g 0 -c -s 4096 -n 500 -p 19250 $IPB >"$SOFTRNIC_TMP/spc.log" 2>&1 &&
-   wait_bg sps 20 && grep -q "iters in" "$SOFTRNIC_TMP/spc.log"; then
-  log "PASS same-host checked pingpong at the shared address"
+if run_in_ns $B env SOFTRNIC_STATS=1 ibv_rc_pingpong -g 0 -c -s 4096 -n 500 -p 19250 $IPB \
+     >"$SOFTRNIC_TMP/spc.log" 2>&1 && wait_bg sps 20 && grep -q "iters in" "$SOFTRNIC_TMP/spc.log"; then
+  # Counters at exit (SOFTRNIC_STATS=1): nothing went over UDP.
+  udp=$(awk '$1 == "softrnic" && $2 == "udp_tx_packets" { s += $3; n++ } END { print n ? s : -1 }' \
+        "$SOFTRNIC_TMP/spc.log" "$(bg_log_file sps)")
+  if (( udp == 0 )); then
+    log "PASS same-host checked pingpong at the shared address, through shared memory (0 UDP packets)"
+  else
+    fail=$((fail + 1)); log "FAIL same-host pingpong at the shared address: $udp UDP packets (want 0)"
+  fi
 else
   fail=$((fail + 1)); log "FAIL same-host checked pingpong at the shared address"
   tail -5 "$SOFTRNIC_TMP/spc.log" >&2; bg_log sps | tail -5 >&2; kill_bg sps

@@ -129,7 +129,7 @@ TEST(ShmExplainPath, DecidesLikePeerForWithoutTakingARing) {
   }
   EXPECT_FALSE(b->Active());  // no sender holds a ring of b
   // And PeerFor, which does take one, agrees.
-  ASSERT_NE(a->PeerFor(to_b), nullptr);
+  ASSERT_NE(a->PeerFor(to_b, 0), nullptr);
   EXPECT_TRUE(b->Active());
   EXPECT_EQ(a->ExplainPath(to_b).step, ShmPathStep::kShared);
 
@@ -153,12 +153,12 @@ TEST(ShmExplainPath, APeerWithEveryRingTakenHasNoFreeRing) {
   for (uint32_t i = 0; i < kShmRings; ++i) {
     senders.push_back(MakeShm(10, static_cast<uint16_t>(1 + i)));
     ASSERT_TRUE(senders.back());
-    ASSERT_NE(senders.back()->PeerFor(to_target), nullptr) << i;
+    ASSERT_NE(senders.back()->PeerFor(to_target, 0), nullptr) << i;
   }
   auto late = MakeShm(11);
   ASSERT_TRUE(late);
   EXPECT_EQ(late->ExplainPath(to_target).step, ShmPathStep::kNoFreeRing);
-  EXPECT_EQ(late->PeerFor(to_target), nullptr);  // and the transport agrees: UDP
+  EXPECT_EQ(late->PeerFor(to_target, 0), nullptr);  // and the transport agrees: UDP
   senders.pop_back();  // its ring is released
   EXPECT_EQ(late->ExplainPath(to_target).step, ShmPathStep::kShared);
 }
