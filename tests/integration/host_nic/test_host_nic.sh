@@ -23,15 +23,8 @@ unset SOFTRNIC_BIND SOFTRNIC_PORT SOFTRNIC_HOST_NIC SOFTRNIC_TRANSPORT SOFTRNIC_
 
 A=shn_a B=shn_b IPA=10.234.0.1 IPB=10.234.0.2
 netns_pair_up $A $B $IPA $IPB || die "netns setup"
-ip netns exec $B nft -f - <<'NFT' || die "nft counter setup"
-table inet softrnic_count {
-  chain input {
-    type filter hook input priority 0; policy accept;
-    iifname "veth0" udp dport 4791 counter
-  }
-}
-NFT
-count() { ip netns exec "$1" nft list table inet softrnic_count | sed -nE 's/.*counter packets ([0-9]+).*/\1/p'; }
+nft_count_roce $B || die "nft counter setup"
+count() { nft_roce_count "$1"; }
 nicd_pids() {
   local p
   for p in $(ip netns pids $B 2>/dev/null); do

@@ -351,6 +351,21 @@ table inet softrnic_loss {
 NFT
   log "dropping ${pct}% of udp/$port arriving in $ns"
 }
+# nft_count_roce NS: count RoCE v2 packets (UDP to 4791) arriving on NS's
+# veth; nft_roce_count NS: how many so far.
+nft_count_roce() {
+  ip netns exec "$1" nft -f - <<NFT
+table inet softrnic_count {
+  chain input {
+    type filter hook input priority 0; policy accept;
+    iifname "$NETNS_IFACE" udp dport 4791 counter
+  }
+}
+NFT
+}
+nft_roce_count() {
+  ip netns exec "$1" nft list table inet softrnic_count | sed -nE 's/.*counter packets ([0-9]+).*/\1/p'
+}
 # nft_clear_drop NS: remove the loss rule.
 nft_clear_drop() { ip netns exec "$1" nft delete table inet softrnic_loss 2>/dev/null || true; }
 # nft_drop_count NS: packets dropped so far by the loss rule.

@@ -16,17 +16,9 @@ A=srpp_a B=srpp_b IPA=10.232.0.1 IPB=10.232.0.2
 # Jumbo frames, so a 4096-byte path MTU fits the link (as on a real RoCE fabric).
 export NETNS_MTU=9000
 netns_pair_up $A $B $IPA $IPB || die "netns setup"
-for ns in $A $B; do
-  ip netns exec $ns nft -f - <<'NFT' || die "nft counter setup"
-table inet softrnic_count {
-  chain input {
-    type filter hook input priority 0; policy accept;
-    iifname "veth0" udp dport 4791 counter
-  }
-}
-NFT
-done
-count() { ip netns exec "$1" nft list table inet softrnic_count | sed -nE 's/.*counter packets ([0-9]+).*/\1/p'; }
+nft_count_roce $A || die "nft counter setup"
+nft_count_roce $B || die "nft counter setup"
+count() { nft_roce_count "$1"; }
 
 fail=0
 run_case() {  # run_case NAME TOOL ARGS...

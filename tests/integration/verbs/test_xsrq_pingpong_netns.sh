@@ -15,17 +15,9 @@ softrnic_env
 A=xrc_a B=xrc_b IPA=10.244.0.1 IPB=10.244.0.2
 export NETNS_MTU=9000
 netns_pair_up $A $B $IPA $IPB || die "netns setup"
-for ns in $A $B; do
-  ip netns exec $ns nft -f - <<'NFT' || die "nft counter setup"
-table inet softrnic_count {
-  chain input {
-    type filter hook input priority 0; policy accept;
-    iifname "veth0" udp dport 4791 counter
-  }
-}
-NFT
-done
-count() { ip netns exec "$1" nft list table inet softrnic_count | sed -nE 's/.*counter packets ([0-9]+).*/\1/p'; }
+nft_count_roce $A || die "nft counter setup"
+nft_count_roce $B || die "nft counter setup"
+count() { nft_roce_count "$1"; }
 
 CAP=$SOFTRNIC_TMP/cap
 mkdir -m 700 "$CAP"
