@@ -10,8 +10,10 @@
 #   2b. Two processes of B at B's address: a checked ping-pong through
 #       shared memory.
 #   3. rdma_cm: 3 rping servers on B on different ports, clients from A.
-#   4. Every process on B has GID 0 = B's host GID; nicd serves them, and
-#      exits by itself once none is left.
+#   3b. nicd is killed with SIGKILL during two checked ping-pongs: both
+#       complete.
+#   4. nicd exits by itself once no process is left.
+# The first 3,000 packets on B's wire pass scapy's ICRC check.
 set -u
 source "$SOFTRNIC_INTEGRATION_LIB/common.sh"
 softrnic_require_root
@@ -40,7 +42,10 @@ wait_listening() {  # wait_listening PORT...
 }
 
 fail=0
-# ---- 1. 8 ib_write_bw pairs at once, one address on B
+# ---- 1. 8 ib_write_bw pairs at once, one address on B; the first 3,000
+# RoCE packets on B's wire are captured for the scapy ICRC judge
+capture_start "$NETNS_IFACE" "$SOFTRNIC_TMP/hostnic.pcap" $B -c 3000 udp port 4791 ||
+  die "capture"
 PORTS=()
 for i in $(seq 0 7); do PORTS+=($((19100 + i))); done
 for i in "${!PORTS[@]}"; do
@@ -62,6 +67,10 @@ for i in "${!PORTS[@]}"; do
   fi
 done
 log "UDP/4791 packets into $B: $(count $B)"
+capture_stop
+"${SOFTRNIC_PYTHON:-python3}" "$SOFTRNIC_SOURCE_DIR/tests/integration/icrc_judge.py" \
+  "$SOFTRNIC_TMP/hostnic.pcap" --min-packets 2000 ||
+  { fail=$((fail + 1)); log "FAIL icrc_judge on the capture of the 8 pairs"; }
 
 # ---- 2. checked ping-pongs; one server killed mid-run
 for i in 0 1 2 3; do
@@ -125,6 +134,30 @@ for i in 0 1 2; do
   else
     fail=$((fail + 1)); log "FAIL rping to server $i"
     tail -5 "$SOFTRNIC_TMP/rpc$i.log" >&2; bg_log rps$i | tail -5 >&2
+  fi
+done
+
+# ---- 3b. nicd killed with SIGKILL during traffic: the running processes'
+# QPs carry on (their sockets and the kernel's steering program outlive it;
+# docs/host-nic.md, "When nicd dies")
+for i in 0 1; do
+  start_bg kds$i 120 run_in_ns $B ibv_rc_pingpong -g 0 -c -s 4096 -n 5000 -p $((19400 + i))
+done
+wait_listening 19400 19401
+for i in 0 1; do
+  start_bg kdc$i 120 run_in_ns $A ibv_rc_pingpong -g 0 -c -s 4096 -n 5000 -p $((19400 + i)) $IPB
+done
+sleep 0.5
+nicd=$(nicd_pids)
+[[ -n "$nicd" ]] || die "no nicd on $B during traffic"
+kill -KILL $nicd
+log "killed nicd (pid $nicd) during traffic"
+for i in 0 1; do
+  if wait_bg kdc$i 110 && wait_bg kds$i 20 && grep -q "iters in" "$(bg_log_file kdc$i)"; then
+    log "PASS checked pingpong $i across nicd's SIGKILL"
+  else
+    fail=$((fail + 1)); log "FAIL checked pingpong $i across nicd's SIGKILL"
+    bg_log kdc$i | tail -5 >&2; bg_log kds$i | tail -5 >&2
   fi
 done
 

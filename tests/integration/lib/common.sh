@@ -320,6 +320,41 @@ netns_pair_up() {
   log "netns $a ($ipa) <-> $b ($ipb) up"
 }
 
+# netns_bridge_up SWITCH NS:IPV4:IPV6 ...: namespaces ("hosts") on one
+# bridge that lives in namespace SWITCH; each host has lo and veth0 up with
+# exactly the IPv4 (/24) and IPv6 (/64, no DAD wait) address given, as a
+# cluster of machines with one address each. Removed at exit.
+netns_bridge_up() {
+  local sw=$1; shift
+  local spec ns ip4 ip6 i=0
+  _softrnic_ns_cleanup "$sw"
+  softrnic_on_exit "netns_pair_down '$sw'"
+  ip netns add "$sw" && ip -n "$sw" link add br0 type bridge && ip -n "$sw" link set br0 up ||
+    { log "netns_bridge_up: no bridge"; return 1; }
+  for spec in "$@"; do
+    IFS=: read -r ns ip4 _ <<<"$spec"
+    ip6=${spec#*:*:}
+    i=$((i + 1))
+    _softrnic_ns_cleanup "$ns"
+    softrnic_on_exit "netns_pair_down '$ns'"
+    local vh="sb$$x${i}h" vs="sb$$x${i}s"
+    ip netns add "$ns" && ip link add "$vh" type veth peer name "$vs" &&
+    ip link set "$vh" netns "$ns" && ip link set "$vs" netns "$sw" &&
+    ip -n "$ns" link set "$vh" name "$NETNS_IFACE" &&
+    ip -n "$sw" link set "$vs" master br0 && ip -n "$sw" link set "$vs" up ||
+      { log "netns_bridge_up: failed creating $ns"; return 1; }
+    ip -n "$ns" link set lo up
+    [[ "${NETNS_GSO:-0}" == 1 ]] || ip -n "$ns" link set "$NETNS_IFACE" gso_max_segs 1
+    ip -n "$ns" addr add "$ip4/24" dev "$NETNS_IFACE"
+    ip -n "$ns" addr add "$ip6/64" dev "$NETNS_IFACE" nodad
+    ip -n "$ns" link set "$NETNS_IFACE" up
+  done
+  wait_until 5 bash -c "for n in $(printf '%s ' "${@%%:*}"); do
+                          ip -n \$n link show $NETNS_IFACE | grep -q LOWER_UP || exit 1; done" ||
+    { log "netns_bridge_up: links did not come up"; return 1; }
+  log "bridge $sw: $*"
+}
+
 # netns_pair_down NS_A NS_B: kill everything inside, delete both namespaces
 # (deleting a namespace deletes its veth end, and with it the peer).
 netns_pair_down() {

@@ -8,6 +8,11 @@
 #   test_mpi.sh netns   ranks spread over two network namespaces ("hosts"),
 #                       started through a remote-shell agent that enters the
 #                       other namespace: RoCE v2 over UDP between them
+#   test_mpi.sh cluster 12 ranks, 4 on each of three namespaces on a bridge,
+#                       each with one IPv4 and one IPv6 address and no
+#                       SOFTRNIC_* setting: every rank of a host at the
+#                       host's address (the host NIC, docs/host-nic.md), UDP
+#                       between hosts and shared memory within one
 #
 # Proof the bytes went through softrnic: every rank prints softrnic's
 # counters at exit, and their sum must cover the bytes the program handed
@@ -17,7 +22,7 @@
 set -u
 source "$SOFTRNIC_INTEGRATION_LIB/common.sh"
 source "$(dirname "$0")/middleware_lib.sh"
-MODE=${1:?usage: test_mpi.sh host|netns}
+MODE=${1:?usage: test_mpi.sh host|netns|cluster}
 softrnic_require_root
 softrnic_require_cmd mpicc.openmpi mpirun.openmpi mpicc.mpich mpiexec.mpich
 
@@ -60,6 +65,21 @@ exec ip netns exec \$ns "$SOFTRNIC_TOOL" run -- bash -c "\$*"
 AGENT_EOF
     chmod +x "$AGENT"
     export SOFTRNIC_TRANSPORT=udp ;;
+  cluster)
+    unset SOFTRNIC_BIND SOFTRNIC_PORT SOFTRNIC_TRANSPORT SOFTRNIC_HOST_NIC
+    C1=sr_mpc_1 C2=sr_mpc_2 C3=sr_mpc_3 IP1=10.236.0.1 IP2=10.236.0.2 IP3=10.236.0.3
+    netns_bridge_up sr_mpc_sw "$C1:$IP1:fd36::1" "$C2:$IP2:fd36::2" "$C3:$IP3:fd36::3" ||
+      die "bridge setup"
+    A=$C1
+    cat >"$AGENT" <<AGENT_EOF
+#!/bin/bash
+# Open MPI: agent [options] HOST CMD; MPICH: agent HOST CMD
+while [[ "\$1" == -* ]]; do shift; done
+host=\$1; shift
+case \$host in $IP1) ns=$C1 ;; $IP2) ns=$C2 ;; $IP3) ns=$C3 ;; *) echo "netns-rsh: unknown host \$host" >&2; exit 1 ;; esac
+exec ip netns exec \$ns "$SOFTRNIC_TOOL" run -- bash -c "\$*"
+AGENT_EOF
+    chmod +x "$AGENT" ;;
   *) die "unknown mode $MODE" ;;
 esac
 
@@ -78,6 +98,10 @@ check_run() {
             die "$name: nothing through softrnic's shared memory" ;;
     netns) (( $(counter_sum udp_tx_bytes "$logf") >= moved )) ||
             die "$name: UDP carried $(counter_sum udp_tx_bytes "$logf") bytes of $moved" ;;
+    cluster)
+      (( $(counter_sum udp_tx_bytes "$logf") > 0 )) || die "$name: nothing between hosts on UDP"
+      (( $(counter_sum shm_direct_bytes "$logf") + $(counter_sum shm_tx_bytes "$logf") > 0 )) ||
+        die "$name: nothing within a host through shared memory" ;;
   esac
   (( carried >= moved )) || die "$name: softrnic carried $carried bytes of $moved"
 }
@@ -88,19 +112,25 @@ launch() {
   local name=$1 logf=$2 prog=$3; shift 3
   local pre=("$SOFTRNIC_TOOL" run --) wrap=()
   if [[ $MODE == netns ]]; then pre=(ip netns exec $A "${pre[@]}"); wrap=("$RANK_BIND"); fi
+  if [[ $MODE == cluster ]]; then pre=(ip netns exec $A "${pre[@]}"); fi
   run_t 180 "${pre[@]}" "$@" "${wrap[@]}" "$prog" >"$logf" 2>&1 ||
     { # UCX's own error line comes before a long backtrace: show it first.
       grep -m 10 -iE 'ucx +(error|fatal)|retry count|error:' "$logf"
       tail -40 "$logf"; die "$name failed ($MODE)"; }
 }
 
-for ranks in 2 4; do
+RANKS=(2 4)
+[[ $MODE == cluster ]] && RANKS=(12)
+for ranks in "${RANKS[@]}"; do
   # ---- Open MPI: only its "self" BTL, UCX for everything between ranks
   ompi=(mpirun.openmpi --allow-run-as-root --oversubscribe -np $ranks
         --mca pml ucx --mca osc ucx --mca btl self
         -x UCX_TLS -x UCX_NET_DEVICES -x SOFTRNIC_STATS -x SOFTRNIC_TRANSPORT)
   [[ $MODE == netns ]] &&
     ompi+=(--host "$IPA:$(( ranks / 2 )),$IPB:$(( ranks / 2 ))" --mca plm_rsh_agent "$AGENT"
+           --mca oob_tcp_if_include "$NETNS_IFACE" --mca plm_rsh_no_tree_spawn 1)
+  [[ $MODE == cluster ]] &&
+    ompi+=(--host "$IP1:4,$IP2:4,$IP3:4" --mca plm_rsh_agent "$AGENT"
            --mca oob_tcp_if_include "$NETNS_IFACE" --mca plm_rsh_no_tree_spawn 1)
   launch "Open MPI $ranks ranks" "$SOFTRNIC_TMP/ompi-$ranks.log" "$SOFTRNIC_TMP/mpi_ompi" "${ompi[@]}"
   check_run "Open MPI" $ranks "$SOFTRNIC_TMP/ompi-$ranks.log"
@@ -109,7 +139,9 @@ for ranks in 2 4; do
   [[ $MODE == netns ]] &&
     mpich+=(-hosts "$IPA:$(( ranks / 2 )),$IPB:$(( ranks / 2 ))" -launcher ssh -launcher-exec "$AGENT"
             -iface "$NETNS_IFACE")
+  [[ $MODE == cluster ]] &&
+    mpich+=(-hosts "$IP1:4,$IP2:4,$IP3:4" -launcher ssh -launcher-exec "$AGENT" -iface "$NETNS_IFACE")
   launch "MPICH $ranks ranks" "$SOFTRNIC_TMP/mpich-$ranks.log" "$SOFTRNIC_TMP/mpi_mpich" "${mpich[@]}"
   check_run "MPICH" $ranks "$SOFTRNIC_TMP/mpich-$ranks.log"
 done
-log "PASS: Open MPI and MPICH, 2 and 4 ranks, over softrnic ($MODE)"
+log "PASS: Open MPI and MPICH, ${RANKS[*]} ranks, over softrnic ($MODE)"
