@@ -9,6 +9,7 @@
 #      one server is killed with SIGKILL mid-run: the other three complete.
 #   2b. Two processes of B at B's address: a checked ping-pong through
 #       shared memory.
+#   2c. The same over B's shared IPv6 address.
 #   3. rdma_cm: 3 rping servers on B on different ports, clients from A.
 #   3b. nicd is killed with SIGKILL during two checked ping-pongs: both
 #       complete.
@@ -25,6 +26,8 @@ unset SOFTRNIC_BIND SOFTRNIC_PORT SOFTRNIC_HOST_NIC SOFTRNIC_TRANSPORT SOFTRNIC_
 
 A=shn_a B=shn_b IPA=10.234.0.1 IPB=10.234.0.2
 netns_pair_up $A $B $IPA $IPB || die "netns setup"
+ip -n $A addr add fd34::1/64 dev "$NETNS_IFACE" nodad && ip -n $B addr add fd34::2/64 dev "$NETNS_IFACE" nodad ||
+  die "IPv6 addresses"
 nft_count_roce $B || die "nft counter setup"
 count() { nft_roce_count "$1"; }
 nicd_pids() {
@@ -118,6 +121,22 @@ else
   fail=$((fail + 1)); log "FAIL same-host checked pingpong at the shared address"
   tail -5 "$SOFTRNIC_TMP/spc.log" >&2; bg_log sps | tail -5 >&2; kill_bg sps
 fi
+
+# ---- 2c. IPv6: B's global IPv6 address is shared too (GID 2: after the
+# IPv4 host address and the loopback one, docs/addressing.md); a second
+# process holds it meanwhile
+start_bg v6other 60 run_in_ns $B ibv_rc_pingpong -g 2 -n 10 -p 19261
+start_bg v6s 60 run_in_ns $B ibv_rc_pingpong -g 2 -c -s 4096 -n 1000 -p 19260
+wait_listening 19260 19261
+if run_in_ns $A ibv_rc_pingpong -g 2 -c -s 4096 -n 1000 -p 19260 $IPB >"$SOFTRNIC_TMP/v6c.log" 2>&1 &&
+   wait_bg v6s 20 && grep -q "iters in" "$SOFTRNIC_TMP/v6c.log" &&
+   grep -q "remote address.*GID fd34::2" "$SOFTRNIC_TMP/v6c.log"; then
+  log "PASS checked pingpong to B's shared IPv6 address"
+else
+  fail=$((fail + 1)); log "FAIL checked pingpong to B's shared IPv6 address"
+  tail -5 "$SOFTRNIC_TMP/v6c.log" >&2; bg_log v6s | tail -5 >&2; kill_bg v6s
+fi
+kill_bg v6other
 
 # ---- 3. rdma_cm: 3 rping servers on B, one per port, clients from A
 for i in 0 1 2; do
