@@ -9,6 +9,13 @@
 #             of the victim's pid (known before it execs) and their
 #             abstract names -> the victim's device still opens, with a
 #             loopback GID nobody could predict
+#   nicdname  nobody listens on the abstract name of root's host NIC daemon
+#             (softrnic-nicd-0-4791) first -> the victim does not trust it
+#             (another uid) and still owns hostIP:4791, binding alone
+#   lease     while root's nicd serves a root process, nobody asks it for a
+#             lease (refused: no descriptor comes back) and binds
+#             hostIP:4791 with SO_REUSEPORT to join the group (EADDRINUSE):
+#             nobody receives none of root's packets (docs/host-nic.md)
 # What this cannot cover: binding UDP hostIP:4791 itself before any softrnic
 # process runs takes the host address from every softrnic process of other
 # users (RoCE v2's port is fixed and unprivileged): docs/security.md.
@@ -51,6 +58,9 @@ def names(name):
         except OSError as e: print("name", name, e)
 if mode == "hostname":
     names("softrnic-udp-%s:4791" % arg)
+elif mode == "nicdname":
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.bind("\0softrnic-nicd-%s-4791" % arg); s.listen(8); held.append(s)
 else:
     pid = int(arg)
     for k in range(16):
@@ -69,7 +79,7 @@ time.sleep(60)
 }
 
 cases=("$@")
-(( ${#cases[@]} )) || cases=(hostname loopback)
+(( ${#cases[@]} )) || cases=(hostname loopback nicdname lease)
 for c in "${cases[@]}"; do
   case $c in
     hostname)
@@ -96,6 +106,49 @@ for c in "${cases[@]}"; do
       ok=1; [[ $rc == 0 ]] && grep -q "::ffff:127\." <<<"$gids" && ok=0
       result $ok "loopback: the victim's device opens with every pid-derived candidate squatted"
       kill "$squat_pid" 2>/dev/null; wait "$squat_pid" 2>/dev/null ;;
+    nicdname)
+      # The earlier cases' nicd leaves ~2 s after its last process.
+      wait_until 20 bash -c "! ss -Hxl | grep -q '@softrnic-nicd-$(id -u)-4791'" ||
+        die "root's nicd did not leave"
+      squatter nicdname "$(id -u)"
+      rc=0; timeout 20 ibv_devinfo -v >"$SOFTRNIC_TMP/nicdname.out" 2>&1 || rc=$?
+      gids=$(grep -i 'GID\[' "$SOFTRNIC_TMP/nicdname.out" | tr -s ' \t' ' ')
+      log "victim (exit $rc) GIDs: $gids"
+      ok=1; [[ $rc == 0 ]] && grep -q "::ffff:$HOSTIP" <<<"$gids" && ok=0
+      result $ok "nicdname: the victim owns $HOSTIP:4791 despite nobody's nicd name"
+      kill "$squat_pid" 2>/dev/null; wait "$squat_pid" 2>/dev/null ;;
+    lease)
+      # A root process served by root's nicd (ibv_rc_pingpong's server holds
+      # its device while it waits for a client that never comes).
+      timeout -k 2 30 ibv_rc_pingpong -g 0 -p 19990 >"$SOFTRNIC_TMP/leaseholder.out" 2>&1 &
+      holder=$!
+      wait_until 10 bash -c "ss -Hltn 'sport = :19990' | grep -q ." || die "lease holder"
+      ss -Hxl | grep -q "@softrnic-nicd-$(id -u)-4791" || die "no nicd serves the lease holder"
+      out=$(setpriv --reuid=65534 --regid=65534 --clear-groups -- "$SOFTRNIC_PYTHON" -c '
+import array, errno, socket, struct, sys
+hostip, uid = sys.argv[1], sys.argv[2]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+try:
+    s.connect("\0softrnic-nicd-%s-4791" % uid)
+    s.send(struct.pack("<IHH", 0x534e4831, 4791, 0))  # Hello
+    s.settimeout(5)
+    data, anc, flags, _ = s.recvmsg(4096, socket.CMSG_SPACE(64 * 4))
+    fds = sum(len(d) // 4 for (l, t, d) in anc if t == socket.SCM_RIGHTS)
+    print("lease bytes=%d fds=%d" % (len(data), fds))
+except OSError as e:
+    print("lease refused:", e.strerror)
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+try:
+    u.bind((hostip, 4791)); print("joined the group")
+except OSError as e:
+    print("bind:", errno.errorcode.get(e.errno, e.errno))
+' "$HOSTIP" "$(id -u)" 2>&1)
+      log "nobody: $(tr '\n' ' ' <<<"$out")"
+      kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+      ok=1
+      grep -qE "^lease (refused|bytes=0 fds=0)" <<<"$out" && grep -q "^bind: EADDRINUSE" <<<"$out" && ok=0
+      result $ok "lease: nobody gets no socket from root's nicd and cannot join root's group" ;;
     *) die "unknown case $c" ;;
   esac
 done
