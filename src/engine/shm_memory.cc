@@ -363,12 +363,14 @@ bool AllZero(const uint8_t* p, uint64_t n) {
 // region nor a zeroed one costs a copy or fresh pages (issue 17: 1 GiB
 // untouched took 6.6 s to share by copying, touched 3.9 s, nearly all of
 // it first writes to fresh pages). Without a readable pagemap every page
-// is examined. False if a write fails.
-bool CopyTouchedPages(uint64_t start, uint64_t end, int fd, bool trust_pagemap) {
+// is examined. False if a write fails. `entries` (kPagemapChunk long) is
+// the caller's scratch, see ShareRegion: nothing here allocates or frees.
+constexpr uint64_t kPagemapChunk = 4096;  // pagemap entries read at a time (16 MiB of pages)
+bool CopyTouchedPages(uint64_t start, uint64_t end, int fd, bool trust_pagemap,
+                      uint64_t* entries) {
   const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   const int pagemap = trust_pagemap ? open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC) : -1;
-  constexpr uint64_t kChunk = 4096;  // pagemap entries read at a time (16 MiB of pages)
-  std::vector<uint64_t> entries(kChunk);
+  constexpr uint64_t kChunk = kPagemapChunk;
   uint64_t run = 0, run_len = 0;  // the pending run of pages to write
   auto flush = [&] {
     const bool ok = run_len == 0 || PwriteAll(fd, reinterpret_cast<const uint8_t*>(run),
@@ -381,7 +383,7 @@ bool CopyTouchedPages(uint64_t start, uint64_t end, int fd, bool trust_pagemap) 
     const uint64_t n = std::min(kChunk, (end - at) / page);
     bool known = false;
     if (pagemap >= 0) {
-      const ssize_t got = pread(pagemap, entries.data(), n * sizeof(uint64_t),
+      const ssize_t got = pread(pagemap, entries, n * sizeof(uint64_t),
                                 static_cast<off_t>(at / page * sizeof(uint64_t)));
       known = got == static_cast<ssize_t>(n * sizeof(uint64_t));
     }
@@ -459,7 +461,20 @@ SharedRange ShareRegion(const void* addr, size_t length) {
     close(fd);
     return out;
   }
-  if (!CopyTouchedPages(start, end, fd, anonymous_only) || !MapSharedFixed(start, len, fd, 0)) {
+  // The copy's scratch is allocated before the copy and freed only after the
+  // remap. The range may hold free heap memory (a registration cache such
+  // as UCX's keeps buffers registered after the application freed them,
+  // and its regions may reach beyond a buffer), so malloc may place this
+  // very buffer inside it. Freed between the copy and the remap (it was a local of
+  // CopyTouchedPages), free()'s writes to the chunk headers and free lists
+  // went to the old pages and were lost: glibc's arena then disagreed with
+  // the heap ("free(): corrupted unsorted chunks", "malloc(): mismatching
+  // next->prev_size" in MPICH ranks over ch4:ucx, 8 ranks on one host).
+  // Nothing may touch the heap between the two (this thread's own writes
+  // are as lost as another thread's).
+  std::vector<uint64_t> pagemap_scratch(kPagemapChunk);
+  if (!CopyTouchedPages(start, end, fd, anonymous_only, pagemap_scratch.data()) ||
+      !MapSharedFixed(start, len, fd, 0)) {
     close(fd);
     return out;
   }
