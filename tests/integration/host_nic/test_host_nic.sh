@@ -5,7 +5,11 @@
 # program.
 #   1. 8 ib_write_bw servers in 8 processes on B, 8 clients on A at once:
 #      all complete.
-#   2. 4 ibv_rc_pingpong servers on B with data checks (-c), clients from A;
+#   1b. A standard RoCE v2 sender that is not softrnic (scapy's ICRC)
+#       reaches the QP of either of two processes at B's one address, and
+#       only that process.
+#   2. 4 ibv_rc_pingpong servers on B with data checks (-c; -e, event mode:
+#      16 busy-polling processes would starve a 2-CPU machine), clients from A;
 #      one server is killed with SIGKILL mid-run: the other three complete.
 #   2b. Two processes of B at B's address: a checked ping-pong through
 #       shared memory.
@@ -75,13 +79,47 @@ capture_stop
   "$SOFTRNIC_TMP/hostnic.pcap" --min-packets 2000 ||
   { fail=$((fail + 1)); log "FAIL icrc_judge on the capture of the 8 pairs"; }
 
+# ---- 1b. a standard RoCE v2 sender that is not softrnic (scapy frames the
+# ICRC) reaches the QPN of either of two processes at B's address: the
+# packets reach that process's QP (counted as from a source that is not the
+# QP's peer) and nothing reaches the other process
+for i in 0 1; do start_bg rs$i 60 run_in_ns $B ibv_rc_pingpong -g 0 -p $((19150 + i)); done
+wait_listening 19150 19151
+tool="$SOFTRNIC_BUILD_DIR/bin/softrnic"
+stat_of() { LD_PRELOAD= timeout 10 "$tool" stat -p "$1" -r | awk -v n="$2" '$3 == n {print $4}'; }
+rs_pid=() rs_qpn=()
+for p in $(ip netns pids $B); do
+  [[ $(cat /proc/$p/comm 2>/dev/null) == ibv_rc_pingpong ]] || continue
+  q=$(LD_PRELOAD= timeout 10 "$tool" stat -q -p "$p" -P | sed -nE 's/.*qpn="([0-9]+)".*/\1/p' | head -1)
+  [[ -n "$q" ]] && { rs_pid+=("$p"); rs_qpn+=("$q"); }
+done
+(( ${#rs_pid[@]} == 2 )) || die "expected 2 servers with a QP on $B, found ${#rs_pid[@]}"
+for t in 0 1; do
+  o=$((1 - t))
+  before_t=$(stat_of "${rs_pid[$t]}" rx_packets) before_o=$(stat_of "${rs_pid[$o]}" rx_packets)
+  LD_PRELOAD= run_in_ns $A "${SOFTRNIC_PYTHON:-python3}" "$(dirname "$0")/roce_sender.py" \
+    $IPA $IPB "${rs_qpn[$t]}" 20 >&2 || die "roce_sender"
+  wait_until 5 bash -c "(( \$(LD_PRELOAD= timeout 10 '$tool' stat -p ${rs_pid[$t]} -r | awk '\$3 == \"rx_packets\" {print \$4}') >= $before_t + 20 ))"
+  got_t=$(( $(stat_of "${rs_pid[$t]}" rx_packets) - before_t ))
+  got_o=$(( $(stat_of "${rs_pid[$o]}" rx_packets) - before_o ))
+  icrc=$(( $(stat_of "${rs_pid[$t]}" udp_rx_icrc_errors) + $(stat_of "${rs_pid[$o]}" udp_rx_icrc_errors) ))
+  unknown=$(( $(stat_of "${rs_pid[$t]}" rx_dropped_unknown_qp) + $(stat_of "${rs_pid[$o]}" rx_dropped_unknown_qp) ))
+  if (( got_t == 20 && got_o == 0 && icrc == 0 && unknown == 0 )); then
+    log "PASS scapy's RoCE v2 packets to QPN ${rs_qpn[$t]} reached its process only"
+  else
+    fail=$((fail + 1))
+    log "FAIL scapy's packets to QPN ${rs_qpn[$t]}: target got $got_t, other $got_o, ICRC errors $icrc, unknown QP $unknown"
+  fi
+done
+kill_bg rs0; kill_bg rs1
+
 # ---- 2. checked ping-pongs; one server killed mid-run
 for i in 0 1 2 3; do
-  start_bg pps$i 120 run_in_ns $B ibv_rc_pingpong -g 0 -c -s 4096 -n 20000 -p $((19200 + i))
+  start_bg pps$i 120 run_in_ns $B ibv_rc_pingpong -e -g 0 -c -s 4096 -n 5000 -p $((19200 + i))
 done
 wait_listening 19200 19201 19202 19203
 for i in 0 1 2 3; do
-  start_bg ppc$i 120 run_in_ns $A ibv_rc_pingpong -g 0 -c -s 4096 -n 20000 -p $((19200 + i)) $IPB
+  start_bg ppc$i 120 run_in_ns $A ibv_rc_pingpong -e -g 0 -c -s 4096 -n 5000 -p $((19200 + i)) $IPB
 done
 sleep 1
 victim=""
@@ -126,9 +164,9 @@ fi
 # IPv4 host address and the loopback one, docs/addressing.md); a second
 # process holds it meanwhile
 start_bg v6other 60 run_in_ns $B ibv_rc_pingpong -g 2 -n 10 -p 19261
-start_bg v6s 60 run_in_ns $B ibv_rc_pingpong -g 2 -c -s 4096 -n 1000 -p 19260
+start_bg v6s 60 run_in_ns $B ibv_rc_pingpong -e -g 2 -c -s 4096 -n 1000 -p 19260
 wait_listening 19260 19261
-if run_in_ns $A ibv_rc_pingpong -g 2 -c -s 4096 -n 1000 -p 19260 $IPB >"$SOFTRNIC_TMP/v6c.log" 2>&1 &&
+if run_in_ns $A ibv_rc_pingpong -e -g 2 -c -s 4096 -n 1000 -p 19260 $IPB >"$SOFTRNIC_TMP/v6c.log" 2>&1 &&
    wait_bg v6s 20 && grep -q "iters in" "$SOFTRNIC_TMP/v6c.log" &&
    grep -q "remote address.*GID fd34::2" "$SOFTRNIC_TMP/v6c.log"; then
   log "PASS checked pingpong to B's shared IPv6 address"
@@ -160,11 +198,11 @@ done
 # QPs carry on (their sockets and the kernel's steering program outlive it;
 # docs/host-nic.md, "When nicd dies")
 for i in 0 1; do
-  start_bg kds$i 120 run_in_ns $B ibv_rc_pingpong -g 0 -c -s 4096 -n 5000 -p $((19400 + i))
+  start_bg kds$i 120 run_in_ns $B ibv_rc_pingpong -e -g 0 -c -s 4096 -n 5000 -p $((19400 + i))
 done
 wait_listening 19400 19401
 for i in 0 1; do
-  start_bg kdc$i 120 run_in_ns $A ibv_rc_pingpong -g 0 -c -s 4096 -n 5000 -p $((19400 + i)) $IPB
+  start_bg kdc$i 120 run_in_ns $A ibv_rc_pingpong -e -g 0 -c -s 4096 -n 5000 -p $((19400 + i)) $IPB
 done
 sleep 0.5
 nicd=$(nicd_pids)
