@@ -67,8 +67,19 @@ int NicDaemon::Run(std::chrono::milliseconds idle_exit) {
     const Clock::time_point now = Clock::now();
     std::erase_if(quarantine_, [&](const auto& q) { return q.second <= now; });
     if (clients_.empty() && quarantine_.empty() && now - idle_since >= idle_exit) return 0;
+    // Sleep until something happens, or until the next quarantine ends or
+    // the idle time is up: nicd never wakes on a timer while it serves, so
+    // it preempts no polling application.
+    Clock::time_point wake = Clock::time_point::max();
+    for (const auto& q : quarantine_) wake = std::min(wake, q.second);
+    if (clients_.empty()) wake = std::min(wake, idle_since + idle_exit);
+    int timeout_ms = -1;
+    if (wake != Clock::time_point::max()) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(wake - now).count();
+      timeout_ms = static_cast<int>(std::clamp<int64_t>(left, 1, 60'000));
+    }
     epoll_event events[16];
-    const int n = epoll_wait(epoll_fd_, events, 16, 100);
+    const int n = epoll_wait(epoll_fd_, events, 16, timeout_ms);
     if (n < 0) {
       if (errno == EINTR) continue;
       return errno;
