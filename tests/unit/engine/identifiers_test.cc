@@ -209,5 +209,60 @@ TEST_F(IdentifiersDeviceTest, QpnsAreRandom24BitValues) {
   ASSERT_EQ(dev_->DestroyCq(cq), 0);
 }
 
+
+// A transport that a host NIC daemon gave lane 0x42 (docs/host-nic.md):
+// sends nowhere, receives nothing; only its lane matters here.
+class LaneTransport final : public transport::Transport {
+ public:
+  explicit LaneTransport(std::span<const transport::Endpoint> locals)
+      : locals_(locals.begin(), locals.end()) {}
+  std::span<const transport::Endpoint> locals() const override { return locals_; }
+  int SendBurst(const transport::TxPacket*, int n) override { return n; }
+  int RecvBurst(transport::RxPacket*, int) override { return 0; }
+  int pollable_fd() const override { return -1; }
+  const transport::TransportCounters& counters() const override { return counters_; }
+  int qpn_lane() const override { return 0x42; }
+
+ private:
+  std::vector<transport::Endpoint> locals_;
+  transport::TransportCounters counters_;
+};
+
+// With a lane, every QPN is lane << 16 | 16 random bits: the host's shared
+// port steers by the top byte, and the rest stays unpredictable.
+TEST_F(IdentifiersDeviceTest, QpnsOfALaneCarryItInTheirTopByte) {
+  Engine& e = dev_->engine();
+  e.StopProgressThread();
+  {
+    SpinLock lock(e.mu_);
+    EngineTestPeer::ReplaceTransport(
+        e, std::make_unique<LaneTransport>(EngineTestPeer::transport(e).locals()));
+  }
+  Cq* cq = nullptr;
+  ASSERT_EQ(dev_->CreateCq(16, nullptr, nullptr, &cq), 0);
+  constexpr int kQps = 2000;
+  std::vector<Qp*> qps;
+  std::set<uint32_t> distinct;
+  int steps_of_one = 0;
+  uint32_t last = 0;
+  for (int i = 0; i < kQps; ++i) {
+    QpCaps caps{1, 1, 1, 1, 0};
+    Qp* qp = nullptr;
+    ASSERT_EQ(dev_->CreateQp(pd_, i % 2 ? QpType::kRc : QpType::kUd, cq, cq, nullptr, &caps, false,
+                             nullptr, &qp),
+              0);
+    qps.push_back(qp);
+    const uint32_t qpn = dev_->QpNum(qp);
+    EXPECT_EQ(qpn >> 16, 0x42u) << std::hex << qpn;
+    if (i > 0 && qpn - last == 1) ++steps_of_one;
+    last = qpn;
+    distinct.insert(qpn);
+  }
+  EXPECT_EQ(distinct.size(), size_t{kQps});
+  EXPECT_LE(steps_of_one, 3) << "QPNs of a lane are handed out in sequence";
+  for (Qp* qp : qps) ASSERT_EQ(dev_->DestroyQp(qp), 0);
+  ASSERT_EQ(dev_->DestroyCq(cq), 0);
+}
+
 }  // namespace
 }  // namespace softrnic::engine::testing
