@@ -525,6 +525,23 @@ PeerReport ExplainPeer(engine::Device& dev, const engine::EngineConfig& cfg, con
                                        : " is not an address of this host in this network namespace "
                                          "(a remote host, or another network namespace)"));
 
+  // A host NIC address (docs/host-nic.md): shared by the user's processes
+  // here, each reached by the lane of the QPN a QP sends to.
+  std::vector<std::string> sharers;
+  for (const auto& l : transport::ShmListLinks()) {
+    if (l.ip != ip || l.port != r.port || l.netns != our_netns || l.lane < 0) continue;
+    if (l.pid == 0 || (kill(pid_t(l.pid), 0) != 0 && errno == ESRCH)) continue;  // stale
+    sharers.push_back("pid " + std::to_string(l.pid) + " (" + CommOfPid(int(l.pid)) + ", lane " +
+                      std::to_string(l.lane) + ")");
+  }
+  if (!sharers.empty()) {
+    std::string list;
+    for (const std::string& s : sharers) list += (list.empty() ? "" : ", ") + s;
+    facts.push_back(Ipv4Text(ip) + ":" + std::to_string(r.port) +
+                    " is a host NIC address shared by softrnic processes of this user (" + list +
+                    "): a QP sending there reaches the process of its destination QPN's lane, "
+                    "through shared memory (docs/host-nic.md)");
+  }
   // Who publishes it elsewhere: a same-user process in another namespace.
   for (const auto& l : transport::ShmListLinks()) {
     if (l.ip != ip || l.port != r.port || l.netns == our_netns) continue;

@@ -228,12 +228,15 @@ std::vector<ShmLinkEntry> ShmListLinks() {
   while (const dirent* e = readdir(d)) {
     if (e->d_name[0] == '.') continue;
     unsigned long long netns = 0;
-    unsigned ip = 0, port = 0;
+    unsigned ip = 0, port = 0, lane = 0;
     char tail = 0;
-    // The name ShmEndpointPath gives: <netns>-<ip hex>-<port>.
-    if (std::sscanf(e->d_name, "%llu-%8x-%u%c", &netns, &ip, &port, &tail) != 3 || port > 0xffff)
-      continue;
+    // The names ShmEndpointPath gives: <netns>-<ip hex>-<port>, and
+    // <netns>-<ip hex>-<port>-L<lane> for a host NIC address.
+    const int got = std::sscanf(e->d_name, "%llu-%8x-%u-L%u%c", &netns, &ip, &port, &lane, &tail);
+    if ((got != 3 && got != 4) || port > 0xffff || lane > 0xff) continue;
+    if (got == 3 && std::sscanf(e->d_name, "%llu-%8x-%u%c", &netns, &ip, &port, &tail) != 3) continue;
     ShmLinkEntry l;
+    l.lane = got == 4 ? static_cast<int>(lane) : -1;
     l.netns = netns;
     l.ip = ip;
     l.port = static_cast<uint16_t>(port);

@@ -65,6 +65,7 @@ struct ShmLinkEntry {
   uint32_t ip = 0;  // network order
   uint16_t port = 0;
   uint32_t pid = 0;  // 0: the target is no /proc/<pid>/fd/<n>
+  int lane = -1;     // a host NIC address's link: the publisher's lane (docs/host-nic.md)
 };
 // Every endpoint link in this user's directory (any network namespace),
 // without opening any. For `softrnic devinfo --peer`: who publishes an

@@ -141,7 +141,9 @@ check "... path unreachable, with a fix" \
   test "$(field noroute 'd["peer"]["path"], bool(d["peer"]["fix"])')" = "unreachable True"
 
 # ---- live: a server in A ----------------------------------------------------------
-server srvA "$A" 18612
+# Without the host NIC it owns A's host address alone (its link names it);
+# "shared" below checks a shared one.
+server srvA "$A" 18612 SOFTRNIC_HOST_NIC=0
 live=$srv_pid
 devinfo live "$A" -- -j --peer-pid "$live"
 check "live peer by pid: exit 0 (got $rc)" test "$rc" -eq 0
@@ -188,4 +190,15 @@ check "... unreachable: not published, nothing receives there, and a fix" \
   test "$(field gone 'd["peer"]["path"], d["peer"]["shm_step"], bool(d["peer"]["fix"])')" = "unreachable not_published True"
 check "... the reason says nothing receives UDP there" \
   field gone "[w for w in d['peer']['why'] if 'nothing in this network namespace receives UDP' in w][0]"
+# ---- shared: a server in A served by the host NIC (docs/host-nic.md) ---------------
+# (After the owner above is gone.) It publishes A's host address with its lane:
+# devinfo names it as a sharer (which process a QP reaches there follows the
+# lane of its destination QPN, which devinfo is not told).
+server srvH "$A" 18614 SOFTRNIC_HOST_NIC=1
+shared=$srv_pid
+devinfo sharedhost "$A" -- -j --peer "::ffff:$IPA"
+check "A's host address, shared through the host NIC: pid $shared named as a sharer" \
+  field sharedhost "[w for w in d['peer']['why'] if 'host NIC address shared' in w and 'pid $shared' in w][0]"
+kill_bg srvH
+
 log "PASS: softrnic devinfo"
