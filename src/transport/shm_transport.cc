@@ -60,6 +60,7 @@ bool ShmTransport::Init(std::string* error) {
     h->local_ip[i] = eps[i].gid.IsV4Mapped() ? eps[i].gid.Ipv4() : 0;
     h->local_port[i] = eps[i].port;
   }
+  for (uint32_t i = 0; i < h->n_locals; ++i) own_locals_.emplace_back(h->local_ip[i], h->local_port[i]);
   for (uint32_t i = 0; i < kShmRings; ++i) consumers_[i] = ShmRingConsumer(&own_, i);
   sender_id_ = (uint64_t{static_cast<uint32_t>(getpid())} << 32) | (SecureRandom32() | 1);
   // A pidfd per peer device (up to kShmRings of them) is opened later
@@ -321,8 +322,19 @@ void ShmTransport::RingDoorbellIfSleeping(ShmRingPeer* p) {
   if (sleeping.load(std::memory_order_relaxed) != 0 &&
       sleeping.exchange(0, std::memory_order_acq_rel) != 0 && !p->locals.empty()) {
     // The target sleeps in epoll on its UDP sockets: ring its doorbell once.
-    SendDoorbell(p->locals[0].first, p->locals[0].second);
+    const auto& [ip, port] = p->locals[DoorbellEndpoint(p->locals)];
+    if (ip != 0) SendDoorbell(ip, port);
   }
+}
+
+size_t ShmTransport::DoorbellEndpoint(const std::vector<std::pair<uint32_t, uint16_t>>& locals) {
+  // The per-process loopback endpoint when there is one: a host NIC address
+  // is shared by every process of the user, and a doorbell carries no QPN
+  // for the steering program to read (docs/host-nic.md), so one rung there
+  // could wake another process.
+  for (size_t i = 0; i < locals.size(); ++i)
+    if (locals[i].first != 0 && (ntohl(locals[i].first) >> 24) == 127) return i;
+  return 0;
 }
 
 void ShmTransport::SendDoorbell(uint32_t ip, uint16_t port) {
@@ -589,9 +601,9 @@ void ShmTransport::RearmAfterTakenDoorbell() {
     ForEachActiveRing(
         h, 0, [&](uint32_t i) { return !(input = consumers_[i].Ready() != 0); },
         std::memory_order_seq_cst);
-  const auto eps = udp_->locals();
-  if (!input || eps.empty() || !eps[0].gid.IsV4Mapped()) return;
-  SendDoorbell(eps[0].gid.Ipv4(), eps[0].port);
+  if (!input || own_locals_.empty()) return;
+  const auto& [ip, port] = own_locals_[DoorbellEndpoint(own_locals_)];
+  if (ip != 0) SendDoorbell(ip, port);
 }
 
 bool ShmTransport::PrepareToSleep() {

@@ -158,6 +158,9 @@ class ShmTransport final : public Transport, public PeerMemory {
   // NotifyDirectRecv, after their seq_cst fence).
   void RingDoorbellIfSleeping(ShmRingPeer* p);
   // One doorbell datagram to ip:port (network-order address).
+  // Which of a device's endpoints (ip, port; ip 0 for IPv6) a doorbell
+  // goes to (shm_transport.cc).
+  static size_t DoorbellEndpoint(const std::vector<std::pair<uint32_t, uint16_t>>& locals);
   void SendDoorbell(uint32_t ip, uint16_t port);
   // RecvBurst read a doorbell meant for a thread that still sleeps: puts
   // the `sleeping` flag back up (and wakes the sleeper if input came).
@@ -201,6 +204,8 @@ class ShmTransport final : public Transport, public PeerMemory {
   std::vector<std::shared_ptr<ShmRingPeer>> peers_;
   std::vector<ShmRingPeer*> dirty_;
   ShmRingConsumer consumers_[kShmRings];
+  // This device's endpoints as its segment lists them (ip 0: IPv6).
+  std::vector<std::pair<uint32_t, uint16_t>> own_locals_;
   uint32_t rr_ = 0;
   std::unique_ptr<uint8_t[]> rx_buf_;
   // Inbound packets taken out of our rings while our own send waited for a
