@@ -59,8 +59,8 @@ bool ShmTransport::Init(std::string* error) {
   for (uint32_t i = 0; i < h->n_locals; ++i) {
     h->local_ip[i] = eps[i].gid.IsV4Mapped() ? eps[i].gid.Ipv4() : 0;
     h->local_port[i] = eps[i].port;
+    own_locals_.emplace_back(h->local_ip[i], h->local_port[i]);
   }
-  for (uint32_t i = 0; i < h->n_locals; ++i) own_locals_.emplace_back(h->local_ip[i], h->local_port[i]);
   for (uint32_t i = 0; i < kShmRings; ++i) consumers_[i] = ShmRingConsumer(&own_, i);
   sender_id_ = (uint64_t{static_cast<uint32_t>(getpid())} << 32) | (SecureRandom32() | 1);
   // A pidfd per peer device (up to kShmRings of them) is opened later
@@ -252,43 +252,32 @@ void ShmTransport::CountExports(const ShmSegment& seg, ShmPathVerdict* why) {
     if (seg.mr_slot(i)->state.load(std::memory_order_relaxed) & 1) ++why->exported_mrs;
 }
 
-ShmTransport::Route* ShmTransport::Lookup(const Endpoint& dst, uint32_t dest_qpn) {
-  if (!dst.gid.IsV4Mapped()) return nullptr;
-  const uint32_t ip = dst.gid.Ipv4();
-  const int lane = static_cast<int>((dest_qpn >> 16) & 0xff);
-  const uint64_t key = Key(ip, dst.port, lane);
+ShmTransport::Route* ShmTransport::CachedRoute(uint64_t key) {
   if (last_route_ != nullptr && last_key_ == key) {
     if (last_route_->peer ? !last_route_->peer->dead
                           : std::chrono::steady_clock::now() < last_route_->retry_at)
       return last_route_;
   }
   auto it = routes_.find(key);
-  if (it != routes_.end()) {
-    Route& r = it->second;
-    if ((r.peer && !r.peer->dead) ||
-        (!r.peer && std::chrono::steady_clock::now() < r.retry_at)) {
-      last_key_ = key;
-      last_route_ = &r;
-      return &r;
-    }
+  if (it == routes_.end()) return nullptr;
+  Route& r = it->second;
+  if ((r.peer && !r.peer->dead) || (!r.peer && std::chrono::steady_clock::now() < r.retry_at)) {
+    last_key_ = key;
+    last_route_ = &r;
+    return &r;
   }
+  return nullptr;
+}
+
+ShmTransport::Route* ShmTransport::StoreRoute(uint64_t key, uint32_t ip, uint16_t port,
+                                              std::shared_ptr<ShmRingPeer> peer) {
   Route r;
-  // A device's own address, else a host NIC address shared by the lane's
-  // process (docs/host-nic.md).
-  r.peer = Attach(ip, dst.port, -1);
-  if (!r.peer) r.peer = Attach(ip, dst.port, lane);
+  r.peer = std::move(peer);
   if (r.peer) {
     for (size_t i = 0; i < r.peer->locals.size(); ++i)
-      if (r.peer->locals[i].first == ip && r.peer->locals[i].second == dst.port)
+      if (r.peer->locals[i].first == ip && r.peer->locals[i].second == port)
         r.peer_local_index = static_cast<uint16_t>(i);
   } else {
-    if (report_fallbacks_ && !warned_) {
-      warned_ = true;
-      SOFTRNIC_LOG(kWarn,
-                   "SOFTRNIC_TRANSPORT=shm: %s:%u is not a same-host softrnic peer "
-                   "this process can map; using UDP",
-                   dst.gid.ToString().c_str(), unsigned{dst.port});
-    }
     r.retry_at = std::chrono::steady_clock::now() + kNegativeRetry;
   }
   last_route_ = nullptr;  // the map may rehash
@@ -297,6 +286,30 @@ ShmTransport::Route* ShmTransport::Lookup(const Endpoint& dst, uint32_t dest_qpn
   last_key_ = key;
   last_route_ = &slot;
   return &slot;
+}
+
+ShmTransport::Route* ShmTransport::Lookup(const Endpoint& dst, uint32_t dest_qpn) {
+  if (!dst.gid.IsV4Mapped()) return nullptr;
+  const uint32_t ip = dst.gid.Ipv4();
+  // A device's own address: one route for every QP sent there.
+  Route* own = CachedRoute(Key(ip, dst.port, kOwnAddress));
+  if (own == nullptr) own = StoreRoute(Key(ip, dst.port, kOwnAddress), ip, dst.port,
+                                       Attach(ip, dst.port, -1));
+  if (own->peer) return own;
+  // Else a host NIC address shared by several processes (docs/host-nic.md):
+  // a route per lane, the top byte of the destination QPN.
+  const uint32_t lane = (dest_qpn >> 16) & 0xff;
+  if (Route* r = CachedRoute(Key(ip, dst.port, lane))) return r;
+  Route* r = StoreRoute(Key(ip, dst.port, lane), ip, dst.port,
+                        Attach(ip, dst.port, static_cast<int>(lane)));
+  if (!r->peer && report_fallbacks_ && !warned_) {
+    warned_ = true;
+    SOFTRNIC_LOG(kWarn,
+                 "SOFTRNIC_TRANSPORT=shm: %s:%u is not a same-host softrnic peer "
+                 "this process can map; using UDP",
+                 dst.gid.ToString().c_str(), unsigned{dst.port});
+  }
+  return r;
 }
 
 std::shared_ptr<ShmPeer> ShmTransport::PeerFor(const Endpoint& dst, uint32_t dest_qpn) {
@@ -441,8 +454,11 @@ int ShmTransport::SendBurst(const TxPacket* packets, int n) {
 bool ShmTransport::DeliveryPending(const Endpoint& dst, uint32_t dest_qpn, uint32_t local_qpn,
                                    std::chrono::nanoseconds period) {
   if (!dst.gid.IsV4Mapped()) return false;
-  // Only a route already taken (Lookup would attach to a new one).
-  const auto it = routes_.find(Key(dst.gid.Ipv4(), dst.port, (dest_qpn >> 16) & 0xff));
+  // Only a route already taken (Lookup would attach to a new one): the
+  // address's own, else the destination lane's.
+  auto it = routes_.find(Key(dst.gid.Ipv4(), dst.port, kOwnAddress));
+  if (it == routes_.end() || !it->second.peer)
+    it = routes_.find(Key(dst.gid.Ipv4(), dst.port, (dest_qpn >> 16) & 0xff));
   if (it == routes_.end() || !it->second.peer || it->second.peer->dead) return false;
   ShmRingPeer* peer = it->second.peer.get();
   return UnreadToward(peer, dest_qpn, period) || UnreadFrom(*peer, local_qpn);

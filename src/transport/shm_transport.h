@@ -187,12 +187,18 @@ class ShmTransport final : public Transport, public PeerMemory {
     uint16_t peer_local_index = 0;
     std::chrono::steady_clock::time_point retry_at{};
   };
-  // A route per destination address, port and QPN lane (a host NIC
-  // address is shared by the processes of its lanes, docs/host-nic.md).
+  // A route per destination address and port (kOwnAddress), and for a host
+  // NIC address, which several processes share, one per QPN lane
+  // (docs/host-nic.md).
+  static constexpr uint32_t kOwnAddress = 0x100;
   static uint64_t Key(uint32_t ip, uint16_t port, uint32_t lane) {
     return (uint64_t{lane} << 48) | (uint64_t{ip} << 16) | port;
   }
   Route* Lookup(const Endpoint& dst, uint32_t dest_qpn);
+  // The route under `key` if it is still good (a live peer, or a negative
+  // answer not yet due for a retry), else null; and a new one.
+  Route* CachedRoute(uint64_t key);
+  Route* StoreRoute(uint64_t key, uint32_t ip, uint16_t port, std::shared_ptr<ShmRingPeer> peer);
 
   std::unique_ptr<Transport> udp_;
   const bool report_fallbacks_;
