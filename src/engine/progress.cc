@@ -23,6 +23,7 @@
 #include <algorithm>
 
 #include "engine/engine.h"
+#include "common/background_thread.h"
 #include "engine/timeout.h"
 
 namespace softrnic::engine {
@@ -296,7 +297,7 @@ void Engine::StartProgressThread() {
   reply_fd_ = transport_->reply_pollable_fd();
   CPU_ZERO(&app_cpus_);
   sched_getaffinity(0, sizeof(app_cpus_), &app_cpus_);
-  progress_thread_ = std::thread([this] { ProgressThreadMain(); });
+  progress_thread_ = StartBackgroundThread([this] { ProgressThreadMain(); });
 }
 
 void Engine::WaitForEvents(const timespec* timeout) {

@@ -1,5 +1,6 @@
 #include "engine/stats_publisher.h"
 
+#include "common/background_thread.h"
 #include "config/environment.h"
 
 #include <dirent.h>
@@ -125,7 +126,7 @@ StatsPublisher::StatsPublisher(Engine& engine, std::chrono::milliseconds period)
   for (const auto& [qpn, qp] : engine_.qps_) engine_.NoteQpCounters(qp.get());
   engine_.mu_.unlock();
   PublishNow();
-  thread_ = std::thread([this] { Run(); });
+  thread_ = StartBackgroundThread([this] { Run(); });
 }
 
 StatsPublisher::~StatsPublisher() { Stop(); }

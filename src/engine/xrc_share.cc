@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -18,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/background_thread.h"
 #include "common/secure_random.h"
 #include "engine/engine.h"
 #include "log/log.h"
@@ -176,7 +178,8 @@ bool XrcShare::EnsureMailbox() {
   box_bytes_ = bytes;
   box_dev_ = st.st_dev;
   box_ino_ = st.st_ino;
-  server_ = std::thread([this] {
+  server_ = StartBackgroundThread([this] {
+    pthread_setname_np(pthread_self(), "softrnic-xrc");
     while (!stop_.load()) {
       const uint32_t seen = box_->doorbell.load();
       if (seen != served_doorbell_.load(std::memory_order_relaxed)) {

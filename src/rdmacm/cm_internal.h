@@ -135,6 +135,13 @@ struct Id {
   uint32_t port_key = 0;
   bool local_dst = false;  // destination is on this host (registry lookup)
   bool registered = false;  // listener in the host registry
+  // RDMA_OPTION_ID_AFONLY and _REUSEADDR (rdma_set_option(3)): the port
+  // rules of the kernel's cma_check_port (cma_address.cc, ClaimPort). An
+  // id's afonly is the option's value if set, else decided at bind: 1 for
+  // IPv4, net.ipv6.bindv6only for IPv6 (as the kernel's rdma_bind_addr).
+  bool afonly = false;
+  bool afonly_set = false;
+  bool reuseaddr = false;
   int sgid_index = 0;
   ibv_gid dgid{};  // the peer: every MAD of this connection comes from it
   uint32_t local_comm_id = 0, remote_comm_id = 0;
@@ -227,7 +234,9 @@ struct Cm {
   std::map<std::pair<int, std::string>, ibv_ah*> ahs;
   std::unordered_map<uint32_t, Id*> by_comm;         // our comm ID -> id
   std::map<PeerKeyT, Id*> by_peer;                   // PeerKey -> passive id
-  std::unordered_map<uint32_t, Id*> listeners;       // ListenKey -> listener
+  // ListenKey -> the listeners of that port: one per family, or several
+  // bound to distinct addresses (FindListener picks by the REQ's address).
+  std::unordered_map<uint32_t, std::vector<Id*>> listeners;
   std::set<Id*> ids;
   // Bound ids by ListenKey(port space, source port) (NotePort / ForgetId):
   // a bind looks at the ids on its port only. A set per port: a listener's
@@ -360,6 +369,13 @@ int CreateId(rdma_event_channel* channel, rdma_cm_id** out, void* context, rdma_
 // ---------------------------------------------------------------- addresses of an id (cma_address.cc)
 // rdma_bind_addr under G().mu (also rdma_listen's implicit bind); 0 or an errno.
 int BindLocked(Id* id, const sockaddr* addr);
+// The kernel's cma_any_addr: the family's wildcard or a loopback address.
+bool AnyAddr(const sockaddr* a);
+// The same family and address (ports aside).
+bool SameAddr(const sockaddr* a, const sockaddr* b);
+// rdma_listen of a bound id: its port checked again as if REUSEADDR were
+// off on its side (the kernel's rdma_listen: a listener is not reusable).
+int CheckListenPort(const Id* id);
 
 // ---------------------------------------------------------------- events (cm_channel.cc)
 Event* NewEvent(Id* id, rdma_cm_event_type t, int status);
@@ -426,6 +442,9 @@ void ResendLingeringDreqs(Clock::time_point now, bool all);
 bool TakeLingeringDrep(uint32_t ours, uint32_t theirs, const ibv_gid& peer);
 // Listener bookkeeping: rdma_listen / rdma_destroy_id.
 void AddListener(Id* l, int backlog);
+// Whether another listener of this process holds l's port space and port
+// in the host registry (the first claims it there, the last releases it).
+bool OtherRegisteredListener(const Id* l);
 void ReleaseListener(Id* l);
 // Forgets an id in the CM's lookup tables (rdma_destroy_id).
 void ForgetId(Id* id);

@@ -103,9 +103,25 @@ Id* FindConnection(const CmMsg& m, uint32_t ours, uint32_t theirs, const ibv_gid
   return id;
 }
 
-Id* FindListener(int ps, uint16_t port) {
+// The listener a REQ for (ps, port) addressed to `dst` goes to: the one
+// bound to dst, else one bound to dst's family's wildcard or loopback (the
+// kernel's cma_match_private_data, which compares the REQ's rdma_cm header
+// with each listener's address). When neither exists, the port's first
+// listener: the kernel would reject the REQ, but a listener took every REQ
+// of its port here before listeners had addresses (rping -s without -a, an
+// IPv4 wildcard, serves IPv6 clients in tests/integration/ipv6) and still
+// does when it is alone.
+Id* FindListener(int ps, uint16_t port, const sockaddr* dst) {
   auto it = G().listeners.find(ListenKey(ps, port));
-  return it == G().listeners.end() ? nullptr : it->second;
+  if (it == G().listeners.end() || it->second.empty()) return nullptr;
+  Id* wildcard = nullptr;
+  for (Id* l : it->second) {
+    const sockaddr* a = &l->id.route.addr.src_addr;
+    if (a->sa_family != dst->sa_family) continue;
+    if (!AnyAddr(a) && SameAddr(a, dst)) return l;
+    if (AnyAddr(a) && wildcard == nullptr) wildcard = l;
+  }
+  return wildcard != nullptr ? wildcard : it->second.front();
 }
 
 Id* FindChildByPeer(uint32_t remote_comm, const ibv_gid& peer) {
@@ -250,7 +266,14 @@ void SendOrDefer(Id* id, const CmMsg& m, Timer t, bool defer) {
 
 void AddListener(Id* l, int backlog) {
   l->backlog = backlog > 0 && backlog < kMaxBacklog ? backlog : kMaxBacklog;
-  G().listeners[ListenKey(l->id.ps, SinPort(l->id.route.addr.src_sin))] = l;
+  G().listeners[ListenKey(l->id.ps, SinPort(l->id.route.addr.src_sin))].push_back(l);
+}
+
+bool OtherRegisteredListener(const Id* l) {
+  const auto it = G().listeners.find(ListenKey(l->id.ps, SinPort(l->id.route.addr.src_sin)));
+  if (it == G().listeners.end()) return false;
+  return std::any_of(it->second.begin(), it->second.end(),
+                     [l](const Id* o) { return o != l && o->registered; });
 }
 
 void ReleaseListener(Id* l) {
@@ -297,7 +320,13 @@ void ForgetId(Id* id) {
   };
   if (id->local_comm_id) erase_if_mine(g.by_comm, id->local_comm_id);
   if (id->remote_comm_id) erase_if_mine(g.by_peer, PeerKey(id->dgid, id->remote_comm_id));
-  if (id->st == St::kListen) erase_if_mine(g.listeners, ListenKey(id->id.ps, SinPort(id->id.route.addr.src_sin)));
+  if (id->st == St::kListen) {
+    const auto it = g.listeners.find(ListenKey(id->id.ps, SinPort(id->id.route.addr.src_sin)));
+    if (it != g.listeners.end()) {
+      std::erase(it->second, id);
+      if (it->second.empty()) g.listeners.erase(it);
+    }
+  }
 }
 
 void ReclaimUnclaimedRequests() {
@@ -409,7 +438,34 @@ void HandleReq(const CmMsg& m, int sgid, const ibv_gid& peer, const ibv_gid& loc
   }
   int ps = int((m.service_id >> 16) & 0xffff);
   uint16_t port = uint16_t(m.service_id & 0xffff);
-  Id* l = FindListener(ps, port);
+  // The addresses from rdma_cm's IP header (the peer's view), else from the
+  // packet. IPv6 (issue 15) when the header says IP version 6 or the peer
+  // has no IPv4 GID: sockaddr_in6 on both sides, as the kernel's rdma_cm
+  // reports such a connection.
+  const CmaHdr h = DecodeCmaHdr(m.pdata);
+  const bool ipv6 = h.ipv6 || !GidIsIpv4(peer);
+  static constexpr uint8_t kZero[16] = {};
+  sockaddr_storage req_dst{}, req_src{};
+  if (ipv6) {
+    sockaddr_in6 s{}, d{};
+    s.sin6_family = d.sin6_family = AF_INET6;
+    s.sin6_port = htons(port);
+    std::memcpy(&s.sin6_addr, h.ipv6 && std::memcmp(h.dst6, kZero, 16) ? h.dst6 : local.raw, 16);
+    d.sin6_port = h.src_port;
+    std::memcpy(&d.sin6_addr, h.ipv6 && std::memcmp(h.src6, kZero, 16) ? h.src6 : peer.raw, 16);
+    std::memcpy(&req_dst, &s, sizeof s);
+    std::memcpy(&req_src, &d, sizeof d);
+  } else {
+    sockaddr_in s{}, d{};
+    s.sin_family = d.sin_family = AF_INET;
+    s.sin_port = htons(port);
+    s.sin_addr.s_addr = h.dst_addr ? h.dst_addr : htonl(IpFromGid(local.raw));
+    d.sin_port = h.src_port;
+    d.sin_addr.s_addr = h.src_addr ? h.src_addr : htonl(IpFromGid(peer.raw));
+    std::memcpy(&req_dst, &s, sizeof s);
+    std::memcpy(&req_src, &d, sizeof d);
+  }
+  Id* l = FindListener(ps, port, reinterpret_cast<const sockaddr*>(&req_dst));
   if (!l) {
     CM_DBG("no listener for ps %x port %u", ps, port);
     if (!ReplyAllowed("no listener")) return;
@@ -464,32 +520,8 @@ void HandleReq(const CmMsg& m, int sgid, const ibv_gid& peer, const ibv_gid& loc
   c->requested_at = Now();
   g.unclaimed.insert({c->requested_at, c});
   ++l->unclaimed_requests;
-  // Addresses from rdma_cm's IP header (peer's view), else from the packet.
-  const CmaHdr h = DecodeCmaHdr(m.pdata);
-  if (h.ipv6 || !GidIsIpv4(peer)) {
-    // IPv6 (issue 15): sockaddr_in6 on both sides, as the kernel's rdma_cm
-    // reports a connection whose header says IP version 6.
-    static constexpr uint8_t kZero[16] = {};
-    sockaddr_in6& s = c->id.route.addr.src_sin6;
-    s = sockaddr_in6{};
-    s.sin6_family = AF_INET6;
-    s.sin6_port = htons(port);
-    std::memcpy(&s.sin6_addr, h.ipv6 && std::memcmp(h.dst6, kZero, 16) ? h.dst6 : local.raw, 16);
-    sockaddr_in6& d = c->id.route.addr.dst_sin6;
-    d = sockaddr_in6{};
-    d.sin6_family = AF_INET6;
-    d.sin6_port = h.src_port;
-    std::memcpy(&d.sin6_addr, h.ipv6 && std::memcmp(h.src6, kZero, 16) ? h.src6 : peer.raw, 16);
-  } else {
-    sockaddr_in& s = c->id.route.addr.src_sin;
-    s.sin_family = AF_INET;
-    s.sin_port = htons(port);
-    s.sin_addr.s_addr = h.dst_addr ? h.dst_addr : htonl(IpFromGid(local.raw));
-    sockaddr_in& d = c->id.route.addr.dst_sin;
-    d.sin_family = AF_INET;
-    d.sin_port = h.src_port;
-    d.sin_addr.s_addr = h.src_addr ? h.src_addr : htonl(IpFromGid(peer.raw));
-  }
+  std::memcpy(&c->id.route.addr.src_storage, &req_dst, sizeof req_dst);
+  std::memcpy(&c->id.route.addr.dst_storage, &req_src, sizeof req_src);
   c->id.route.addr.addr.ibaddr.sgid.global.interface_id = 0;
   if (sgid >= 0) {
     const ibv_gid sg = LocalGid(sgid);

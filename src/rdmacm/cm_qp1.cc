@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "rdmacm/cm_internal.h"
+#include "common/background_thread.h"
 #include "rdmacm/cma.h"
 #include "log/log.h"
 
@@ -173,6 +174,7 @@ int SleepMs() {
 }
 
 void CmThread() {
+  pthread_setname_np(pthread_self(), "softrnic-cm");
   Cm& g = G();
   int sleep_ms = kMaxSleepMs;
   for (;;) {
@@ -341,7 +343,7 @@ int StartLocked() {
   // Registered per CM (a forked child registers its own, after its own
   // device exists, so that it runs before that device is torn down).
   atexit(DisconnectAllAtExit);
-  g.th = std::thread(CmThread);
+  g.th = StartBackgroundThread(CmThread);
   g.th.detach();
   g.send_mad = Qp1Send;
   g.started = true;

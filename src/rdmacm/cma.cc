@@ -158,7 +158,8 @@ CMA_EXPORT int rdma_destroy_id(rdma_cm_id* cid) {
       SendMsg(id->sgid_index, id->dgid, m);
     }
     if (t) Apply(id, *t);
-    if (id->registered) RegRemove(id->id.ps, SinPort(id->id.route.addr.src_sin));
+    if (id->registered && !OtherRegisteredListener(id))
+      RegRemove(id->id.ps, SinPort(id->id.route.addr.src_sin));
     if (id->st == St::kListen) ReleaseListener(id);
     ForgetId(id);
     g.ids.erase(id);
@@ -270,8 +271,16 @@ CMA_EXPORT int rdma_listen(rdma_cm_id* cid, int backlog) {
     if (int rc = BindLocked(id, reinterpret_cast<sockaddr*>(&any))) return Fail(rc);
   }
   if (id->st == St::kListen) return 0;
+  if (id->reuseaddr) {
+    if (int rc = CheckListenPort(id)) return Fail(rc);
+    id->reuseaddr = false;
+  }
+  // The host registry and the host NIC know a port, not an address: the
+  // port's first listener of this process claims it there, its last
+  // releases it (rdma_destroy_id).
   uint16_t port = SinPort(id->id.route.addr.src_sin);
-  if (int rc = RegAdd(id->id.ps, port)) return Fail(rc);
+  if (!OtherRegisteredListener(id))
+    if (int rc = RegAdd(id->id.ps, port)) return Fail(rc);
   id->registered = true;
   Apply(id, *FindTransition(id->st, CmEvent::kListen));  // a row in every state but Listen
   AddListener(id, backlog);
@@ -406,7 +415,28 @@ CMA_EXPORT int rdma_set_option(rdma_cm_id* cid, int level, int optname, void* op
         return 0;
       }
       case RDMA_OPTION_ID_REUSEADDR:
-      case RDMA_OPTION_ID_AFONLY: return 0;  // accepted; binding is IPv4-only here
+      case RDMA_OPTION_ID_AFONLY: {
+        // An int each (librdmacm passes the kernel's ucma an int). AFONLY
+        // before the id listens or connects (the kernel's rdma_set_afonly:
+        // idle or bound); REUSEADDR on, in any state but listening, off only
+        // before a bind (rdma_set_reuseaddr).
+        if (optlen != sizeof(int)) return Fail(EINVAL);
+        int value = 0;
+        std::memcpy(&value, optval, sizeof value);
+        const bool on = value != 0;
+        std::lock_guard<std::mutex> l(G().mu);
+        Id* id = ToId(cid);
+        if (optname == RDMA_OPTION_ID_AFONLY) {
+          if (id->st != St::kIdle) return Fail(EINVAL);
+          id->afonly = on;
+          id->afonly_set = true;
+          return 0;
+        }
+        if (!(on && id->st != St::kListen) && !(id->st == St::kIdle && !id->bound))
+          return Fail(EINVAL);
+        id->reuseaddr = on;
+        return 0;
+      }
       default: return Fail(ENOSYS);
     }
   }

@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -32,17 +33,44 @@ uint16_t EphemeralPort(int ps) {
   }
 }
 
-// `*port` for the id: 0 picks an ephemeral one; a port a listener or an
-// idle id of the same port space holds is EADDRINUSE (bind(2)).
-int ClaimPort(Id* id, uint16_t* port) {
+// The id's afonly once it binds to `family`: the option's value if the
+// application set one, else 1 for IPv4 and net.ipv6.bindv6only (of this
+// network namespace) for IPv6, as the kernel's rdma_bind_addr decides.
+bool AfonlyAtBind(const Id* id, int family) {
+  if (id->afonly_set) return id->afonly;
+  if (family != AF_INET6) return true;
+  FILE* f = std::fopen("/proc/sys/net/ipv6/bindv6only", "re");
+  int v = 0;
+  if (f != nullptr) {
+    if (std::fscanf(f, "%d", &v) != 1) v = 0;
+    std::fclose(f);
+  }
+  return v != 0;
+}
+
+// `*port` for an id about to bind `addr` (whose afonly is `afonly`): 0
+// picks an ephemeral one. A fixed port follows the kernel's cma_check_port
+// against the listeners and idle ids on it (bind(2) says what the errnos
+// mean): skipped when both ids set REUSEADDR (`reuseaddr`: the caller's
+// side of that), or when both are afonly and of different families; else a
+// wildcard or loopback address on either side is EADDRNOTAVAIL and the
+// same address EADDRINUSE. So 0.0.0.0:p and [::]:p (AFONLY) bind together,
+// as tgt's iSER portal does, and 10.0.0.1:p beside 10.0.0.2:p.
+int ClaimPort(const Id* id, const sockaddr* addr, bool afonly, bool reuseaddr, uint16_t* port) {
   if (!*port) {
     *port = EphemeralPort(id->id.ps);
     return 0;
   }
   const auto it = G().ports.find(ListenKey(id->id.ps, *port));
   if (it == G().ports.end()) return 0;
-  for (const Id* i : it->second)
-    if (i != id && (i->st == St::kListen || i->st == St::kIdle)) return EADDRINUSE;
+  for (const Id* i : it->second) {
+    if (i == id || (i->st != St::kListen && i->st != St::kIdle)) continue;
+    if (reuseaddr && i->reuseaddr) continue;
+    const sockaddr* cur = &i->id.route.addr.src_addr;
+    if (afonly && i->afonly && addr->sa_family != cur->sa_family) continue;
+    if (AnyAddr(addr) || AnyAddr(cur)) return EADDRNOTAVAIL;
+    if (SameAddr(addr, cur)) return EADDRINUSE;
+  }
   return 0;
 }
 
@@ -56,9 +84,11 @@ int BindLocked6(Id* id, const sockaddr* addr) {
   const bool wildcard = IN6_IS_ADDR_UNSPECIFIED(&s.sin6_addr);
   if (!wildcard && !IsLocalIp6(s.sin6_addr)) return EADDRNOTAVAIL;
   uint16_t port = ntohs(s.sin6_port);
-  if (int rc = ClaimPort(id, &port)) return rc;
+  const bool afonly = AfonlyAtBind(id, AF_INET6);
+  if (int rc = ClaimPort(id, addr, afonly, id->reuseaddr, &port)) return rc;
   s.sin6_port = htons(port);
   std::memcpy(&id->id.route.addr.src_sin6, &s, sizeof s);
+  id->afonly = afonly;
   id->bound = true;
   NotePort(id);
   if (wildcard || IN6_IS_ADDR_LOOPBACK(&s.sin6_addr)) {
@@ -259,6 +289,37 @@ int ResolveLocked(Id* id, const sockaddr* src, const sockaddr* dst) {
 
 }  // namespace
 
+bool AnyAddr(const sockaddr* a) {
+  if (a->sa_family == AF_INET6) {
+    sockaddr_in6 s;
+    std::memcpy(&s, a, sizeof s);
+    return IN6_IS_ADDR_UNSPECIFIED(&s.sin6_addr) || IN6_IS_ADDR_LOOPBACK(&s.sin6_addr);
+  }
+  sockaddr_in s;
+  std::memcpy(&s, a, sizeof s);
+  const uint32_t ip = ntohl(s.sin_addr.s_addr);
+  return ip == INADDR_ANY || (ip >> 24) == 127;
+}
+
+bool SameAddr(const sockaddr* a, const sockaddr* b) {
+  if (a->sa_family != b->sa_family) return false;
+  if (a->sa_family == AF_INET6) {
+    sockaddr_in6 x, y;
+    std::memcpy(&x, a, sizeof x);
+    std::memcpy(&y, b, sizeof y);
+    return std::memcmp(&x.sin6_addr, &y.sin6_addr, sizeof x.sin6_addr) == 0;
+  }
+  sockaddr_in x, y;
+  std::memcpy(&x, a, sizeof x);
+  std::memcpy(&y, b, sizeof y);
+  return x.sin_addr.s_addr == y.sin_addr.s_addr;
+}
+
+int CheckListenPort(const Id* id) {
+  uint16_t port = SinPort(id->id.route.addr.src_sin);
+  return ClaimPort(id, &id->id.route.addr.src_addr, id->afonly, false, &port);
+}
+
 int BindLocked(Id* id, const sockaddr* addr) {
   Cm& g = G();
   if (!addr) return EINVAL;
@@ -269,9 +330,11 @@ int BindLocked(Id* id, const sockaddr* addr) {
   uint32_t ip = ntohl(s.sin_addr.s_addr);
   if (ip != INADDR_ANY && !IsLocalIp(ip)) return EADDRNOTAVAIL;
   uint16_t port = SinPort(s);
-  if (int rc = ClaimPort(id, &port)) return rc;
+  const bool afonly = AfonlyAtBind(id, AF_INET);
+  if (int rc = ClaimPort(id, addr, afonly, id->reuseaddr, &port)) return rc;
   s.sin_port = htons(port);
   std::memcpy(&id->id.route.addr.src_sin, &s, sizeof s);
+  id->afonly = afonly;
   id->bound = true;
   NotePort(id);
   // The kernel's cma_any_addr() is "zero or loopback": rdma_bind_addr() to

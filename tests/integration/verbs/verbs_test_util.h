@@ -14,8 +14,8 @@
 
 #include <infiniband/verbs.h>
 
-static int g_failures;
-static int g_checks;
+static int g_failures __attribute__((unused));
+static int g_checks __attribute__((unused));
 
 #define CHECK(cond, ...)                                           \
   do {                                                             \

@@ -926,7 +926,8 @@ TEST_F(CmProtocolTest, UnclaimedRequestsAreIndexedUntilTakenOrReclaimed) {
 }
 
 // Ports are found through Cm::ports: a port an idle or listening id holds
-// is EADDRINUSE until that id is destroyed; ephemeral ports are distinct.
+// on the wildcard is EADDRNOTAVAIL to a second wildcard bind (the kernel's
+// cma_check_port) until that id is destroyed; ephemeral ports are distinct.
 TEST_F(CmProtocolTest, BoundPortsAreIndexed) {
   rdma_cm_id *a = nullptr, *b = nullptr, *e1 = nullptr, *e2 = nullptr;
   ASSERT_EQ(rdma_create_id(&chan_->ch, &a, nullptr, RDMA_PS_TCP), 0);
@@ -936,7 +937,7 @@ TEST_F(CmProtocolTest, BoundPortsAreIndexed) {
   s.sin_port = htons(47001);
   ASSERT_EQ(rdma_bind_addr(a, reinterpret_cast<sockaddr*>(&s)), 0);
   EXPECT_EQ(rdma_bind_addr(b, reinterpret_cast<sockaddr*>(&s)), -1);
-  EXPECT_EQ(errno, EADDRINUSE);
+  EXPECT_EQ(errno, EADDRNOTAVAIL);
   ASSERT_EQ(rdma_destroy_id(a), 0);
   EXPECT_EQ(rdma_bind_addr(b, reinterpret_cast<sockaddr*>(&s)), 0) << "the port is free again";
   ASSERT_EQ(rdma_create_id(&chan_->ch, &e1, nullptr, RDMA_PS_TCP), 0);
@@ -951,6 +952,81 @@ TEST_F(CmProtocolTest, BoundPortsAreIndexed) {
   EXPECT_EQ(G().ports.size(), 3u);
   ASSERT_EQ(G().ports.count(ListenKey(RDMA_PS_TCP, p1)), 1u);
   EXPECT_EQ(G().ports[ListenKey(RDMA_PS_TCP, p1)].count(ToId(e1)), 1u);
+}
+
+// The kernel's port rules by family (cma_check_port, rdma_set_option(3)),
+// as tgt's iSER portal needs them: 0.0.0.0:p and [::]:p bind together when
+// the IPv6 id is AFONLY and not otherwise; each listener then gets the REQs
+// of its own family. REUSEADDR lets two idle ids share a port, and the one
+// that listens must then have it alone. Option errors are EINVAL.
+TEST_F(CmProtocolTest, PortsFollowTheKernelsFamilyRules) {
+  ibv_gid local6{}, peer6{};
+  inet_pton(AF_INET6, "fd77:243::1", local6.raw);
+  inet_pton(AF_INET6, "fd77:243::2", peer6.raw);
+  G().gid_ip = {0, kLocalIp, 0};
+  G().gid6 = {ibv_gid{}, ibv_gid{}, local6};
+  rdma_cm_id *v4 = nullptr, *v6_dual = nullptr, *v6 = nullptr;
+  ASSERT_EQ(rdma_create_id(&chan_->ch, &v4, nullptr, RDMA_PS_TCP), 0);
+  ASSERT_EQ(rdma_create_id(&chan_->ch, &v6_dual, nullptr, RDMA_PS_TCP), 0);
+  ASSERT_EQ(rdma_create_id(&chan_->ch, &v6, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in any4{};
+  any4.sin_family = AF_INET;
+  any4.sin_port = htons(kListenPort);
+  sockaddr_in6 any6{};
+  any6.sin6_family = AF_INET6;
+  any6.sin6_port = htons(kListenPort);
+  int off = 0, on = 1;
+  EXPECT_EQ(rdma_set_option(v6, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &on, 1), -1);
+  EXPECT_EQ(errno, EINVAL) << "an int, not a byte";
+  ASSERT_EQ(rdma_set_option(v6_dual, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &off, sizeof off), 0);
+  ASSERT_EQ(rdma_set_option(v6, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &on, sizeof on), 0);
+  ASSERT_EQ(rdma_bind_addr(v4, reinterpret_cast<sockaddr*>(&any4)), 0);
+  EXPECT_EQ(rdma_bind_addr(v6_dual, reinterpret_cast<sockaddr*>(&any6)), -1);
+  EXPECT_EQ(errno, EADDRNOTAVAIL) << "a dual-stack [::] overlaps 0.0.0.0";
+  ASSERT_EQ(rdma_bind_addr(v6, reinterpret_cast<sockaddr*>(&any6)), 0) << "AFONLY: no overlap";
+  ASSERT_EQ(rdma_listen(v4, 4), 0);
+  ASSERT_EQ(rdma_listen(v6, 4), 0);
+  EXPECT_EQ(rdma_set_option(v6, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &off, sizeof off), -1);
+  EXPECT_EQ(errno, EINVAL) << "AFONLY once listening";
+
+  Inject(Req());
+  EXPECT_EQ(ToId(v4)->unclaimed_requests, 1) << "an IPv4 REQ goes to the IPv4 listener";
+  EXPECT_EQ(ToId(v6)->unclaimed_requests, 0);
+  CmMsg req = Req();
+  req.local_comm_id = kPeerComm + 1;
+  CmaHdr h;
+  h.ipv6 = true;
+  std::memcpy(h.src6, peer6.raw, 16);
+  std::memcpy(h.dst6, local6.raw, 16);
+  h.src_port = htons(41000);
+  EncodeCmaHdr(req.pdata, h);
+  uint8_t buf[kGrh + kMadSize] = {};
+  buf[0] = 0x60;  // IPv6 header: version 6
+  std::memcpy(buf + 8, peer6.raw, 16);
+  std::memcpy(buf + 24, local6.raw, 16);
+  EncodeCm(req, buf + kGrh);
+  {
+    std::lock_guard<std::mutex> l(G().mu);
+    HandleMad(buf, sizeof buf);
+  }
+  EXPECT_EQ(ToId(v6)->unclaimed_requests, 1) << "an IPv6 REQ goes to the IPv6 listener";
+  EXPECT_EQ(ToId(v4)->unclaimed_requests, 1);
+
+  // REUSEADDR on both idle ids: they share a port until one listens.
+  rdma_cm_id *r1 = nullptr, *r2 = nullptr;
+  ASSERT_EQ(rdma_create_id(&chan_->ch, &r1, nullptr, RDMA_PS_TCP), 0);
+  ASSERT_EQ(rdma_create_id(&chan_->ch, &r2, nullptr, RDMA_PS_TCP), 0);
+  any4.sin_port = htons(kListenPort + 1);
+  for (rdma_cm_id* r : {r1, r2}) {
+    ASSERT_EQ(rdma_set_option(r, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &on, sizeof on), 0);
+    ASSERT_EQ(rdma_bind_addr(r, reinterpret_cast<sockaddr*>(&any4)), 0);
+  }
+  EXPECT_EQ(rdma_listen(r2, 4), -1);
+  EXPECT_EQ(errno, EADDRNOTAVAIL) << "a listener must have its port alone";
+  ASSERT_EQ(rdma_destroy_id(r1), 0);
+  EXPECT_EQ(rdma_listen(r2, 4), 0);
+  EXPECT_EQ(rdma_set_option(r2, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &on, sizeof on), -1);
+  EXPECT_EQ(errno, EINVAL) << "REUSEADDR on a listener";
 }
 
 TEST(CmTransitionTableTest, RowsFollowTheSpec) {
