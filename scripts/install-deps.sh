@@ -28,6 +28,10 @@ REQUIRED=(
   python3-pyverbs libucx0 ucx-utils libfabric1 libfabric-bin
   openmpi-bin libopenmpi3 libopenmpi-dev mpich libmpich12 libmpich-dev
   python3 python3-scapy tshark tcpdump
+  # Storage and virtual machines over softrnic (docs/storage.md): tgt's iSER
+  # target, libiscsi's initiator tools, QEMU's iscsi driver (qemu-io) and
+  # QEMU's RDMA live migration.
+  tgt libiscsi-bin qemu-utils qemu-block-extra qemu-system-x86
   # The Prometheus text parser tools_prometheus checks `softrnic stat -P` with.
   python3-prometheus-client
   iproute2 nftables iputils-ping procps psmisc coreutils
