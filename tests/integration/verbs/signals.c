@@ -38,7 +38,6 @@
 #include "verbs_test_util.h"
 
 #define ROUNDS 20
-#define SIZE 4096
 
 static atomic_int g_usr1_count;
 static atomic_int g_usr1_tid;  /* the thread the last SIGUSR1 ran on */
@@ -65,7 +64,7 @@ static void *worker(void *arg) {
 
 /* The SigBlk mask of thread tid, or 0 if it cannot be read. */
 static unsigned long long blocked_of(const char *tid) {
-  char path[64], line[256];
+  char path[300], line[256];
   snprintf(path, sizeof path, "/proc/self/task/%s/status", tid);
   FILE *f = fopen(path, "r");
   if (!f) return 0;
@@ -89,7 +88,7 @@ static int check_softrnic_threads(int *engine, int *cm) {
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
     if (e->d_name[0] == '.') continue;
-    char path[64], comm[32] = "";
+    char path[300], comm[32] = "";
     snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
     FILE *f = fopen(path, "r");
     if (!f) continue;
@@ -119,64 +118,10 @@ static int take(int sfd) {
   return (int)si.ssi_signo;
 }
 
-struct loopback {
-  struct ibv_context *ctx;
-  struct ibv_pd *pd;
-  struct ibv_cq *cq;
-  struct ibv_qp *qp[2];
-  struct ibv_mr *mr;
-  uint8_t *buf;
-};
-
-/* One RDMA WRITE from the first half of the buffer to the second, verified. */
-static int write_once(struct loopback *l, uint8_t fill) {
-  memset(l->buf, fill, SIZE);
-  struct ibv_sge sge = {.addr = (uintptr_t)l->buf, .length = SIZE, .lkey = l->mr->lkey};
-  struct ibv_send_wr wr, *bad;
-  memset(&wr, 0, sizeof wr);
-  wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.rdma.remote_addr = (uintptr_t)(l->buf + SIZE);
-  wr.wr.rdma.rkey = l->mr->rkey;
-  if (ibv_post_send(l->qp[0], &wr, &bad)) return -1;
-  struct ibv_wc wc;
-  if (poll_n(l->cq, 1, &wc) != 1 || wc.status != IBV_WC_SUCCESS) return -1;
-  for (int i = 0; i < SIZE; ++i)
-    if (l->buf[SIZE + i] != fill) return -1;
-  return 0;
-}
-
-static void setup_loopback(struct loopback *l) {
-  int n = 0;
-  struct ibv_device **list = ibv_get_device_list(&n);
-  REQUIRE(list && n > 0, "no RDMA device");
-  l->ctx = ibv_open_device(list[0]);
-  ibv_free_device_list(list);
-  REQUIRE(l->ctx, "ibv_open_device");
-  l->pd = ibv_alloc_pd(l->ctx);
-  l->cq = ibv_create_cq(l->ctx, 16, NULL, NULL, 0);
-  REQUIRE(l->pd && l->cq, "pd/cq");
-  l->buf = calloc(2, SIZE);
-  l->mr = ibv_reg_mr(l->pd, l->buf, 2 * SIZE,
-                     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
-  REQUIRE(l->buf && l->mr, "ibv_reg_mr");
-  union ibv_gid gid;
-  REQUIRE(ibv_query_gid(l->ctx, 1, 0, &gid) == 0, "ibv_query_gid");
-  for (int i = 0; i < 2; ++i) {
-    l->qp[i] = make_qp(l->pd, l->cq, IBV_QPT_RC, NULL, 8, 1);
-    REQUIRE(l->qp[i] && to_init(l->qp[i], IBV_QPT_RC) == 0, "qp %d", i);
-  }
-  for (int i = 0; i < 2; ++i)
-    REQUIRE(to_rtr(l->qp[i], l->qp[1 - i]->qp_num, &gid) == 0 && to_rts(l->qp[i], 7) == 0,
-            "connect qp %d", i);
-}
-
 int main(void) {
   struct loopback l;
-  setup_loopback(&l);
-  REQUIRE(write_once(&l, 1) == 0, "first WRITE");
+  REQUIRE(loopback_open(&l, 4096) == 0, "loopback pair");
+  REQUIRE(loopback_write(&l, 1, 1) == 0, "first WRITE");
 
   /* The CM's thread: a listener on the loopback address. */
   struct rdma_event_channel *ch = rdma_create_event_channel();
@@ -214,7 +159,7 @@ int main(void) {
 
   int wrong_thread = 0;
   for (int r = 0; r < ROUNDS; ++r) {
-    CHECK(write_once(&l, (uint8_t)(r + 2)) == 0, "WRITE of round %d", r);
+    CHECK(loopback_write(&l, (uint8_t)(r + 2), 1) == 0, "WRITE of round %d", r);
     kill(getpid(), SIGUSR2);
     CHECK(take(sfd) == SIGUSR2, "round %d: SIGUSR2 not on the signalfd", r);
     kill(getpid(), SIGALRM);
@@ -237,13 +182,7 @@ int main(void) {
   pthread_join(w, NULL);
   rdma_destroy_id(id);
   rdma_destroy_event_channel(ch);
-  ibv_destroy_qp(l.qp[0]);
-  ibv_destroy_qp(l.qp[1]);
-  ibv_dereg_mr(l.mr);
-  ibv_destroy_cq(l.cq);
-  ibv_dealloc_pd(l.pd);
-  ibv_close_device(l.ctx);
-  free(l.buf);
+  loopback_close(&l);
   printf("%d softrnic threads; %d checks, %d failures\n", threads, g_checks, g_failures);
   return g_failures ? 1 : 0;
 }

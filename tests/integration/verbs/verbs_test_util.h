@@ -131,3 +131,77 @@ static inline int ud_ready(struct ibv_qp *qp) {
   return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
 }
 
+
+/* A loopback RC pair in one context of the first device: two QPs connected
+ * to each other, one CQ, and one MR of 2 * size bytes whose first half is
+ * the source of loopback_write and second half its target. */
+struct loopback {
+  struct ibv_context *ctx;
+  struct ibv_pd *pd;
+  struct ibv_cq *cq;
+  struct ibv_qp *qp[2];
+  struct ibv_mr *mr;
+  uint8_t *buf;
+  uint32_t size;
+};
+
+/* 0, or -1 with a line on stderr naming the step that failed. */
+static inline int loopback_open(struct loopback *l, uint32_t size) {
+  memset(l, 0, sizeof *l);
+  l->size = size;
+  int n = 0;
+  struct ibv_device **list = ibv_get_device_list(&n);
+  if (!list || n == 0) return fprintf(stderr, "loopback: no device\n"), -1;
+  l->ctx = ibv_open_device(list[0]);
+  ibv_free_device_list(list);
+  if (!l->ctx) return fprintf(stderr, "loopback: ibv_open_device\n"), -1;
+  l->pd = ibv_alloc_pd(l->ctx);
+  l->cq = ibv_create_cq(l->ctx, 16, NULL, NULL, 0);
+  l->buf = calloc(2, size);
+  if (!l->pd || !l->cq || !l->buf) return fprintf(stderr, "loopback: pd/cq/buffer\n"), -1;
+  l->mr = ibv_reg_mr(l->pd, l->buf, 2 * (size_t)size,
+                     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+  union ibv_gid gid;
+  if (!l->mr || ibv_query_gid(l->ctx, 1, 0, &gid)) return fprintf(stderr, "loopback: mr\n"), -1;
+  for (int i = 0; i < 2; ++i) {
+    l->qp[i] = make_qp(l->pd, l->cq, IBV_QPT_RC, NULL, 8, 1);
+    if (!l->qp[i] || to_init(l->qp[i], IBV_QPT_RC)) return fprintf(stderr, "loopback: qp\n"), -1;
+  }
+  for (int i = 0; i < 2; ++i)
+    if (to_rtr(l->qp[i], l->qp[1 - i]->qp_num, &gid) || to_rts(l->qp[i], 7))
+      return fprintf(stderr, "loopback: connect\n"), -1;
+  return 0;
+}
+
+/* An RDMA WRITE of the first half, filled with `fill`, onto the second.
+ * With wait, its completion is awaited and every byte checked (0 or -1);
+ * without, it is left in flight (0 once posted). */
+static inline int loopback_write(struct loopback *l, uint8_t fill, int wait) {
+  memset(l->buf, fill, l->size);
+  struct ibv_sge sge = {.addr = (uintptr_t)l->buf, .length = l->size, .lkey = l->mr->lkey};
+  struct ibv_send_wr wr, *bad;
+  memset(&wr, 0, sizeof wr);
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = (uintptr_t)(l->buf + l->size);
+  wr.wr.rdma.rkey = l->mr->rkey;
+  if (ibv_post_send(l->qp[0], &wr, &bad)) return -1;
+  if (!wait) return 0;
+  struct ibv_wc wc;
+  if (poll_n(l->cq, 1, &wc) != 1 || wc.status != IBV_WC_SUCCESS) return -1;
+  for (uint32_t i = 0; i < l->size; ++i)
+    if (l->buf[l->size + i] != fill) return -1;
+  return 0;
+}
+
+static inline void loopback_close(struct loopback *l) {
+  for (int i = 0; i < 2; ++i)
+    if (l->qp[i]) ibv_destroy_qp(l->qp[i]);
+  if (l->mr) ibv_dereg_mr(l->mr);
+  if (l->cq) ibv_destroy_cq(l->cq);
+  if (l->pd) ibv_dealloc_pd(l->pd);
+  if (l->ctx) ibv_close_device(l->ctx);
+  free(l->buf);
+}

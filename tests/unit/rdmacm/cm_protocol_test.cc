@@ -124,6 +124,18 @@ class CmProtocolTest : public ::testing::Test {
     HandleMad(buf, sizeof buf);
   }
 
+  // A MAD from IPv6 address `from` to `to`: the 40-byte IPv6 header in
+  // QP1's GRH area + the MAD.
+  void Inject6(const CmMsg& m, const ibv_gid& from, const ibv_gid& to) {
+    uint8_t buf[kGrh + kMadSize] = {};
+    buf[0] = 0x60;  // IPv6 header: version 6
+    std::memcpy(buf + 8, from.raw, 16);
+    std::memcpy(buf + 24, to.raw, 16);
+    EncodeCm(m, buf + kGrh);
+    std::lock_guard<std::mutex> l(G().mu);
+    HandleMad(buf, sizeof buf);
+  }
+
   // What the peer sends next on a connection: its comm ID, ours.
   static CmMsg FromPeer(uint16_t attr, const Id* id) {
     CmMsg m;
@@ -386,15 +398,7 @@ TEST_F(CmProtocolTest, Ipv6ReqGivesSockaddrIn6AndAnswersTheIpv6Peer) {
   std::memcpy(h.dst6, local6.raw, 16);
   h.src_port = htons(41000);
   EncodeCmaHdr(req.pdata, h);
-  auto inject6 = [&](const CmMsg& m, const ibv_gid& from) {
-    uint8_t buf[kGrh + kMadSize] = {};
-    buf[0] = 0x60;  // IPv6 header: version 6
-    std::memcpy(buf + 8, from.raw, 16);
-    std::memcpy(buf + 24, local6.raw, 16);
-    EncodeCm(m, buf + kGrh);
-    std::lock_guard<std::mutex> l(G().mu);
-    HandleMad(buf, sizeof buf);
-  };
+  auto inject6 = [&](const CmMsg& m, const ibv_gid& from) { Inject6(m, from, local6); };
   inject6(req, peer6);
   const Ev ev = NextEvent();
   ASSERT_EQ(ev.type, RDMA_CM_EVENT_CONNECT_REQUEST);
@@ -1000,15 +1004,7 @@ TEST_F(CmProtocolTest, PortsFollowTheKernelsFamilyRules) {
   std::memcpy(h.dst6, local6.raw, 16);
   h.src_port = htons(41000);
   EncodeCmaHdr(req.pdata, h);
-  uint8_t buf[kGrh + kMadSize] = {};
-  buf[0] = 0x60;  // IPv6 header: version 6
-  std::memcpy(buf + 8, peer6.raw, 16);
-  std::memcpy(buf + 24, local6.raw, 16);
-  EncodeCm(req, buf + kGrh);
-  {
-    std::lock_guard<std::mutex> l(G().mu);
-    HandleMad(buf, sizeof buf);
-  }
+  Inject6(req, peer6, local6);
   EXPECT_EQ(ToId(v6)->unclaimed_requests, 1) << "an IPv6 REQ goes to the IPv6 listener";
   EXPECT_EQ(ToId(v4)->unclaimed_requests, 1);
 
