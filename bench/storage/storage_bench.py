@@ -103,7 +103,11 @@ class Tgtd:
         return sh('tgtadm', '-C', str(CONTROL_PORT), *args, check=check, timeout=20)
 
     def stop(self):
-        self.adm('--mode', 'system', '--op', 'delete', '--force', check=False)
+        # tgtd leaves only once it has no target.
+        for tid, lld in ((1, 'iser'), (2, 'iscsi')):
+            self.adm('--lld', lld, '--mode', 'target', '--op', 'delete', '--tid', str(tid),
+                     '--force', check=False)
+        self.adm('--mode', 'system', '--op', 'delete', check=False)
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:

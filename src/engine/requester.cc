@@ -58,7 +58,6 @@ void Engine::RunRequester(Qp* qp) {
   // Lost packets first (selective retransmission): they hold the window.
   if (qp->sr.retx_scan) RetransmitLost(qp);
   DestSync(qp);
-  bool sent = false;
   while (qp->sq_next != qp->sq_tail && qp->attr.qp_state == QpState::kRts) {
     const uint64_t index = qp->sq_next;
     SendWqe& w = qp->Wqe(index);
@@ -69,19 +68,18 @@ void Engine::RunRequester(Qp* qp) {
       ExecuteLocalWqe(qp, w);
       continue;
     }
+    // A deferred ACK leaves right before this QP's next request
+    // (ack_delay.cc), never behind it: the peer would otherwise complete
+    // our request, which we sent only after receiving its message, before
+    // the send of that message (tgt's iSER target drops a connection whose
+    // first command completes before its last login response).
+    if (qp->ack_delay.ack_deferred) PiggybackAck(qp);
     // Same-host peer: WRITE/READ/atomics straight into its memory.
-    if (shm_direct_ && TryDirect(qp, w, index)) {
-      sent = true;
-      continue;
-    }
+    if (shm_direct_ && TryDirect(qp, w, index)) continue;
     if (!CanSend(qp, w)) break;
     if (!SendNextPacket(qp, w, index)) break;
     DestSync(qp);  // the next CanSend and AckReq see this packet
-    sent = true;
   }
-  // A deferred ACK leaves after the requests (ack_delay.cc): a peer that
-  // sees the ACK, completes and stops polling has the request already.
-  if (sent && qp->ack_delay.ack_deferred) PiggybackAck(qp);
 }
 
 void Engine::ExecuteLocalWqe(Qp* qp, SendWqe& w) {

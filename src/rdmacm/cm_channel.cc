@@ -31,8 +31,7 @@ void TakeCount(Channel* c) {
 }  // namespace
 
 Event* NewEvent(Id* id, rdma_cm_event_type t, int status) {
-  auto* e = new Event;
-  std::memset(e, 0, sizeof(*e));
+  auto* e = new Event{};  // ev and pdata zeroed
   e->ev.id = &id->id;
   e->ev.event = t;
   e->ev.status = status;
@@ -121,6 +120,8 @@ int PopEvent(Channel* c, rdma_cm_event** out) {
         c->q.pop_front();
         TakeCount(c);
         if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST) ClaimRequest(ToId(e->ev.id));
+        e->out = ToId(e->ev.id)->events_out;
+        e->out->fetch_add(1, std::memory_order_relaxed);
         CM_DBG("taken %s id %p", rdma_event_str(e->ev.event), (void*)e->ev.id);
         *out = &e->ev;
         return 0;

@@ -30,6 +30,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -87,6 +88,9 @@ constexpr int kMaxRdAtomic = 16;
 // registry every kLookupMs for kLookups times (a listener that is just being
 // set up, as perftest's server does after its handshake) before REJECTED.
 constexpr int kLookupMs = 50;
+// How long rdma_destroy_id waits for the id's handed-out events to be
+// acknowledged by another thread (cma.cc).
+constexpr std::chrono::milliseconds kDestroyAckWait{2000};
 constexpr int kLookups = 20;
 
 // ---------------------------------------------------------------- channels / events
@@ -95,6 +99,10 @@ struct Id;
 struct Event {
   rdma_cm_event ev;  // first
   uint8_t pdata[256];
+  // Once rdma_get_cm_event hands it out: the count of its id's events not
+  // yet acknowledged (Id::events_out), shared so that a late ack never
+  // touches a freed id.
+  std::shared_ptr<std::atomic<int>> out;
 };
 
 // The channel's fd is an eventfd in semaphore mode holding exactly one count
@@ -127,6 +135,11 @@ struct McJoin {
 struct Id {
   rdma_cm_id id;  // first
   Channel* chan = nullptr;
+  // Events naming this id that rdma_get_cm_event handed out and
+  // rdma_ack_cm_event has not taken back: rdma_destroy_id waits for them,
+  // as librdmacm does (rdma_destroy_id(3): "ack all related events"), so
+  // that a thread still handling one never reads a freed id.
+  std::shared_ptr<std::atomic<int>> events_out = std::make_shared<std::atomic<int>>(0);
   bool sync = false;  // created without a channel: calls wait for their event
   St st = St::kIdle;
   bool bound = false;

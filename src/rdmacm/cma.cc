@@ -24,8 +24,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <thread>
 
 #include "common/secure_random.h"
+#include "log/log.h"
 #include "rdmacm/cm_internal.h"
 #include "rdmacm/mad.h"
 
@@ -86,7 +88,9 @@ CMA_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** ev
 
 CMA_EXPORT int rdma_ack_cm_event(rdma_cm_event* event) {
   if (!event) return Fail(EINVAL);
-  delete reinterpret_cast<Event*>(event);
+  Event* e = reinterpret_cast<Event*>(event);
+  if (e->out) e->out->fetch_sub(1, std::memory_order_release);
+  delete e;
   return 0;
 }
 
@@ -131,6 +135,22 @@ CMA_EXPORT int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void
 CMA_EXPORT int rdma_destroy_id(rdma_cm_id* cid) {
   if (!cid) return Fail(EINVAL);
   Id* id = ToId(cid);
+  if (id->id.event) {  // a synchronous id's last event is ours to ack
+    rdma_ack_cm_event(id->id.event);
+    id->id.event = nullptr;
+  }
+  // Events of this id handed out and not acknowledged yet: another thread
+  // may be handling one (libiscsi's CM thread read the id after its owner
+  // destroyed it). librdmacm waits for them without a limit; a program that
+  // never acks would hang there, so this waits kDestroyAckWait and then
+  // goes on, saying so (a late ack only updates the shared count).
+  const auto until = std::chrono::steady_clock::now() + kDestroyAckWait;
+  while (id->events_out->load(std::memory_order_acquire) > 0 &&
+         std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (const int left = id->events_out->load(std::memory_order_acquire); left > 0)
+    SOFTRNIC_LOG(kWarn, "rdma_destroy_id: %d event(s) of the id not acknowledged after %lld ms",
+                 left, static_cast<long long>(kDestroyAckWait.count()));
   {
     std::lock_guard<std::mutex> l(G().mu);
     Cm& g = G();
@@ -167,7 +187,6 @@ CMA_EXPORT int rdma_destroy_id(rdma_cm_id* cid) {
     // naming freed memory.
     if (!id->sync) PurgeEvents(id->chan, id);
   }
-  if (id->id.event) rdma_ack_cm_event(id->id.event);
   free(id->id.route.path_rec);
   if (id->sync) FreeChannel(id->chan);
   delete id;

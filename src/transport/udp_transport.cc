@@ -340,9 +340,21 @@ int UdpTransport::RecvBurst(RxPacket* packets, int n) {
     nready = epoll_wait(all_epoll_fd_, ready, kMaxReadySockets, 0);
     if (nready <= 0) return 0;
   }
-  for (int k = 0; k < nready && used < kUdpMaxRecvBurst && produced < n; ++k) {
-    // Rotate the start so that no socket is always served first.
-    const size_t si = ready[(static_cast<size_t>(k) + rr_) % static_cast<size_t>(nready)].data.u32;
+  // Reply sockets first, then the others, each class from a rotating start
+  // so that no socket is always served first. A response waiting in a reply
+  // socket is older than, or concurrent with, every request read in the
+  // same call: the progress thread does not watch the reply sockets while
+  // nobody waits for responses, so an ACK can sit there unread until a
+  // later request of the same QP wakes it. Served after that request, the
+  // ACK's send completion would follow the request's receive completion,
+  // which the peer sent only after it had received (and acknowledged) the
+  // SEND: tgt's iSER target closes the connection on a command that
+  // completes before its last login response does.
+  for (int k = 0; k < 2 * nready && used < kUdpMaxRecvBurst && produced < n; ++k) {
+    const bool reply_pass = k < nready;
+    const size_t si =
+        ready[(static_cast<size_t>(k % nready) + rr_) % static_cast<size_t>(nready)].data.u32;
+    if (sockets_[si].reply != reply_pass) continue;
     LocalSocket& s = sockets_[si];
     // One socket takes at most half a burst per call while others are
     // ready: a flooded socket (a peer retransmitting into it) must not
