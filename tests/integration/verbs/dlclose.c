@@ -24,17 +24,12 @@
 #define ITERATIONS 100
 #define KEEP_EVERY 10
 
-struct kept {
-  void *ctx;
-  void *buf;
-};
-
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: %s PLUGIN.so\n", argv[0]);
     return 2;
   }
-  static struct kept kept[ITERATIONS / KEEP_EVERY + 1];
+  static void *kept[ITERATIONS / KEEP_EVERY + 1];
   int n_kept = 0;
   for (int i = 0; i < ITERATIONS; ++i) {
     void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
@@ -42,8 +37,7 @@ int main(int argc, char **argv) {
       fprintf(stderr, "dlopen: %s\n", dlerror());
       return 1;
     }
-    int (*traffic)(int, int, struct kept *) =
-        (int (*)(int, int, struct kept *))dlsym(h, "plugin_traffic");
+    int (*traffic)(int, int, void **) = (int (*)(int, int, void **))dlsym(h, "plugin_traffic");
     if (!traffic) {
       fprintf(stderr, "dlsym: %s\n", dlerror());
       return 1;
