@@ -694,18 +694,22 @@ RS_EXPORT int rselect(int nfds, fd_set* readfds, fd_set* writefds, fd_set* excep
 RS_EXPORT int rgetpeername(int socket, struct sockaddr* addr, socklen_t* addrlen) {
   RSocket* s = Find(socket);
   if (!s) return Err(EBADF);
-  if (!addr || !addrlen) return Err(EINVAL);
+  // A NULL addr with *addrlen 0 asks for the size only (rdma-core's
+  // librspreload does so before it falls back to a kernel socket).
+  if (!addrlen || (!addr && *addrlen > 0)) return Err(EFAULT);
   socklen_t n = std::min<socklen_t>(*addrlen, sizeof(sockaddr_in));
-  std::memcpy(addr, &s->id->route.addr.dst_sin, n);
+  if (n > 0) std::memcpy(addr, &s->id->route.addr.dst_sin, n);
   *addrlen = sizeof(sockaddr_in);
   return 0;
 }
 RS_EXPORT int rgetsockname(int socket, struct sockaddr* addr, socklen_t* addrlen) {
   RSocket* s = Find(socket);
   if (!s) return Err(EBADF);
-  if (!addr || !addrlen) return Err(EINVAL);
+  // A NULL addr with *addrlen 0 asks for the size only (rdma-core's
+  // librspreload does so before it falls back to a kernel socket).
+  if (!addrlen || (!addr && *addrlen > 0)) return Err(EFAULT);
   socklen_t n = std::min<socklen_t>(*addrlen, sizeof(sockaddr_in));
-  std::memcpy(addr, &s->id->route.addr.src_sin, n);
+  if (n > 0) std::memcpy(addr, &s->id->route.addr.src_sin, n);
   *addrlen = sizeof(sockaddr_in);
   return 0;
 }
