@@ -39,6 +39,9 @@ VM_DIR = os.path.join(ROOT, 'tests', 'integration', 'vm')
 NS_T, NS_I, IP_T, IP_I = 'sbsta', 'sbsti', '10.251.0.1', '10.251.0.2'
 CONTROL_PORT = 3271
 IQN_ISER, IQN_TCP = 'iqn.2026-12.org.softrnic:bench-iser', 'iqn.2026-12.org.softrnic:bench-tcp'
+# tgt 1.0.85 refuses iSER logins that no initiator-name rule names
+# (docs/storage.md): both targets bind this name.
+IQN_INITIATOR = 'iqn.2026-12.org.softrnic:bench-initiator'
 
 
 def sh(*cmd, check=True, **kw):
@@ -96,6 +99,8 @@ class Tgtd:
                      '--lun', '1', '-b', lun)
             self.adm('--lld', lld, '--mode', 'target', '--op', 'bind', '--tid', str(tid),
                      '-I', 'ALL')
+            self.adm('--lld', lld, '--mode', 'target', '--op', 'bind', '--tid', str(tid),
+                     '-Q', IQN_INITIATOR)
         # tgtd itself is the child of `ip netns exec`, which execs it.
         self.pid = self.proc.pid
 
@@ -118,7 +123,7 @@ class Tgtd:
 def iscsi_perf(env, ns, url, blocks, seconds, tgtd_pid):
     t0, c0 = cpu_seconds(tgtd_pid), children_cpu()
     out = subprocess.run(['ip', 'netns', 'exec', ns, 'timeout', str(seconds + 30), 'iscsi-perf',
-                          '-b', str(blocks), '-m', '16', '-t', str(seconds), url],
+                          '-i', IQN_INITIATOR, '-b', str(blocks), '-m', '16', '-t', str(seconds), url],
                          env=env, capture_output=True, text=True).stdout
     m = re.findall(r'iops average (\d+) \((\d+) MB/s\)', out)
     if not m:
