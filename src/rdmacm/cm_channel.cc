@@ -4,6 +4,7 @@
 // frees the unread events of an id in rdma_destroy_id).
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -109,6 +110,12 @@ void PurgeEvents(Channel* c, const Id* id) {
 
 int PopEvent(Channel* c, rdma_cm_event** out) {
   for (;;) {
+    // rdma_get_cm_event blocks, and a blocking call is a cancellation
+    // point (librdmacm's blocks in read(2)): a cancel that came while poll()
+    // returned takes effect here, holding no lock, before anything is
+    // written through `out`. libiscsi 1.19 cancels its CM thread and frees
+    // the memory `out` points into without joining it.
+    pthread_testcancel();
     while (c->destroyed.load()) pause();  // see FreeChannel
     {
       // Cm::mu first (lock order): a CONNECT_REQUEST hands its id to the

@@ -63,6 +63,16 @@ inline Context* ToContext(ibv_context* ctx) {
 }
 inline eng::Device* DevOf(ibv_context* ctx) { return ToContext(ctx)->dev.get(); }
 
+// The i-th entry of an application's SGE list, read byte-wise: the list
+// need not be 8-byte aligned (libiscsi's iSER descriptors put theirs at
+// 4-byte offsets), and reading a misaligned ibv_sge through its type is
+// undefined behaviour (UBSan stops the CI build's program there).
+inline eng::Sge LoadSge(const ibv_sge* list, size_t i) {
+  ibv_sge s;
+  std::memcpy(&s, reinterpret_cast<const unsigned char*>(list) + i * sizeof(ibv_sge), sizeof s);
+  return eng::Sge{s.addr, s.length, s.lkey};
+}
+
 struct Td;
 
 // A protection domain, or a parent domain (ibv_alloc_parent_domain(3)) that

@@ -167,7 +167,7 @@ int AdviseMrOp(ibv_pd* ibpd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sg
   }
   return NoThrow<int>(ENOMEM, [&] {
     std::vector<eng::Sge> sges(num_sge);
-    for (uint32_t i = 0; i < num_sge; ++i) sges[i] = {sg_list[i].addr, sg_list[i].length, sg_list[i].lkey};
+    for (uint32_t i = 0; i < num_sge; ++i) sges[i] = LoadSge(sg_list, i);
     return DevOf(ibpd->context)->AdviseMr(reinterpret_cast<Pd*>(ibpd)->e, engine_advice,
                                           sges.data(), num_sge);
   });

@@ -20,11 +20,7 @@ namespace {
 // (the engine rejects anything above the QP's max_*_sge with EINVAL too).
 inline int CopySges(const ibv_sge* list, int n, eng::Sge* out) {
   if (n < 0 || n > kMaxSgeOnStack || (n > 0 && !list)) return EINVAL;
-  for (int i = 0; i < n; ++i) {
-    out[i].addr = list[i].addr;
-    out[i].length = list[i].length;
-    out[i].lkey = list[i].lkey;
-  }
+  for (int i = 0; i < n; ++i) out[i] = LoadSge(list, static_cast<size_t>(i));
   return 0;
 }
 

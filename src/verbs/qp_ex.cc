@@ -149,7 +149,7 @@ void WrSetSgeList(ibv_qp_ex* q, size_t n, const ibv_sge* list) {
   try {
     p->is_inline = false;
     qp->wr_sges.resize(p->sge_begin);  // a later set_* replaces the earlier one
-    for (size_t i = 0; i < n; ++i) qp->wr_sges.push_back({list[i].addr, list[i].length, list[i].lkey});
+    for (size_t i = 0; i < n; ++i) qp->wr_sges.push_back(LoadSge(list, i));
     p->sge_count = static_cast<uint32_t>(n);
   } catch (...) {
     qp->wr_error = ENOMEM;

@@ -21,6 +21,15 @@ MODE=${1:?usage: test_iser.sh host|netns}
 softrnic_require_root
 softrnic_require_cmd tgtd tgtadm iscsi-inq iscsi-readcapacity16 qemu-io
 softrnic_require_lib
+# Not under AddressSanitizer: libiscsi 1.19 frees its iSER connection while
+# its own CM thread still waits in rdma_get_cm_event with a pointer into it
+# (fixed upstream in 2020, not in Debian 12), and ASan, preloaded into
+# Debian's initiators for the CI build, stops them at softrnic's write of
+# the event there. Run it on an optimised build:
+#   BUILD_TYPE=RelWithDebInfo scripts/test.sh -L storage
+if ldd "$SOFTRNIC_LIB_DIR/libibverbs.so.1" 2>/dev/null | grep -q 'lib[at]san'; then
+  skip "sanitizer build: libiscsi's own use-after-free at disconnect (see the comment)"
+fi
 
 T=sr_iser_t I=sr_iser_i IPT=10.236.0.1 IPI=10.236.0.2
 netns_pair_up $T $I $IPT $IPI || die "netns setup"
