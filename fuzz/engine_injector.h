@@ -87,10 +87,12 @@ inline RecordingTransport* DetachTransport(engine::Device& device) {
 // transport had received it from `src`, then runs what the progress pass
 // runs after a receive burst: the work list (coalesced ACKs, requesters)
 // and the transmit flush. `group`: as if it arrived for that joined
-// multicast group (RxPacket::group).
+// multicast group (RxPacket::group). `via_shm`: as if through a same-host
+// shared-memory ring (RxPacket::via_shm: placement bits honoured).
 inline void Inject(engine::Device& device, uint8_t* data, uint32_t length,
                    const transport::Endpoint& src, uint16_t local_index = 0,
-                   uint8_t traffic_class = 0, const transport::Gid* group = nullptr) {
+                   uint8_t traffic_class = 0, const transport::Gid* group = nullptr,
+                   bool via_shm = false) {
   engine::Engine& e = device.engine();
   transport::RxPacket rx;
   rx.data = data;
@@ -99,6 +101,7 @@ inline void Inject(engine::Device& device, uint8_t* data, uint32_t length,
   rx.src = src;
   rx.traffic_class = traffic_class;
   rx.group = group;
+  rx.via_shm = via_shm;
   engine::SpinLock lock(e.mu_);
   engine::EngineTestPeer::Dispatch(e, rx);
   engine::EngineTestPeer::RunWork(e);

@@ -27,6 +27,8 @@
 //   sel bit 7     with target 3 (UD): arrive for the multicast group the UD
 //                 QP is attached to, DestQP the multicast QPN 0xFFFFFF
 //                 (unless bit 2 keeps the packet's own)
+//   sel bit 6     arrive as if through a same-host shared-memory ring, where
+//                 softrnic's placement bits are honoured (wire::Bth::placed)
 //   len 0         no packet: just fire the timers
 //
 // Invariants checked after each input (abort on violation):
@@ -588,7 +590,7 @@ void PlayRecord(uint8_t ctl, uint8_t aux, uint8_t sel, uint8_t* pkt, uint32_t le
   }
   NoteAcknowledgement(pkt, len, ctl & 0x40);
   fuzz::Inject(*g->dev, pkt, len, (ctl & 0x40) ? g->stranger : g->peer, 0, 0,
-               multicast ? &g->group : nullptr);
+               multicast ? &g->group : nullptr, (sel & 0x40) != 0);
   if (ctl & 0x80) fuzz::FireTimers(*g->dev, std::chrono::hours(1));
 }
 

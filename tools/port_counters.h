@@ -25,9 +25,10 @@ using CounterTotals = std::map<std::string, uint64_t>;
 
 // Every file, as ("counters/port_xmit_data", value), in a fixed order.
 // port_xmit_data / port_rcv_data are in 4-byte words as IBA 16.1.3.5
-// defines them: (tx_bytes + shm_direct_write_bytes) / 4 and (rx_bytes +
-// shm_direct_read_bytes) / 4, so a direct same-host WRITE or READ, which
-// sends no packet, still shows as data (and never as a packet). Counters a
+// defines them: (tx_bytes + shm_direct_write_bytes + shm_placed_write_bytes)
+// / 4 and (rx_bytes + shm_direct_read_bytes) / 4, so a direct same-host WRITE
+// or READ, which sends no packet (or a placed WRITE's pages, which no packet
+// carries), still shows as data (and never as a packet). Counters a
 // software device cannot have (symbol errors, link recovery, VL15) are 0.
 std::vector<std::pair<std::string, uint64_t>> PortCounterFiles(const CounterTotals& totals);
 

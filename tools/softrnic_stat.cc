@@ -140,7 +140,9 @@ const std::vector<Group>& Groups() {
                   {"read", "shm_direct_read_ops"}, {"read_bytes", "shm_direct_read_bytes"},
                   {"atomic", "shm_direct_atomic_ops"}, {"send", "shm_direct_send_ops"},
                   {"send_bytes", "shm_direct_send_bytes"}, {"recv", "shm_direct_recv_ops"},
-                  {"recv_bytes", "shm_direct_recv_bytes"}}},
+                  {"recv_bytes", "shm_direct_recv_bytes"}, {"placed", "shm_placed_write_ops"},
+                  {"placed_bytes", "shm_placed_write_bytes"},
+                  {"placed_rx", "shm_placed_rx_packets"}}},
   };
   return groups;
 }

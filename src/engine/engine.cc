@@ -202,6 +202,15 @@ void Engine::DispatchPacket(const transport::RxPacket& rx) {
     Dropped(stats_.rx_dropped_parse, "malformed (headers do not parse)", rx, 0);
     return;
   }
+  // softrnic's placement bits mean something only from a same-host ring
+  // (wire::Bth::placed); from a network they are reserved bits, ignored
+  // (IBA 9.2). Cleared in the packet's bytes too, which the selective
+  // repeat store keeps and parses again.
+  if (!rx.via_shm && (pkt.bth.placed() || pkt.bth.placed_suffix())) {
+    pkt.bth.set_placed(false);
+    pkt.bth.set_placed_suffix(false);
+    rx.data[8] = pkt.bth.b[8];
+  }
   const wire::Service service = wire::ServiceOf(pkt.opcode());
   if (service == wire::Service::kCnp) {
     // DCQCN reaction point: a CNP names our QP whose flow met congestion.

@@ -30,6 +30,11 @@ struct PacketFields {
   bool solicited = false;
   bool becn = false;  // CNP (RoCE v2 A17.9.3)
   bool sr = false;    // softrnic's selective-retransmission bit (docs/loss.md)
+  // softrnic's placement bits (wire::Bth::placed): a WRITE packet to a
+  // same-host peer that carries only the prefix (or, with placed_suffix,
+  // the suffix) of its range; the rest was placed directly.
+  bool placed = false;
+  bool placed_suffix = false;
   // RETH (9.3.3) and AtomicETH (9.3.4): the remote memory.
   uint64_t va = 0;
   uint32_t rkey = 0;

@@ -49,6 +49,12 @@ struct SendWqe {
   uint32_t num_sge = 0;
   uint32_t length = 0;  // total bytes of the message
   bool is_inline = false;
+  // A WRITE to a same-host peer's partly shared region: the message bytes
+  // [placed_begin, placed_end) were written directly into the peer's shared
+  // pages before the first packet (shm_placed.cc); its packets carry only
+  // the rest (placed packets). Empty when begin == end.
+  uint32_t placed_begin = 0;
+  uint32_t placed_end = 0;
 
   // Requester: PSNs this WQE consumes, assigned when it is first sent.
   bool started = false;
@@ -267,6 +273,12 @@ struct ShmPathState {
   Gid shm_peer_gid;
   int shm_peer_qp_slot = -1;  // -2: not exported (looked for again now and then)
   uint32_t shm_peer_qp_misses = 0;
+  // Placed WRITEs (shm_placed.cc): one past the newest WQE whose packets
+  // carry bytes of shared pages (any WQE sent whole); a WRITE is placed only
+  // once that one has completed, and only while every placed WRITE in
+  // flight names the same region (placed_rkey).
+  uint64_t ring_barrier = 0;
+  uint32_t placed_rkey = 0;
   // As a receiver (shm_direct_send.cc): whether the receive queue is open to
   // peers' direct SENDs, and, as values of its `taken` word
   // (transport::ShmRecvQueue), the WQE at the front of `rq` and one past

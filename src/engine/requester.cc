@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "engine/engine.h"
+#include "engine/shm_placed.h"
 #include "engine/wr_opcode.h"
 #include "wire/headers.h"
 #include "wire/opcode.h"
@@ -152,6 +153,9 @@ bool Engine::SendNextPacket(Qp* qp, SendWqe& w, uint64_t index) {
     w.first_psn = qp->req.sq_psn;
     w.npackets = op.atomic ? 1 : PacketsFor(w.length, mtu);
     qp->req.send_offset = 0;
+    // Its packets may carry bytes of a same-host peer's shared pages: no
+    // later WRITE is placed before it completes (shm_placed.h).
+    if (w.placed_end == w.placed_begin) qp->shm.ring_barrier = index + 1;
   }
   const AddressVector& av = qp->type == QpType::kUd ? w.ud_av : qp->attr.ah_attr;
   PacketFields f{.dest_qpn = qp->type == QpType::kUd ? w.remote_qpn : qp->attr.dest_qp_num,
@@ -161,6 +165,10 @@ bool Engine::SendNextPacket(Qp* qp, SendWqe& w, uint64_t index) {
                  .va = w.remote_addr,
                  .rkey = w.rkey};
   uint32_t payload = 0;
+  // The message bytes the packet stands for, and those it carries (fewer
+  // when some were placed directly: shm_placed.h).
+  uint32_t range = 0;
+  uint32_t payload_offset = qp->req.send_offset;
   uint32_t psns_consumed = 1;
   bool last = true;
   if (op.read_or_atomic()) {
@@ -187,8 +195,16 @@ bool Engine::SendNextPacket(Qp* qp, SendWqe& w, uint64_t index) {
     ++qp->req.outstanding_rd_atomic;
   } else {
     const bool first = qp->req.send_offset == 0;
-    payload = std::min(mtu, w.length - qp->req.send_offset);
-    last = qp->req.send_offset + payload == w.length;
+    range = std::min(mtu, w.length - qp->req.send_offset);
+    payload = range;
+    if (w.placed_end != w.placed_begin) {
+      const PlacedSlice slice = SliceOf(w, qp->req.send_offset, range);
+      payload_offset = slice.offset;
+      payload = slice.length;
+      f.placed = slice.placed;
+      f.placed_suffix = slice.suffix;
+    }
+    last = qp->req.send_offset + range == w.length;
     f.opcode = op.On(qp->type).At(first, last);
     const uint32_t pkt_index = wire::PsnDiff(qp->req.sq_psn, w.first_psn);
     // A resent packet asks for an answer at once: it fills a hole.
@@ -219,9 +235,8 @@ bool Engine::SendNextPacket(Qp* qp, SendWqe& w, uint64_t index) {
   // GatherWqe reports the error).
   const uint8_t* direct = nullptr;
   if (payload >= kDirectPayloadMin && !w.is_inline && split_tx_)
-    direct = ResolvePayload(qp, index, qp->req.send_offset, payload);
-  if (payload > 0 && direct == nullptr &&
-      !GatherWqe(qp, index, qp->req.send_offset, payload, out)) {
+    direct = ResolvePayload(qp, index, payload_offset, payload);
+  if (payload > 0 && direct == nullptr && !GatherWqe(qp, index, payload_offset, payload, out)) {
     // IBA 10.7.3.1: a bad lkey or bounds is a local protection error.
     w.done = true;
     w.status = WcStatus::kLocProtErr;
@@ -243,7 +258,7 @@ bool Engine::SendNextPacket(Qp* qp, SendWqe& w, uint64_t index) {
       RetireCompletedWqes(qp);
     }
   } else {
-    qp->req.send_offset += op.read ? f.dma_length : payload;
+    qp->req.send_offset += op.read ? f.dma_length : range;
   }
   if (qp->type == QpType::kRc && !qp->comp.retransmit_armed) ArmRetransmitTimer(qp);
   return true;

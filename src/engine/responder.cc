@@ -488,6 +488,9 @@ bool Engine::CheckLength(const Qp* qp, const wire::Packet& pkt) const {
   const wire::OpcodeInfo& info = *pkt.info;
   if (!info.has(wire::kIsSend) && !info.has(wire::kIsWrite)) return true;
   const uint32_t len = pkt.payload_length;
+  // A placed WRITE packet carries part of its range (ExecuteWrite checks
+  // the range itself).
+  if (info.has(wire::kIsWrite) && pkt.bth.placed()) return len <= qp->mtu_bytes;
   return info.has(wire::kLast) ? len <= qp->mtu_bytes : len == qp->mtu_bytes;
 }
 
@@ -650,24 +653,34 @@ bool Engine::ExecuteWrite(Qp* qp, const wire::Packet& pkt) {
   const uint32_t psn = pkt.bth.psn();
   const uint32_t len = pkt.payload_length;
   const bool last = pkt.info->has(wire::kLast);
-  if (len > qp->resp.write_remaining || (last && len != qp->resp.write_remaining)) {
+  // The range the packet stands for: its payload, or for a placed packet
+  // from a same-host peer (wire::Bth::placed) a whole PMTU (first, middle)
+  // or the rest of the message (last, only), of which the payload is the
+  // prefix or the suffix; the peer wrote the rest into our shared pages.
+  const bool placed = pkt.bth.placed();
+  const uint32_t range =
+      !placed ? len : last ? static_cast<uint32_t>(qp->resp.write_remaining) : qp->mtu_bytes;
+  if (range > qp->resp.write_remaining || (last && range != qp->resp.write_remaining) ||
+      (placed && (range > qp->mtu_bytes || len > range))) {
     // The payloads must add up to the RETH DMA length (rxe check_length:
     // RESPST_ERR_LENGTH).
     ResponderError(qp, wire::NakCode::kInvalidRequest, psn, WcStatus::kRemInvReqErr);
     return false;
   }
   if (len > 0) {
+    const uint64_t va = qp->resp.write_va + (pkt.bth.placed_suffix() ? range - len : 0);
     uint8_t* dst = nullptr;
     // Resolved per packet: a region deregistered mid-message stops here.
-    if (mr_table_.ResolveRemote(qp->resp.write_rkey, qp->pd, qp->resp.write_va, len,
-                                kRemoteWrite, &dst, qp) != KeyCheck::kOk) {
+    if (mr_table_.ResolveRemote(qp->resp.write_rkey, qp->pd, va, len, kRemoteWrite, &dst, qp) !=
+        KeyCheck::kOk) {
       ResponderError(qp, wire::NakCode::kRemoteAccessError, psn, WcStatus::kRemAccessErr);
       return false;
     }
     std::memcpy(dst, pkt.payload, len);
-    qp->resp.write_va += len;
-    qp->resp.write_remaining -= len;
   }
+  if (placed) ++stats_.shm_placed_rx_packets;
+  qp->resp.write_va += range;
+  qp->resp.write_remaining -= range;
   qp->resp.in_message = last ? InMessage::kNone : InMessage::kWrite;
   if (last) {
     ++qp->resp.msn;

@@ -322,8 +322,14 @@ bool Engine::TryDirect(Qp* qp, SendWqe& w, uint64_t index) {
   // (TryDirectSend); WRITE_WITH_IMM and SEND_WITH_INV go as packets.
   const bool send = w.opcode == WrOpcode::kSend || w.opcode == WrOpcode::kSendWithImm;
   if (!send && (right == 0 || op.consumes_recv_wqe)) return false;
-  // RC ordering: only when nothing of this QP is in flight.
-  if (w.started || qp->sq_next != qp->sq_head || (!send && w.length == 0)) return false;
+  // RC ordering: only when nothing of this QP is in flight, or, for a
+  // WRITE whose shared pages are placed and whose packets go through the
+  // ring, when only such WRITEs to the same region are (shm_placed.h).
+  if (w.started || w.placed_end != w.placed_begin || (!send && w.length == 0)) return false;
+  const bool idle = qp->sq_next == qp->sq_head;
+  const bool may_place = w.opcode == WrOpcode::kRdmaWrite && qp->shm.ring_barrier <= qp->sq_head &&
+                         (idle || qp->shm.placed_rkey == w.rkey);
+  if (!idle && !may_place) return false;
   DirectTarget t;
   if (!FindDirectTarget(qp, &t)) return false;
   if (send) return TryDirectSend(qp, w, index, t);
@@ -365,9 +371,31 @@ bool Engine::TryDirect(Qp* qp, SendWqe& w, uint64_t index) {
   // points when it runs, even after the owner deregistered the region and
   // reused the memory; shm_direct.h). The partial first/last pages and
   // memory that is not shared go through the ring.
-  if (share_len == 0 || target < share_start || target - share_start > share_len ||
-      len > share_len - (target - share_start))
-    return false;
+  const bool whole = share_len != 0 && target >= share_start &&
+                     target - share_start <= share_len && len <= share_len - (target - share_start);
+  if (!whole || !idle) {
+    // Partly shared, or placed WRITEs in flight: the shared part is placed
+    // here and the WRITE goes as packets carrying the rest.
+    if (!may_place) return false;
+    const uint64_t a = std::max(target, share_start);
+    const uint64_t b = std::min(target + len, share_start + share_len);
+    if (share_len == 0 || a >= b || target + len < target) return false;
+    // No packet may carry unplaced bytes on both sides of the placed ones.
+    if (a > target && b < target + len && b - a < qp->mtu_bytes) return false;
+    uint8_t* p = shm_direct_->MapPeerMemory(peer, m->fd.load(r), m->fd_ino.load(r),
+                                            m->fd_offset.load(r) + (a - share_start), b - a);
+    if (p == nullptr) return false;
+    const auto begin = static_cast<uint32_t>(a - target);
+    const auto placed = static_cast<uint32_t>(b - a);
+    // A bad local key: the packets report it (SendNextPacket), nothing placed.
+    if (!GatherWqe(qp, index, begin, placed, p)) return false;
+    w.placed_begin = begin;
+    w.placed_end = begin + placed;
+    qp->shm.placed_rkey = w.rkey;
+    ++stats_.shm_placed_write_ops;
+    stats_.shm_placed_write_bytes += placed;
+    return false;  // the packets go now
+  }
   // An atomic's va is 8-aligned (checked at post), but its host word is not
   // when the MR's iova is aligned unlike its address: an atomic there would
   // be undefined behaviour and a split lock. The ring's responder refuses it

@@ -81,6 +81,9 @@ std::string FormatStats(const EngineStats& s, const transport::TransportCounters
   line("shm_direct_send_bytes", s.shm_direct_send_bytes);
   line("shm_direct_recv_ops", s.shm_direct_recv_ops);
   line("shm_direct_recv_bytes", s.shm_direct_recv_bytes);
+  line("shm_placed_write_ops", s.shm_placed_write_ops);
+  line("shm_placed_write_bytes", s.shm_placed_write_bytes);
+  line("shm_placed_rx_packets", s.shm_placed_rx_packets);
   line("rx_dropped_source_port", s.rx_dropped_source_port);
   line("rx_responses_unsent", s.rx_responses_unsent);
   line("rx_responses_stale", s.rx_responses_stale);

@@ -85,6 +85,13 @@ struct EngineStats {
   uint64_t shm_direct_send_bytes = 0;
   uint64_t shm_direct_recv_ops = 0;
   uint64_t shm_direct_recv_bytes = 0;
+  // RDMA WRITEs to a same-host peer's region that is only partly shared:
+  // the requester placed the bytes over whole shared pages directly and sent
+  // the packets with the rest (placed packets, wire::Bth::placed); and the
+  // placed packets a responder received (docs/shm.md).
+  uint64_t shm_placed_write_ops = 0;
+  uint64_t shm_placed_write_bytes = 0;
+  uint64_t shm_placed_rx_packets = 0;
   // Packet acceptance (issue 14, M1): what was refused as forged or
   // impossible, by reason. None of these happen between honest peers
   // except rx_responses_stale (late duplicate acknowledgements).

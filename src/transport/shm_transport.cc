@@ -519,6 +519,7 @@ bool ShmTransport::PopInbound(uint32_t ri, uint8_t* buf, RxPacket* out) {
     out->src = Endpoint{Gid::FromIpv4(h.src_ip), h.src_port};
     out->traffic_class = 0;
     out->group = nullptr;  // multicast is never sent through the rings
+    out->via_shm = true;
     ++counters_.shm_rx_packets;
     // Senders judge their Local ACK Timeouts by it (DeliveryPending).
     own_.header()->packets_read.store(counters_.shm_rx_packets, std::memory_order_relaxed);
@@ -562,6 +563,7 @@ int ShmTransport::RecvBurst(RxPacket* packets, int n) {
     out.src = b.src;
     out.traffic_class = 0;
     out.group = nullptr;
+    out.via_shm = true;
     backlog_head_ = (backlog_head_ + 1) % kBacklog;
     --backlog_count_;
   }

@@ -89,6 +89,10 @@ struct RxPacket {
   // valid until the next RecvBurst), or null for a packet to this device's
   // own endpoint. Every producer sets it.
   const Gid* group = nullptr;
+  // It came through a same-host shared-memory ring (not a network): only
+  // then are softrnic's placement bits honoured (wire::Bth::placed). Every
+  // producer sets it.
+  bool via_shm = false;
 };
 
 struct TransportCounters {

@@ -159,6 +159,7 @@ bool DatagramSplitter::Split(const ReceivedDatagram& d, uint16_t local_index, ui
     p.src = src;
     p.traffic_class = d.traffic_class;
     p.group = d.group;
+    p.via_shm = false;
     ++counters_->rx_packets;
     counters_->rx_bytes += seg_len;
   }

@@ -49,6 +49,15 @@ struct Bth {
   // the selective mode on a QP only once the peer has shown it
   // (docs/loss.md).
   bool sr() const { return b[8] & 0x40; }
+  // softrnic's placement bits, the next two of resv7, honoured only on
+  // packets that came through a same-host shared-memory ring (the engine
+  // clears them on every other packet, as IBA 9.2 asks of reserved bits):
+  // a WRITE packet with `placed` set carries only part of its range, the
+  // prefix (`placed_suffix` clear) or the suffix (set); the sender wrote the
+  // rest of the range directly into the target's shared pages before it
+  // sent the packet (docs/shm.md, "Partly shared targets").
+  bool placed() const { return b[8] & 0x20; }
+  bool placed_suffix() const { return b[8] & 0x10; }
   uint32_t psn() const { return LoadBe24(&b[9]); }
 
   void set_opcode(uint8_t v) { b[0] = v; }
@@ -62,6 +71,10 @@ struct Bth {
   void set_dest_qp(uint32_t v) { StoreBe24(&b[5], v & kQpnMask); }
   void set_ack_req(bool v) { b[8] = static_cast<uint8_t>((b[8] & 0x7F) | (v ? 0x80 : 0)); }
   void set_sr(bool v) { b[8] = static_cast<uint8_t>((b[8] & 0xBF) | (v ? 0x40 : 0)); }
+  void set_placed(bool v) { b[8] = static_cast<uint8_t>((b[8] & 0xDF) | (v ? 0x20 : 0)); }
+  void set_placed_suffix(bool v) {
+    b[8] = static_cast<uint8_t>((b[8] & 0xEF) | (v ? 0x10 : 0));
+  }
   void set_psn(uint32_t v) { StoreBe24(&b[9], v & kPsnMask); }
 };
 static_assert(sizeof(Bth) == 12);

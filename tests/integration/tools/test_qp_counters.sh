@@ -177,7 +177,7 @@ for pid in map(int, sys.argv[3:]):
         t[k] = t.get(k, 0) + v
 g = lambda k: t.get(k, 0)
 want = {
-    "counters/port_xmit_data": (g("tx_bytes") + g("shm_direct_write_bytes")) // 4,
+    "counters/port_xmit_data": (g("tx_bytes") + g("shm_direct_write_bytes") + g("shm_placed_write_bytes")) // 4,
     "counters/port_rcv_data": (g("rx_bytes") + g("shm_direct_read_bytes")) // 4,
     "counters/port_xmit_packets": g("tx_packets"), "counters/port_rcv_packets": g("rx_packets"),
     "counters/unicast_xmit_packets": g("tx_packets") - g("tx_multicast_packets"),

@@ -253,6 +253,25 @@ TEST_F(HostileTest, ThirdAddressDroppedBySourceCheck) {
   EXPECT_EQ(b_.dev->GetQpState(b_.qp), QpState::kRts);
 }
 
+// softrnic's placement bits (wire::Bth::placed) mean "the sender wrote the
+// rest of this packet's range into your shared pages"; only a same-host
+// ring can carry that. From the network they are reserved bits and
+// ignored: this WRITE, whose RETH names 100 bytes more than its payload,
+// is refused for its length and writes nothing, instead of landing at
+// va + 100 as a placed suffix would.
+TEST_F(HostileTest, PlacementBitsFromTheNetworkAreIgnored) {
+  REQUIRE_SPOOFING();
+  std::vector<uint8_t> pkt = Write(qpn_, 0, Addr(b_, 4096), rkey_, payload_);
+  wire::Reth reth;
+  std::memcpy(reth.b.data(), pkt.data() + sizeof(wire::Bth), sizeof(reth));
+  reth.set_dma_length(static_cast<uint32_t>(payload_.size()) + 100);
+  std::memcpy(pkt.data() + sizeof(wire::Bth), reth.b.data(), sizeof(reth));
+  pkt[8] = static_cast<uint8_t>(pkt[8] | 0x30);  // placed, suffix
+  SendAndWait(std::move(pkt), &EngineStats::tx_naks_invalid_request);
+  EXPECT_TRUE(Untouched());
+  EXPECT_EQ(StatsOf(*b_.dev).shm_placed_rx_packets, 0u);
+}
+
 TEST_F(HostileTest, WrongQpn) {
   REQUIRE_SPOOFING();
   SendAndWait(Write(qpn_ ^ 0x800000, 0, Addr(b_, 0), rkey_, payload_), &EngineStats::rx_dropped_unknown_qp);

@@ -41,7 +41,37 @@ struct Info {
   uint64_t addr[3];
 };
 
-enum class Mode : char { kSleep = 's', kStop = 'z', kErrors = 'e', kKill = 'k', kReceive = 'n' };
+enum class Mode : char {
+  kSleep = 's', kStop = 'z', kErrors = 'e', kKill = 'k', kReceive = 'n', kPlaced = 'p'
+};
+
+// kPlaced: WRITEs over the target's whole big region, whose first and last
+// pages are partly outside it (a vector's data is not page aligned), then
+// overlapping ones posted back to back, each from its own part of the
+// requester's pattern; the last byte written wins, in posting order.
+struct PlacedWrite {
+  size_t src, dst;
+  uint32_t len;
+};
+std::vector<PlacedWrite> PlacedWrites() {
+  std::vector<PlacedWrite> w{{0, 0, static_cast<uint32_t>(kBig)}};
+  for (size_t i = 0; i < 16; ++i)
+    w.push_back({i * 4099 + 13, i * 32768 + 7, 65536 + static_cast<uint32_t>(i) * 100});
+  w.push_back({1000, kBig - 5000, 5000});  // the partial last page
+  w.push_back({2000, kBig - 70000, 70000});
+  return w;
+}
+std::vector<uint8_t> PlacedSource() {
+  std::vector<uint8_t> src(kBig);
+  FillPattern(src, 0, kBig, 3);
+  return src;
+}
+std::vector<uint8_t> AfterPlacedWrites() {
+  const std::vector<uint8_t> src = PlacedSource();
+  std::vector<uint8_t> mem(kBig, kGuard);
+  for (const PlacedWrite& w : PlacedWrites()) std::memcpy(&mem[w.dst], &src[w.src], w.len);
+  return mem;
+}
 
 // kReceive: receive WQEs the target posts before it is stopped, each
 // kRecvLen bytes of its shared pages from kWriteOff on; the parent's SENDs
@@ -136,6 +166,7 @@ int TargetMain(int sock, Mode mode, const std::string& address, uint16_t port) {
   char c = 'r';
   if (!WriteAll(sock, &c, 1)) return 15;  // connected: the parent may start
   if (mode == Mode::kSleep) sleep(2);      // blocked; the parent works meanwhile
+  // (kPlaced: blocked in the read below; our engine serves the packets.)
   if (mode == Mode::kKill) {
     for (;;) pause();  // until SIGKILL
   }
@@ -161,6 +192,11 @@ int TargetMain(int sock, Mode mode, const std::string& address, uint16_t port) {
       }
     }
     if (got != kRecvs) code = 42;
+  } else if (mode == Mode::kPlaced) {
+    const std::vector<uint8_t> expect = AfterPlacedWrites();
+    // The partly carried packets came in through the ring.
+    if (t.dev->stats().shm_placed_rx_packets == 0) code = 51;
+    if (FirstDiff(t.buf[0].data(), expect.data(), kBig) != -1) code = 50;
   } else if (mode == Mode::kSleep || mode == Mode::kStop) {
     std::vector<uint8_t> expect(kLen);
     FillPattern(expect, 0, kLen, 1);
@@ -357,6 +393,50 @@ TEST_F(ShmMultiProcessTest, TargetStoppedWithSigstopReceivesSendsInItsPostedBuff
   EXPECT_EQ(stats1.shm_direct_send_bytes - stats0.shm_direct_send_bytes,
             uint64_t{kRecvs} * kRecvLen);
   ASSERT_EQ(kill(child_, SIGCONT), 0);
+  EXPECT_EQ(Verify(), 0);
+}
+
+// WRITEs to a region whose first and last pages are not shared
+// (docs/shm.md, "Partly shared targets"): the shared pages are placed
+// directly, the rest goes as packets the target's engine writes; WRITEs
+// posted back to back overlap, and the target finds the last one's bytes
+// everywhere, as if each had landed whole in posting order.
+TEST_F(ShmMultiProcessTest, WritesToPartlySharedRegionsPlaceTheSharedPagesInOrder) {
+  Start(Mode::kPlaced);
+  const EngineStats stats0 = p_.dev->stats();
+  const std::vector<uint8_t> src = PlacedSource();
+  std::copy(src.begin(), src.end(), p_.buf[0].begin());  // the registered buffer stays
+  const std::vector<PlacedWrite> writes = PlacedWrites();
+  // The target's shared pages: the whole ones inside its region.
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t shared_begin = (peer_.addr[0] + page - 1) / page * page;
+  const uint64_t shared_end = (peer_.addr[0] + kBig) / page * page;
+  ASSERT_NE(shared_begin, peer_.addr[0]) << "the vector happens to be page aligned";
+  uint64_t shared_bytes = 0;
+  for (size_t i = 0; i < writes.size(); ++i) {
+    Sge s = Local(writes[i].src, writes[i].len);
+    const uint64_t to = peer_.addr[0] + writes[i].dst;
+    ASSERT_EQ(p_.dev->PostSend(p_.qp[0],
+                               MakeWr(WrOpcode::kRdmaWrite, i, {&s, 1}, to, peer_.rkey[0])),
+              0);
+    const uint64_t a = std::max(to, shared_begin), b = std::min(to + writes[i].len, shared_end);
+    shared_bytes += b > a ? b - a : 0;
+  }
+  const auto c = Poll(writes.size(), std::chrono::milliseconds(5000));
+  ASSERT_EQ(c.size(), writes.size());
+  for (size_t i = 0; i < c.size(); ++i) {
+    EXPECT_EQ(c[i].status, WcStatus::kSuccess) << i;
+    EXPECT_EQ(c[i].wr_id, uint64_t(i));
+  }
+  // Every shared byte went directly: placed, or whole WRITEs done directly
+  // when nothing was in flight; the first WRITE is always placed.
+  const EngineStats stats1 = p_.dev->stats();
+  const uint64_t placed = stats1.shm_placed_write_ops - stats0.shm_placed_write_ops;
+  EXPECT_GE(placed, 1u);
+  EXPECT_EQ(placed + stats1.shm_direct_write_ops - stats0.shm_direct_write_ops, writes.size());
+  EXPECT_EQ(stats1.shm_placed_write_bytes - stats0.shm_placed_write_bytes +
+                stats1.shm_direct_write_bytes - stats0.shm_direct_write_bytes,
+            shared_bytes);
   EXPECT_EQ(Verify(), 0);
 }
 
