@@ -10,7 +10,7 @@
 //   offset <o> size <s> gbps <GB/s> child_cpu_ms_per_gb <ms> parent_cpu_ms_per_gb <ms>
 //
 //   cc -O2 -o /tmp/placed_write_bw bench/shm/placed_write_bw.c -libverbs
-//   LD_LIBRARY_PATH=build/lib /tmp/placed_write_bw OFFSET [SIZE] [ITERS]
+//   LD_LIBRARY_PATH=build/lib [MTU=4096] /tmp/placed_write_bw OFFSET [SIZE] [ITERS]
 // (bench/shm/run_placed.sh alternates aligned and unaligned runs.)
 #include <infiniband/verbs.h>
 #include <stdint.h>
@@ -64,7 +64,11 @@ static void setup(struct Side* s, size_t offset, size_t size) {
   if (!s->ctx) die("ibv_open_device");
   struct ibv_port_attr port;
   if (ibv_query_port(s->ctx, 1, &port)) die("ibv_query_port");
-  s->mtu = port.active_mtu;  // as perftest: the port's (1024 on a 1500-byte link)
+  // As perftest: the port's (1024 on a 1500-byte link), unless MTU names one.
+  s->mtu = port.active_mtu;
+  const char* mtu = getenv("MTU");
+  if (mtu && atoi(mtu) == 4096) s->mtu = IBV_MTU_4096;
+  if (mtu && atoi(mtu) == 2048) s->mtu = IBV_MTU_2048;
   s->pd = ibv_alloc_pd(s->ctx);
   s->cq = ibv_create_cq(s->ctx, 2 * kDepth, NULL, NULL, 0);
   struct ibv_qp_init_attr qa = {.send_cq = s->cq, .recv_cq = s->cq, .qp_type = IBV_QPT_RC,

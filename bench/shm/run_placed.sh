@@ -7,7 +7,8 @@
 # requester, its engine thread and the target's engine thread share the
 # two CPUs as the scheduler likes.
 #
-#   bench/shm/run_placed.sh [BUILD_DIR] [RUNS] [SIZE]
+#   [MTU=4096] bench/shm/run_placed.sh [BUILD_DIR] [RUNS] [SIZE]
+# MTU: the QPs' path MTU (default the port's active MTU, as perftest).
 # Prints one line per run and the medians (GB/s, and CPU ms per GB moved
 # of each process).
 set -u
