@@ -206,9 +206,11 @@ void Engine::DispatchPacket(const transport::RxPacket& rx) {
   // (wire::Bth::placed); from a network they are reserved bits, ignored
   // (IBA 9.2). Cleared in the packet's bytes too, which the selective
   // repeat store keeps and parses again.
-  if (!rx.via_shm && (pkt.bth.placed() || pkt.bth.placed_suffix())) {
+  if (!rx.via_shm && (pkt.bth.placed() || pkt.bth.placed_suffix() || pkt.bth.placed_run())) {
     pkt.bth.set_placed(false);
     pkt.bth.set_placed_suffix(false);
+    pkt.bth.set_placed_run(0);
+    rx.data[4] = pkt.bth.b[4];
     rx.data[8] = pkt.bth.b[8];
   }
   const wire::Service service = wire::ServiceOf(pkt.opcode());

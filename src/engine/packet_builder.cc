@@ -45,6 +45,7 @@ uint32_t WritePacketHeaders(const PacketFields& f, uint32_t payload_length, uint
   bth.set_sr(f.sr);
   bth.set_placed(f.placed);
   bth.set_placed_suffix(f.placed_suffix);
+  bth.set_placed_run(f.placed_run);
   bth.set_psn(f.psn);
   std::memcpy(out, bth.b.data(), sizeof(bth));
   PutIf<wire::XrcEth>(info.xrceth_offset, out, [&](wire::XrcEth& h) { h.set_srqn(f.xrc_srqn); });

@@ -35,6 +35,7 @@ struct PacketFields {
   // the suffix) of its range; the rest was placed directly.
   bool placed = false;
   bool placed_suffix = false;
+  uint8_t placed_run = 0;  // further PMTUs (and PSNs) an empty placed packet stands for
   // RETH (9.3.3) and AtomicETH (9.3.4): the remote memory.
   uint64_t va = 0;
   uint32_t rkey = 0;

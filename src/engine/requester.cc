@@ -203,6 +203,12 @@ bool Engine::SendNextPacket(Qp* qp, SendWqe& w, uint64_t index) {
       payload = slice.length;
       f.placed = slice.placed;
       f.placed_suffix = slice.suffix;
+      if (slice.placed && slice.length == 0 && qp->req.send_offset + range < w.length) {
+        // Empty: it and the empty PMTUs after it go as one run.
+        psns_consumed = PlacedRunAt(w, qp->req.send_offset, mtu);
+        range = psns_consumed * mtu;
+        f.placed_run = static_cast<uint8_t>(psns_consumed - 1);
+      }
     }
     last = qp->req.send_offset + range == w.length;
     f.opcode = op.On(qp->type).At(first, last);
@@ -211,7 +217,7 @@ bool Engine::SendNextPacket(Qp* qp, SendWqe& w, uint64_t index) {
     // So does the packet that fills the window (congestion.cc).
     f.ack_req = qp->type == QpType::kRc &&
                 (last || qp->sr.resending || CcFillsWindow(qp) || DestFillsWindow(qp) ||
-                 pkt_index % kAckReqInterval == kAckReqInterval - 1);
+                 pkt_index % kAckReqInterval + psns_consumed >= kAckReqInterval);
     f.solicited = last && (w.send_flags & kSolicited);
     f.dma_length = w.length;
     f.imm = w.imm_data;

@@ -649,6 +649,13 @@ bool Engine::ExecuteSend(Qp* qp, const wire::Packet& pkt) {
   return true;
 }
 
+// The further PSNs a placed run stands for (wire::Bth::placed_run): only an
+// RC WRITE packet with the placed bit can be one (the bits of packets from
+// a network are cleared at dispatch).
+uint32_t Engine::PlacedRun(const wire::Packet& pkt) {
+  return pkt.info->has(wire::kIsWrite) && pkt.bth.placed() ? pkt.bth.placed_run() : 0;
+}
+
 bool Engine::ExecuteWrite(Qp* qp, const wire::Packet& pkt) {
   const uint32_t psn = pkt.bth.psn();
   const uint32_t len = pkt.payload_length;
@@ -657,11 +664,16 @@ bool Engine::ExecuteWrite(Qp* qp, const wire::Packet& pkt) {
   // from a same-host peer (wire::Bth::placed) a whole PMTU (first, middle)
   // or the rest of the message (last, only), of which the payload is the
   // prefix or the suffix; the peer wrote the rest into our shared pages.
+  // A run (wire::Bth::placed_run) stands for several PMTUs, carries
+  // nothing and never ends the message.
   const bool placed = pkt.bth.placed();
-  const uint32_t range =
-      !placed ? len : last ? static_cast<uint32_t>(qp->resp.write_remaining) : qp->mtu_bytes;
+  const uint32_t run = PlacedRun(pkt);
+  const uint64_t range = !placed ? len
+                         : last  ? qp->resp.write_remaining
+                                 : uint64_t{qp->mtu_bytes} * (1 + run);
   if (range > qp->resp.write_remaining || (last && range != qp->resp.write_remaining) ||
-      (placed && (range > qp->mtu_bytes || len > range))) {
+      (placed && (len > range || len > qp->mtu_bytes || (last && range > qp->mtu_bytes))) ||
+      (run > 0 && (len != 0 || last || range >= qp->resp.write_remaining))) {
     // The payloads must add up to the RETH DMA length (rxe check_length:
     // RESPST_ERR_LENGTH).
     ResponderError(qp, wire::NakCode::kInvalidRequest, psn, WcStatus::kRemInvReqErr);
@@ -680,7 +692,7 @@ bool Engine::ExecuteWrite(Qp* qp, const wire::Packet& pkt) {
   }
   if (placed) ++stats_.shm_placed_rx_packets;
   qp->resp.write_va += range;
-  qp->resp.write_remaining -= range;
+  qp->resp.write_remaining -= static_cast<uint32_t>(range);
   qp->resp.in_message = last ? InMessage::kNone : InMessage::kWrite;
   if (last) {
     ++qp->resp.msn;
@@ -705,9 +717,11 @@ void Engine::Acknowledge(Qp* qp, const wire::Packet& pkt) {
     qp->resp.epsn = wire::PsnAdd(psn, r.npackets);
     return;
   }
-  qp->resp.epsn = wire::PsnAdd(psn, 1);
+  // A placed run consumed the PSNs of all the PMTUs it stands for.
+  const uint32_t last_psn = wire::PsnAdd(psn, PlacedRun(pkt));
+  qp->resp.epsn = wire::PsnAdd(last_psn, 1);
   if (qp->type == QpType::kRc && pkt.bth.ack_req())
-    QueueAck(qp, wire::kAckSyndromeNoCredit, psn, /*may_defer=*/true);
+    QueueAck(qp, wire::kAckSyndromeNoCredit, last_psn, /*may_defer=*/true);
 }
 
 void Engine::HandleUdRequest(Qp* qp, const wire::Packet& pkt, const transport::RxPacket& rx) {

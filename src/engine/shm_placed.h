@@ -48,4 +48,21 @@ inline PlacedSlice SliceOf(const SendWqe& w, uint32_t offset, uint32_t range) {
   return PlacedSlice{b, end - b, true, true};  // the suffix (empty: all placed)
 }
 
+// Packets that would carry nothing in a row go as one (wire::Bth::
+// placed_run): the number of whole PMTUs from `offset` on that lie in the
+// placed bytes, before the message's last packet, at most kMaxPlacedRun;
+// 1 when the packet at `offset` carries something or is the last.
+inline constexpr uint32_t kMaxPlacedRun = 64;
+
+inline uint32_t PlacedRunAt(const SendWqe& w, uint32_t offset, uint32_t mtu) {
+  uint32_t k = 0;
+  // PMTU k + 1 ends at offset + (k + 1) * mtu: inside the placed bytes and
+  // strictly before the message's end (the last packet is never in a run).
+  while (k < kMaxPlacedRun && offset >= w.placed_begin &&
+         uint64_t{offset} + uint64_t{k + 1} * mtu <= w.placed_end &&
+         uint64_t{offset} + uint64_t{k + 1} * mtu < w.length)
+    ++k;
+  return k == 0 ? 1 : k;
+}
+
 }  // namespace softrnic::engine

@@ -51,6 +51,18 @@ void Push(Channel* c, Event* e) {
 
 void Deliver(Id* id, Event* e) {
   CM_DBG("event %s status %d id %p", rdma_event_str(e->ev.event), e->ev.status, (void*)id);
+  // A connection the exit hook disconnected: the kernel's CM sends that
+  // DREQ when the process's rdma_cm fd is closed, once its threads are
+  // gone, so its DISCONNECTED (DREP, timeout, crossing DREQ) reaches no
+  // one. Delivered here it would wake application threads in the middle of
+  // exit(): libiscsi 1.19's CM thread, whose iSER connection (holding the
+  // event out-parameter) and context iscsi_destroy_context has freed
+  // without stopping it, wrote into both (ASan stopped the initiators).
+  if (id->exit_dreq) {
+    CM_DBG("not delivered: the exit hook disconnected id %p", (void*)id);
+    delete e;
+    return;
+  }
   // A CONNECT_REQUEST goes to its listener's channel (for a synchronous
   // listener, rdma_get_request picks it up there).
   const bool request = e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST && id->request_chan;

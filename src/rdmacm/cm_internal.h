@@ -207,6 +207,10 @@ struct Id {
   Clock::time_point requested_at;
   // Multicast groups joined (rdma_join_multicast), until left.
   std::vector<McJoin> multicast;
+  // The exit hook disconnected it (DisconnectAllAtExit; not one the
+  // application's rdma_disconnect had): its events are not delivered from
+  // then on (Deliver).
+  bool exit_dreq = false;
 };
 
 inline Id* ToId(rdma_cm_id* id) { return reinterpret_cast<Id*>(id); }

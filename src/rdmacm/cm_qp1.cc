@@ -225,6 +225,10 @@ void DisconnectAllAtExit() {
     if (id->id.qp_type == IBV_QPT_UD) continue;
     const CmTransition* t = FindTransition(id->st, CmEvent::kExit);
     if (!t) continue;
+    // This DREQ stands for the kernel's at fd close, after the process: the
+    // connection's events are no longer delivered (Deliver). One the
+    // application's rdma_disconnect sent already keeps its DISCONNECTED.
+    if (id->st != St::kDreqSent) id->exit_dreq = true;
     SendDreq(id, /*remember=*/false);
     Apply(id, *t);  // DREQ Sent, timer stopped: the CM thread's retransmissions do not run any more
     told.push_back(id);

@@ -58,6 +58,10 @@ struct Bth {
   // sent the packet (docs/shm.md, "Partly shared targets").
   bool placed() const { return b[8] & 0x20; }
   bool placed_suffix() const { return b[8] & 0x10; }
+  // With `placed` and no payload: the packet stands for 1 + placed_run()
+  // PMTUs and PSNs, all placed (BTH byte 4's resv6 field; a run never
+  // holds the message's last packet).
+  uint8_t placed_run() const { return b[4] & 0x3F; }
   uint32_t psn() const { return LoadBe24(&b[9]); }
 
   void set_opcode(uint8_t v) { b[0] = v; }
@@ -71,6 +75,7 @@ struct Bth {
   void set_dest_qp(uint32_t v) { StoreBe24(&b[5], v & kQpnMask); }
   void set_ack_req(bool v) { b[8] = static_cast<uint8_t>((b[8] & 0x7F) | (v ? 0x80 : 0)); }
   void set_sr(bool v) { b[8] = static_cast<uint8_t>((b[8] & 0xBF) | (v ? 0x40 : 0)); }
+  void set_placed_run(uint8_t v) { b[4] = static_cast<uint8_t>((b[4] & 0xC0) | (v & 0x3F)); }
   void set_placed(bool v) { b[8] = static_cast<uint8_t>((b[8] & 0xDF) | (v ? 0x20 : 0)); }
   void set_placed_suffix(bool v) {
     b[8] = static_cast<uint8_t>((b[8] & 0xEF) | (v ? 0x10 : 0));

@@ -32,15 +32,18 @@ counter_sum() {
 }
 
 # softrnic_bytes FILE...: bytes that left through softrnic on any path: UDP
-# datagram bytes, packet bytes through shared-memory rings, and bytes of
-# direct one-sided operations on a peer's memory.
+# datagram bytes, packet bytes through shared-memory rings, bytes of direct
+# one-sided operations on a peer's memory, and the bytes placed WRITEs put
+# into a peer's shared pages (the rest of such a WRITE is in shm_tx_bytes).
 softrnic_bytes() {
   echo $(( $(counter_sum udp_tx_bytes "$@") + $(counter_sum shm_tx_bytes "$@") +
-           $(counter_sum shm_direct_bytes "$@") ))
+           $(counter_sum shm_direct_bytes "$@") + $(counter_sum shm_placed_write_bytes "$@") ))
 }
 
-# paths_used FILE...: "udp=<bytes> shm_ring=<bytes> shm_direct=<bytes>".
+# paths_used FILE...: "udp=<bytes> shm_ring=<bytes> shm_direct=<bytes>
+# shm_placed=<bytes>".
 paths_used() {
   echo "udp=$(counter_sum udp_tx_bytes "$@") shm_ring=$(counter_sum shm_tx_bytes "$@")" \
-       "shm_direct=$(counter_sum shm_direct_bytes "$@")"
+       "shm_direct=$(counter_sum shm_direct_bytes "$@")" \
+       "shm_placed=$(counter_sum shm_placed_write_bytes "$@")"
 }
