@@ -23,6 +23,7 @@
 #include <cstring>
 #include <functional>
 
+#include "engine_test_peer.h"
 #include "rc_pair.h"
 #include "wire/headers.h"
 #include "wire/icrc.h"
@@ -270,6 +271,70 @@ TEST_F(HostileTest, PlacementBitsFromTheNetworkAreIgnored) {
   SendAndWait(std::move(pkt), &EngineStats::tx_naks_invalid_request);
   EXPECT_TRUE(Untouched());
   EXPECT_EQ(StatsOf(*b_.dev).shm_placed_rx_packets, 0u);
+}
+
+// The same bits on a packet a same-host ring delivered (RxPacket::via_shm,
+// handed to the dispatch directly): a placed suffix lands at the end of the
+// range its RETH names; runs (wire::Bth::placed_run) that carry data or
+// would end the message are refused and write nothing.
+class PlacedPacketTest : public HostileTest {
+ protected:
+  void FromRing(std::vector<uint8_t> pkt) {
+    transport::RxPacket rx;
+    rx.data = pkt.data();
+    rx.length = static_cast<uint32_t>(pkt.size());
+    rx.src.gid = a_.dev->gids()[0];
+    rx.src.port = TestPort();  // the peer's device port (same-host source check)
+    rx.via_shm = true;
+    std::lock_guard lock(b_.dev->engine().mu_);
+    EngineTestPeer::Dispatch(b_.dev->engine(), rx);
+    EngineTestPeer::RunWork(b_.dev->engine());
+    EngineTestPeer::FlushTx(b_.dev->engine());
+  }
+  // A WRITE ONLY whose RETH names `dma` bytes at buf + 4096, carrying payload_.
+  std::vector<uint8_t> WriteOnly(uint32_t dma, uint8_t bits8, uint8_t run) {
+    std::vector<uint8_t> pkt = Write(qpn_, 0, Addr(b_, 4096), rkey_, payload_);
+    wire::Reth reth;
+    std::memcpy(reth.b.data(), pkt.data() + sizeof(wire::Bth), sizeof(reth));
+    reth.set_dma_length(dma);
+    std::memcpy(pkt.data() + sizeof(wire::Bth), reth.b.data(), sizeof(reth));
+    pkt[8] = static_cast<uint8_t>(pkt[8] | bits8);
+    pkt[4] = static_cast<uint8_t>(pkt[4] | run);
+    return pkt;
+  }
+};
+
+TEST_F(PlacedPacketTest, PlacedSuffixLandsAtTheEndOfItsRange) {
+  FromRing(WriteOnly(static_cast<uint32_t>(payload_.size()) + 100, 0x30, 0));
+  EXPECT_EQ(FirstDiff(b_.buf.data() + 4096 + 100, payload_.data(), payload_.size()), -1);
+  EXPECT_TRUE(AllBytes(b_.buf.data(), 4096 + 100, kGuard)) << "the placed prefix is not written";
+  EXPECT_EQ(StatsOf(*b_.dev).shm_placed_rx_packets, 1u);
+  EXPECT_EQ(b_.dev->GetQpState(b_.qp), QpState::kRts);
+}
+
+TEST_F(PlacedPacketTest, RunCarryingDataIsRefused) {
+  // A WRITE FIRST of an 8 KiB message: as a run of 4 PMTUs it must be empty.
+  std::vector<uint8_t> pkt = Build(wire::op::kRcWriteFirst, qpn_, 0,
+                                   [&](uint8_t* p, const wire::OpcodeInfo& info) {
+                                     wire::Reth r;
+                                     r.set_va(Addr(b_, 4096));
+                                     r.set_rkey(rkey_);
+                                     r.set_dma_length(8192);
+                                     std::memcpy(p + info.reth_offset, r.b.data(), sizeof(r));
+                                   },
+                                   payload_);
+  pkt[8] = static_cast<uint8_t>(pkt[8] | 0x20);
+  pkt[4] = static_cast<uint8_t>(pkt[4] | 3);
+  FromRing(std::move(pkt));
+  EXPECT_EQ(StatsOf(*b_.dev).tx_naks_invalid_request, 1u);
+  EXPECT_TRUE(Untouched());
+}
+
+TEST_F(PlacedPacketTest, RunEndingTheMessageIsRefused) {
+  payload_.clear();
+  FromRing(WriteOnly(4096, 0x20, 1));
+  EXPECT_EQ(StatsOf(*b_.dev).tx_naks_invalid_request, 1u);
+  EXPECT_TRUE(Untouched());
 }
 
 TEST_F(HostileTest, WrongQpn) {
