@@ -695,7 +695,6 @@ class Engine {
   bool Execute(Qp* qp, const wire::Packet& pkt, uint8_t* atomic_target) REQUIRES(mu_);
   bool ExecuteSend(Qp* qp, const wire::Packet& pkt) REQUIRES(mu_);
   bool ExecuteWrite(Qp* qp, const wire::Packet& pkt) REQUIRES(mu_);
-  static uint32_t PlacedRun(const wire::Packet& pkt);
   void Acknowledge(Qp* qp, const wire::Packet& pkt) REQUIRES(mu_);
   // Why a request is refused: RC answers (an RNR NAK, or an Invalid Request
   // NAK that fails the QP), UC loses the message and resynchronises.

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "engine/engine.h"
+#include "engine/shm_placed.h"
 #include "engine/sr_store.h"
 #include "engine/wr_opcode.h"
 #include "wire/headers.h"
@@ -649,13 +650,6 @@ bool Engine::ExecuteSend(Qp* qp, const wire::Packet& pkt) {
   return true;
 }
 
-// The further PSNs a placed run stands for (wire::Bth::placed_run): only an
-// RC WRITE packet with the placed bit can be one (the bits of packets from
-// a network are cleared at dispatch).
-uint32_t Engine::PlacedRun(const wire::Packet& pkt) {
-  return pkt.info->has(wire::kIsWrite) && pkt.bth.placed() ? pkt.bth.placed_run() : 0;
-}
-
 bool Engine::ExecuteWrite(Qp* qp, const wire::Packet& pkt) {
   const uint32_t psn = pkt.bth.psn();
   const uint32_t len = pkt.payload_length;
@@ -667,7 +661,7 @@ bool Engine::ExecuteWrite(Qp* qp, const wire::Packet& pkt) {
   // A run (wire::Bth::placed_run) stands for several PMTUs, carries
   // nothing and never ends the message.
   const bool placed = pkt.bth.placed();
-  const uint32_t run = PlacedRun(pkt);
+  const uint32_t run = PlacedRunOf(pkt);
   const uint64_t range = !placed ? len
                          : last  ? qp->resp.write_remaining
                                  : uint64_t{qp->mtu_bytes} * (1 + run);
@@ -718,7 +712,7 @@ void Engine::Acknowledge(Qp* qp, const wire::Packet& pkt) {
     return;
   }
   // A placed run consumed the PSNs of all the PMTUs it stands for.
-  const uint32_t last_psn = wire::PsnAdd(psn, PlacedRun(pkt));
+  const uint32_t last_psn = wire::PsnAdd(psn, PlacedRunOf(pkt));
   qp->resp.epsn = wire::PsnAdd(last_psn, 1);
   if (qp->type == QpType::kRc && pkt.bth.ack_req())
     QueueAck(qp, wire::kAckSyndromeNoCredit, last_psn, /*may_defer=*/true);

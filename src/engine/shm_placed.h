@@ -18,15 +18,16 @@
 // not land on bytes a later WQE placed. A WRITE is placed only when every
 // WQE in flight before it is a placed WRITE to the same region (the ring
 // barrier, ShmPathState): their packets carry only bytes outside the shared
-// pages, and a placement writes only inside them. The placed bytes of a
-// message are at least one PMTU long, so no packet has unplaced bytes on
-// both sides of them.
+// pages, and a placement writes only inside them. When unplaced bytes lie
+// on both sides of the placed ones, those are at least one PMTU long, so no
+// packet has unplaced bytes on both sides of them.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 
 #include "engine/qp.h"
+#include "wire/packet.h"
 
 namespace softrnic::engine {
 
@@ -63,6 +64,13 @@ inline uint32_t PlacedRunAt(const SendWqe& w, uint32_t offset, uint32_t mtu) {
          uint64_t{offset} + uint64_t{k + 1} * mtu < w.length)
     ++k;
   return k == 0 ? 1 : k;
+}
+
+// Receiver side: the further PSNs (and PMTUs) a placed run stands for; only
+// an RC WRITE packet with the placed bit can be one (the bits of packets
+// from a network are cleared at dispatch, engine.cc).
+inline uint32_t PlacedRunOf(const wire::Packet& pkt) {
+  return pkt.info->has(wire::kIsWrite) && pkt.bth.placed() ? pkt.bth.placed_run() : 0;
 }
 
 }  // namespace softrnic::engine
