@@ -95,7 +95,9 @@ if [[ "$BUILD_TYPE" == CI && "${TSAN_STAGE:-1}" == 1 && $# -eq 0 ]]; then
       (( PIPESTATUS[0] != 0 )) && tsan_rc=1
     done
     races=$(grep -c 'WARNING: ThreadSanitizer' "$tsan_log" || true)
-    tsan_line="$(grep -E '^\[  PASSED  \]' "$tsan_log" | awk '{n += $4} END {print n + 0}') tests passed, $races ThreadSanitizer reports"
+    tsan_failed=$(grep -E '^\[  FAILED  \] [A-Za-z]' "$tsan_log" | sed -E 's/^\[  FAILED  \] //; s/ \(.*//' | sort -u | tr '\n' ' ')
+    tsan_line="$(grep -E '^\[  PASSED  \]' "$tsan_log" | awk '{n += $4} END {print n + 0}') tests passed, $races ThreadSanitizer reports${tsan_failed:+, failed: $tsan_failed}"
+    (( tsan_rc != 0 )) && [[ -z "$tsan_failed" ]] && tsan_line+=", a test binary exited non-zero"
   else
     tsan_rc=3 tsan_line="TSan build failed"
   fi

@@ -164,7 +164,7 @@ inline uint64_t Addr(const Side& s, size_t offset) {
   return reinterpret_cast<uint64_t>(s.buf.data()) + offset;
 }
 
-inline void FillPattern(std::vector<uint8_t>& b, size_t offset, size_t len, uint32_t seed) {
+inline void FillPattern(std::span<uint8_t> b, size_t offset, size_t len, uint32_t seed) {
   uint32_t x = seed * 2654435761u + 1;
   for (size_t i = 0; i < len; ++i) {
     x = x * 1103515245u + 12345u;
