@@ -142,6 +142,10 @@ constexpr std::array kVariables = {
     Variable{"SOFTRNIC_CM_RETRIES", Kind::kInteger, "9", "0..1000",
              "How many times a CM message is resent before the timeout event (docs/rdmacm.md)",
              "rdmacm", 0, 1000},
+    Variable{"SOFTRNIC_CM_TIMEWAIT_MS", Kind::kInteger, "512", "0..3600000",
+             "How long (ms) a disconnected id stays in TimeWait before its "
+             "RDMA_CM_EVENT_TIMEWAIT_EXIT; the default is the kernel's for RoCE (docs/rdmacm.md)",
+             "rdmacm", 0, 3600000},
     // --- Diagnostics (src/log) ---
     Variable{"SOFTRNIC_LOG", Kind::kChoice, "warn", "error|warn|info|debug",
              "How much softrnic says on stderr: `error` only what stops a device or a call; "

@@ -51,6 +51,8 @@ using Clock = std::chrono::steady_clock;
 // (SOFTRNIC_CM_TIMEOUT_MS, SOFTRNIC_CM_RETRIES), and SOFTRNIC_CM_DEBUG.
 int RetryMs();
 int Retries();
+// How long a disconnected id stays in TimeWait (SOFTRNIC_CM_TIMEWAIT_MS).
+int TimeWaitMs();
 bool Debug();
 // CLOCK_MONOTONIC in microseconds (the debug lines' time stamps).
 long long DebugUs();
@@ -121,7 +123,9 @@ struct Channel {
 
 inline Channel* ToChannel(rdma_event_channel* c) { return reinterpret_cast<Channel*>(c); }
 
-enum class Timer { kNone, kReq, kRep, kDreq, kSidr };
+// kTimeWait: the id left the connection (DREP, DREQ or DREQ timeout) and
+// waits out TimeWait (IBA 12.9) before RDMA_CM_EVENT_TIMEWAIT_EXIT.
+enum class Timer { kNone, kReq, kRep, kDreq, kSidr, kTimeWait };
 
 // A multicast group the id joined (cm_multicast.cc).
 struct McJoin {

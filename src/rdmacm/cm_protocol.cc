@@ -570,6 +570,11 @@ const CmTransition* Expect(Id* id, CmEvent ev) {
 
 void Apply(Id* id, const CmTransition& t, Event* e) {
   if (t.stop_timer) StopTimer(id);
+  // Entering TimeWait (IBA 12.9: after the DREP, a DREQ answered, or the
+  // DREQ's retries): its timer runs, and kTimeWaitOver follows. An id
+  // destroyed meanwhile takes its timer with it (ForgetId).
+  if (t.next == St::kDisconnected && id->st != St::kDisconnected)
+    SetTimer(id, Timer::kTimeWait, Now() + std::chrono::milliseconds(TimeWaitMs()));
   id->st = t.next;
   if (t.deliver == kNoEvent) {
     delete e;
@@ -698,6 +703,11 @@ void RunTimers() {
   // stops it, and may stop or destroy nothing else.
   while (!g.timers.empty() && g.timers.begin()->first <= now) {
     Id* id = g.timers.begin()->second;
+    if (id->timer == Timer::kTimeWait) {
+      StopTimer(id);
+      if (const CmTransition* t = Expect(id, CmEvent::kTimeWaitOver)) Apply(id, *t);
+      continue;
+    }
     if (id->pending_lookup) {
       long pid;
       uint32_t lip;

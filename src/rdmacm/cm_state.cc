@@ -34,6 +34,10 @@ int Retries() {
   static const int v = static_cast<int>(Env().Integer("SOFTRNIC_CM_RETRIES"));
   return v;
 }
+int TimeWaitMs() {
+  static const int v = static_cast<int>(Env().Integer("SOFTRNIC_CM_TIMEWAIT_MS"));
+  return v;
+}
 bool Debug() {
   static const bool v = Env().Flag("SOFTRNIC_CM_DEBUG");
   return v;

@@ -143,6 +143,13 @@ CmTable BuildTransitionTable() {
   row(St::kDreqSent, E::kDrep, St::kDisconnected).Stop().Deliver(RDMA_CM_EVENT_DISCONNECTED).Spec("12.6.11 DREP");
   row(St::kDreqSent, E::kDreqTimeout, St::kDisconnected)
       .Stop().Deliver(RDMA_CM_EVENT_DISCONNECTED).Spec("12.9 DREQ Sent: timeout");
+  // Entering TimeWait arms its timer (Apply); when it expires the kernel's
+  // CM leaves TimeWait for Idle and rdma_cm delivers TIMEWAIT_EXIT (tgt's
+  // iSER target frees a connection only then). The id stays Disconnected
+  // for rdma_cm's calls (rdma_disconnect still succeeds, a DREQ is still
+  // answered), so it is not moved to the table's Idle.
+  row(St::kDisconnected, E::kTimeWaitOver, St::kDisconnected)
+      .Deliver(RDMA_CM_EVENT_TIMEWAIT_EXIT).Spec("12.9 TimeWait: timer expires");
   // Process exit: a DREQ for every connection, then (DREPs or not) done.
   for (St s : {St::kConnected, St::kRepSent, St::kRepRcvd, St::kDreqSent})
     row(s, E::kExit, St::kDreqSent).Stop().Do(A::kSendDreqOnce).Spec("12.6.10 DREQ");
@@ -217,6 +224,7 @@ const char* CmEventName(CmEvent e) {
     case CmEvent::kReqTimeout: return "REQ timeout";
     case CmEvent::kRepTimeout: return "REP timeout";
     case CmEvent::kDreqTimeout: return "DREQ timeout";
+    case CmEvent::kTimeWaitOver: return "TimeWait timeout";
     case CmEvent::kLookupFailed: return "no local listener";
     case CmEvent::kLookupFailedUd: return "no local listener (UD)";
   }

@@ -77,10 +77,11 @@ enum class CmEvent : uint8_t {
   kReqTimeout,      // REQ / SIDR_REQ retries exhausted
   kRepTimeout,      // REP retries exhausted (no RTU)
   kDreqTimeout,     // DREQ retries exhausted (no DREP)
+  kTimeWaitOver,    // the TimeWait timer of a disconnected id expired
   kLookupFailed,    // same-host destination: no listener registered, RC
   kLookupFailedUd,  // ... UD
 };
-constexpr int kCmEvents = 34;
+constexpr int kCmEvents = 35;
 
 // What the CM does on a row, besides stopping the timer and delivering the
 // event (CmTransition). Those marked (API) are done by the rdma_* call with

@@ -563,11 +563,62 @@ TEST_F(CmProtocolTest, DisconnectSendsDreqAndDrepEndsIt) {
   EXPECT_EQ(sent_[0].msg.attr, kAttrDreq);
   Inject(FromPeer(kAttrDrep, id));
   EXPECT_EQ(id->st, St::kDisconnected);
-  EXPECT_EQ(id->timer, Timer::kNone);
+  EXPECT_EQ(id->timer, Timer::kTimeWait);
   EXPECT_EQ(NextEvent().type, RDMA_CM_EVENT_DISCONNECTED);
   // A second rdma_disconnect is fine (the QP would go to ERR) and sends nothing.
   EXPECT_EQ(rdma_disconnect(&id->id), 0);
   EXPECT_EQ(sent_.size(), 1u);
+  // TimeWait (IBA 12.9), then TIMEWAIT_EXIT, once.
+  AdvanceAndRunTimers(TimeWaitMs() - 1);
+  EXPECT_EQ(NextEvent().type, -1);
+  AdvanceAndRunTimers(1);
+  const Ev exit = NextEvent();
+  EXPECT_EQ(exit.type, RDMA_CM_EVENT_TIMEWAIT_EXIT);
+  EXPECT_EQ(exit.id, &id->id);
+  EXPECT_EQ(exit.status, 0);
+  EXPECT_EQ(id->timer, Timer::kNone);
+  EXPECT_EQ(id->st, St::kDisconnected);
+  AdvanceAndRunTimers(10 * TimeWaitMs());
+  EXPECT_EQ(NextEvent().type, -1);
+  EXPECT_EQ(sent_.size(), 1u);
+  EXPECT_EQ(rdma_disconnect(&id->id), 0);  // still allowed after TimeWait
+}
+
+// The passive side enters TimeWait when it answers the peer's DREQ and gets
+// its TIMEWAIT_EXIT as well (tgt frees an iSER connection only then); an id
+// destroyed in TimeWait gets none, and its timer goes with it.
+TEST_F(CmProtocolTest, TimeWaitExitFollowsADreqAndNotADestroyedId) {
+  Id* l = Listener();
+  Id* c = Accepted(l);
+  Inject(FromPeer(kAttrRtu, c));
+  while (NextEvent().type != -1) {
+  }
+  Inject(FromPeer(kAttrDreq, c));
+  EXPECT_EQ(c->st, St::kDisconnected);
+  EXPECT_EQ(c->timer, Timer::kTimeWait);
+  EXPECT_EQ(NextEvent().type, RDMA_CM_EVENT_DISCONNECTED);
+  // The same DREQ again (our DREP was lost) is answered and does not
+  // restart TimeWait.
+  AdvanceAndRunTimers(TimeWaitMs() / 2);
+  Inject(FromPeer(kAttrDreq, c));
+  AdvanceAndRunTimers(TimeWaitMs() - TimeWaitMs() / 2);
+  const Ev exit = NextEvent();
+  EXPECT_EQ(exit.type, RDMA_CM_EVENT_TIMEWAIT_EXIT);
+  EXPECT_EQ(exit.id, &c->id);
+  EXPECT_EQ(NextEvent().type, -1);
+  ASSERT_EQ(rdma_destroy_id(&c->id), 0);  // the next REQ (same peer comm ID) is a new one
+
+  Id* d = Accepted(l);
+  Inject(FromPeer(kAttrRtu, d));
+  while (NextEvent().type != -1) {
+  }
+  Inject(FromPeer(kAttrDreq, d));
+  EXPECT_EQ(NextEvent().type, RDMA_CM_EVENT_DISCONNECTED);
+  const size_t timers = G().timers.size();
+  ASSERT_EQ(rdma_destroy_id(&d->id), 0);
+  EXPECT_EQ(G().timers.size(), timers - 1);
+  AdvanceAndRunTimers(TimeWaitMs());
+  EXPECT_EQ(NextEvent().type, -1);
 }
 
 TEST_F(CmProtocolTest, RejInEachStateThatExpectsOne) {
@@ -849,7 +900,7 @@ TEST_F(CmProtocolTest, TimeoutsNotInTheTableChangeNothing) {
     Timer timer;
     CmEvent ev;
   } kTimers[] = {{Timer::kReq, CmEvent::kReqTimeout}, {Timer::kRep, CmEvent::kRepTimeout},
-                 {Timer::kDreq, CmEvent::kDreqTimeout}};
+                 {Timer::kDreq, CmEvent::kDreqTimeout}, {Timer::kTimeWait, CmEvent::kTimeWaitOver}};
   for (const auto& t : kTimers) {
     for (St s : kAll) {
       Id* id = ActiveId();
@@ -860,7 +911,9 @@ TEST_F(CmProtocolTest, TimeoutsNotInTheTableChangeNothing) {
         SetTimer(id, t.timer, g_now);
       }
       AdvanceAndRunTimers(1);
-      EXPECT_EQ(id->timer, Timer::kNone);
+      // Only a row into TimeWait starts a timer (TimeWait's own).
+      const bool into_time_wait = s != St::kDisconnected && id->st == St::kDisconnected;
+      EXPECT_EQ(id->timer, into_time_wait ? Timer::kTimeWait : Timer::kNone) << StName(s);
       if (FindTransition(s, t.ev)) {
         EXPECT_NE(NextEvent().type, -1) << StName(s);
       } else {
