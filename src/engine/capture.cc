@@ -310,10 +310,11 @@ void PacketCapture::RecordDirect(const DirectOpRecord& op) {
   f.va = op.va;
   f.rkey = op.rkey;
   f.dma_length = op.length;
-  if (op.request_opcode == wire::op::kRcWriteOnly) {
+  if (op.request_opcode == wire::op::kRcWriteOnly || op.request_opcode == wire::op::kRcAtomicWrite) {
+    // An ATOMIC WRITE is one packet (8 bytes): its own opcode.
     f.dest_qpn = op.responder_qpn;
     for (uint32_t i = 0; i < packets; ++i) {
-      f.opcode = segment_opcode(i, wire::op::kRcWriteOnly, wire::op::kRcWriteFirst, wire::op::kRcWriteMiddle,
+      f.opcode = segment_opcode(i, op.request_opcode, wire::op::kRcWriteFirst, wire::op::kRcWriteMiddle,
                                 wire::op::kRcWriteLast);
       f.psn = psn_at(i);
       f.ack_req = i + 1 == packets;

@@ -47,7 +47,7 @@ struct CaptureSettings {
 
 // A direct one-sided operation, as capture renders it (shm_direct.cc).
 struct DirectOpRecord {
-  uint8_t request_opcode = 0;  // wire::op::kRcWriteOnly, kRcReadRequest, kRcCompareSwap, kRcFetchAdd
+  uint8_t request_opcode = 0;  // wire::op::kRcWriteOnly, kRcReadRequest, kRcCompareSwap, kRcFetchAdd, kRcAtomicWrite
   uint32_t requester_qpn = 0;
   uint32_t responder_qpn = 0;
   uint32_t psn = 0;  // the QP's next PSN (direct operations consume none)

@@ -397,7 +397,13 @@ int Device::PostSend(Qp* qp, const SendWr& wr) {
   if (length > engine_->attr().max_msg_sz) return EINVAL;
   const bool is_inline = (wr.send_flags & kInline) && op.inline_ok;
   if (is_inline && length > qp->caps.max_inline_data) return EINVAL;
-  if (op.atomic) {
+  if (op.atomic_write) {
+    // Its 8 bytes travel in the WR itself (SendWr::compare_add), not in
+    // SGEs; XRC has no ATOMIC WRITE opcode here (wire/opcode.h).
+    if (!wr.sges.empty() || qp->xrc != XrcRole::kNone) return EINVAL;
+    length = 8;
+  }
+  if (op.one_word()) {
     // IBA 9.4.5: an atomic operates on 8 naturally aligned bytes.
     if (length != 8 || (wr.remote_addr & 7)) return EINVAL;
   }

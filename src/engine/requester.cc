@@ -112,6 +112,11 @@ void Engine::ExecuteLocalWqe(Qp* qp, SendWqe& w) {
 
 bool Engine::GatherWqe(Qp* qp, uint64_t index, uint32_t offset, uint32_t len, uint8_t* out) {
   const SendWqe& w = qp->Wqe(index);
+  if (w.opcode == WrOpcode::kAtomicWrite) {  // its word, copied at post
+    if (offset > sizeof(w.compare_add) || len > sizeof(w.compare_add) - offset) return false;
+    std::memcpy(out, reinterpret_cast<const uint8_t*>(&w.compare_add) + offset, len);
+    return true;
+  }
   if (w.is_inline) {
     std::memcpy(out, qp->WqeInline(index) + offset, len);
     return true;

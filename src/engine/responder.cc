@@ -653,6 +653,37 @@ bool Engine::ExecuteSend(Qp* qp, const wire::Packet& pkt) {
 bool Engine::ExecuteWrite(Qp* qp, const wire::Packet& pkt) {
   const uint32_t psn = pkt.bth.psn();
   const uint32_t len = pkt.payload_length;
+  if (pkt.info->has(wire::kIsAtomicWrite)) {
+    // ATOMIC WRITE (IBA 1.5; rxe: atomic_write_reply): the RETH names
+    // exactly one naturally aligned word (IBA 9.4.5, C9-30, as for the
+    // other atomics), the payload is its 8 bytes, stored as one word so no
+    // reader (local CPU, a same-host peer) sees half of it. A same-host
+    // peer never places one, so placement bits make it invalid too.
+    // Duplicates are acknowledged, not executed again (as a WRITE's).
+    uint8_t* dst = nullptr;
+    if (len != 8 || qp->resp.write_total != 8 || (qp->resp.write_va & 7) || pkt.bth.placed()) {
+      ResponderError(qp, wire::NakCode::kInvalidRequest, psn, WcStatus::kRemInvReqErr);
+      return false;
+    }
+    if (mr_table_.ResolveRemote(qp->resp.write_rkey, qp->pd, qp->resp.write_va, 8, kRemoteWrite,
+                                &dst, qp) != KeyCheck::kOk) {
+      ResponderError(qp, wire::NakCode::kRemoteAccessError, psn, WcStatus::kRemAccessErr);
+      return false;
+    }
+    if (reinterpret_cast<uintptr_t>(dst) & 7) {
+      // The va is aligned but the host word is not (see CheckRemoteAccess).
+      ResponderError(qp, wire::NakCode::kInvalidRequest, psn, WcStatus::kRemInvReqErr);
+      return false;
+    }
+    uint64_t word;
+    std::memcpy(&word, pkt.payload, 8);
+    std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(dst)).store(word);
+    qp->resp.write_va += 8;
+    qp->resp.write_remaining = 0;
+    qp->resp.in_message = InMessage::kNone;
+    ++qp->resp.msn;
+    return true;
+  }
   const bool last = pkt.info->has(wire::kLast);
   // The range the packet stands for: its payload, or for a placed packet
   // from a same-host peer (wire::Bth::placed) a whole PMTU (first, middle)

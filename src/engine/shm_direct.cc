@@ -400,14 +400,18 @@ bool Engine::TryDirect(Qp* qp, SendWqe& w, uint64_t index) {
   // when the MR's iova is aligned unlike its address: an atomic there would
   // be undefined behaviour and a split lock. The ring's responder refuses it
   // with the Invalid Request NAK a peer over UDP gets (responder.cc).
-  if (op.atomic && (target & 7) != 0) return false;
+  if (op.one_word() && (target & 7) != 0) return false;
   uint8_t* p = shm_direct_->MapPeerMemory(peer, m->fd.load(r), m->fd_ino.load(r),
                                           m->fd_offset.load(r) + (target - share_start), len);
   if (p == nullptr) return false;  // the mapping was refused: the ring serves it
 
   WcStatus status = WcStatus::kSuccess;
   uint64_t atomic_orig = 0;
-  if (!op.read_or_atomic()) {
+  if (op.atomic_write) {
+    // One store of the word (the ring's responder does the same).
+    std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(p))
+        .store(w.compare_add, std::memory_order_seq_cst);
+  } else if (!op.read_or_atomic()) {
     if (!GatherWqe(qp, index, 0, static_cast<uint32_t>(len), p)) status = WcStatus::kLocProtErr;
   } else if (op.read) {
     if (!ScatterSges(qp->pd, qp->WqeSges(index), w.num_sge, 0, p, static_cast<uint32_t>(len)))
@@ -463,10 +467,9 @@ bool Engine::TryDirect(Qp* qp, SendWqe& w, uint64_t index) {
 void Engine::RecordDirect(const Qp* qp, const SendWqe& w, const WrOpcodeInfo& op,
                           const uint8_t* target, const Gid& sgid, uint64_t atomic_orig) {
   DirectOpRecord r;
-  r.request_opcode = op.atomic ? (w.opcode == WrOpcode::kAtomicCmpSwp ? wire::op::kRcCompareSwap
-                                                                     : wire::op::kRcFetchAdd)
-                     : op.read ? wire::op::kRcReadRequest
-                               : wire::op::kRcWriteOnly;
+  // The request's opcode as one packet (a longer WRITE's ONLY stands for
+  // its FIRST/MIDDLE/LAST: capture.cc).
+  r.request_opcode = op.On(QpType::kRc).only;
   r.requester_qpn = qp->qpn;
   r.responder_qpn = qp->attr.dest_qp_num;
   r.psn = qp->req.sq_psn;

@@ -51,6 +51,7 @@ enum class WrOpcode : uint8_t {
   kLocalInv = 7,
   kBindMw = 8,
   kSendWithInv = 9,
+  kAtomicWrite = 15,  // IBV_WR_ATOMIC_WRITE
 };
 
 // enum ibv_wc_status.
@@ -88,6 +89,7 @@ enum class WcOpcode : uint8_t {
   kFetchAdd = 4,
   kBindMw = 5,
   kLocalInv = 6,
+  kAtomicWrite = 9,  // IBV_WC_ATOMIC_WRITE
   kRecv = 128,
   kRecvRdmaWithImm = 129,
 };

@@ -61,6 +61,10 @@ constexpr std::array<WrOpcodeInfo, 16> BuildTable() {
       .name = "ATOMIC_FETCH_AND_ADD", .qp_types = kOnRc, .atomic = true,
       .remote_right = kRemoteAtomic, .wc_opcode = WcOpcode::kFetchAdd,
       .rc = OnePacket(kRcFetchAdd)};
+  row(WrOpcode::kAtomicWrite) = {
+      .name = "ATOMIC_WRITE", .qp_types = kOnRc, .atomic_write = true,
+      .remote_right = kRemoteWrite, .wc_opcode = WcOpcode::kAtomicWrite,
+      .rc = OnePacket(kRcAtomicWrite)};
   // Local operations on memory windows (memory_window.h): executed by the
   // requester in send-queue order, no packet (IBA 10.6.7.2.3, 10.6.7.2.5).
   // Posted on RC and UC, the transports whose QPs can carry windows.

@@ -53,6 +53,10 @@ struct WrOpcodeInfo {
   bool local = false;
   bool read = false;    // RDMA READ: the response carries the data
   bool atomic = false;  // one naturally aligned 8-byte word (IBA 9.4.5)
+  // ATOMIC WRITE (IBA 1.5; rxe): 8 bytes, given at post time (SendWr::
+  // compare_add), stored at a naturally aligned remote word as one store;
+  // needs the remote write right and completes on the ACK, like a WRITE.
+  bool atomic_write = false;
   // The target consumes a receive WQE and completes it (SEND*, WRITE with
   // immediate): only these can meet an empty receive queue (RNR, IBA
   // 9.7.5.1.6), and only the others may bypass the target's engine.
@@ -72,6 +76,9 @@ struct WrOpcodeInfo {
   // completes only on its response (READ response, atomic ACK), never on a
   // plain ACK: an ACK past it means the response was lost (IBA 9.7.5.2.3).
   constexpr bool read_or_atomic() const { return read || atomic; }
+  // The operand rule: exactly one naturally aligned 8-byte word at the
+  // remote address (IBA 9.4.5, C9-30), checked at post and by the responder.
+  constexpr bool one_word() const { return atomic || atomic_write; }
   constexpr const MessageOpcodes& On(QpType t) const {
     return t == QpType::kRc ? rc : t == QpType::kUc ? uc : ud;
   }

@@ -68,7 +68,10 @@ int QueryDeviceExOp(ibv_context* ctx, const ibv_query_device_ex_input* input,
   ibv_device_attr_ex full;
   std::memset(&full, 0, sizeof(full));
   FillDeviceAttr(DevOf(ctx)->attr(), &full.orig_attr);
-  full.device_cap_flags_ex = full.orig_attr.device_cap_flags;
+  // IB_UVERBS_DEVICE_ATOMIC_WRITE (Linux 6.0's rdma/ib_user_verbs.h, newer
+  // than Debian 12's headers): IBV_WR_ATOMIC_WRITE is executed natively.
+  constexpr uint64_t kDeviceAtomicWrite = 1ULL << 40;
+  full.device_cap_flags_ex = full.orig_attr.device_cap_flags | kDeviceAtomicWrite;
   full.phys_port_cnt_ex = full.orig_attr.phys_port_cnt;
   FillOdpCaps(&full.odp_caps);
   full.max_dm_size = kMaxDeviceMemory;

@@ -37,11 +37,28 @@ inline int TranslateSendWr(const ibv_send_wr* w, eng::Sge* sges, eng::SendWr* ou
   static_assert(sizeof(opcode) == sizeof(w->opcode));
   std::memcpy(&opcode, &w->opcode, sizeof(opcode));
   // The engine's table (wr_opcode.h) says which union member a known opcode
-  // fills; unknown ones (TSO, DRIVER1, ATOMIC_WRITE: not offered) are
-  // refused here, and Device::PostSend refuses what the QP cannot post.
+  // fills; unknown ones (TSO, DRIVER1: not offered) are refused here, and
+  // Device::PostSend refuses what the QP cannot post.
   const eng::WrOpcodeInfo& op = eng::GetWrOpcodeInfo(opcode);
   if (!op.known()) return EINVAL;
-  if (op.atomic) {
+  if (op.atomic_write) {
+    // ATOMIC WRITE through ibv_post_send: its 8 bytes are the SGEs' (8 in
+    // all), read now as IBV_SEND_INLINE data is (the lkeys are not used);
+    // the engine carries them in the WR (SendWr::compare_add).
+    out->remote_addr = w->wr.rdma.remote_addr;
+    out->rkey = w->wr.rdma.rkey;
+    uint8_t word[8];
+    uint32_t got = 0;
+    for (int i = 0; i < w->num_sge; ++i) {
+      const ibv_sge& s = w->sg_list[i];
+      if (s.length > sizeof(word) - got) return EINVAL;
+      if (s.length) std::memcpy(word + got, reinterpret_cast<const void*>(s.addr), s.length);
+      got += s.length;
+    }
+    if (got != sizeof(word)) return EINVAL;
+    std::memcpy(&out->compare_add, word, sizeof(word));
+    out->sges = {};
+  } else if (op.atomic) {
     out->remote_addr = w->wr.atomic.remote_addr;
     out->rkey = w->wr.atomic.rkey;
     out->compare_add = w->wr.atomic.compare_add;

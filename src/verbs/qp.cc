@@ -46,7 +46,7 @@ constexpr uint64_t kSupportedSendOps =
     IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
     IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
     IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV |
-    IBV_QP_EX_WITH_BIND_MW;
+    IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_ATOMIC_WRITE;
 
 ibv_qp* CreateQpExOp(ibv_context* ctx, ibv_qp_init_attr_ex* attr) noexcept {
   if (!ctx || !attr) return FailNull<ibv_qp>(EINVAL);

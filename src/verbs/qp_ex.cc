@@ -126,8 +126,15 @@ void WrSendTso(ibv_qp_ex* q, void*, uint16_t, uint16_t) { ToQp(q)->wr_error = EO
 void WrSetXrcSrqn(ibv_qp_ex* q, uint32_t remote_srqn) {
   if (PendingWr* p = Last(q)) p->wr.xrc_remote_srqn = remote_srqn;
 }
-void WrAtomicWrite(ibv_qp_ex* q, uint32_t, uint64_t, const void*) {
-  ToQp(q)->wr_error = EOPNOTSUPP;
+// ATOMIC WRITE: the 8 bytes at atomic_wr are taken now (the engine keeps
+// them in the WR), as rxe's provider copies them into its WQE.
+void WrAtomicWrite(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, const void* atomic_wr) {
+  if (!atomic_wr) {
+    ToQp(q)->wr_error = EINVAL;
+    return;
+  }
+  if (PendingWr* p = BeginRemote(q, eng::WrOpcode::kAtomicWrite, rkey, addr))
+    std::memcpy(&p->wr.compare_add, atomic_wr, sizeof(p->wr.compare_add));
 }
 
 void WrSetUdAddr(ibv_qp_ex* q, ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey) {

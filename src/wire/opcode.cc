@@ -88,6 +88,9 @@ constexpr std::array<OpcodeInfo, 256> BuildTable() {
                              kIsAck | kResp | kOnly | kHasAeth | kHasAtomicAckEth);
   t[op::kRcCompareSwap] = Make("RC_COMPARE_SWAP", kIsAtomic | kReq | kOnly | kHasAtomicEth);
   t[op::kRcFetchAdd] = Make("RC_FETCH_ADD", kIsAtomic | kReq | kOnly | kHasAtomicEth);
+  // A WRITE of one word in one packet (kIsWrite: the responder's WRITE
+  // checks apply; ExecuteWrite adds the word's).
+  t[op::kRcAtomicWrite] = Make("RC_ATOMIC_WRITE", kWrite | kOnly | kHasReth | kIsAtomicWrite);
   t[op::kRcSendLastInv] = Make("RC_SEND_LAST_WITH_INVALIDATE", kSend | kLast | kHasIeth);
   t[op::kRcSendOnlyInv] = Make("RC_SEND_ONLY_WITH_INVALIDATE", kSend | kOnly | kHasIeth);
   t[op::kUdSendOnly] = Make("UD_SEND_ONLY", kSend | kOnly | kHasDeth);

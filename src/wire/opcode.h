@@ -40,6 +40,9 @@ inline constexpr uint8_t kRcCompareSwap = 0x13;
 inline constexpr uint8_t kRcFetchAdd = 0x14;
 inline constexpr uint8_t kRcSendLastInv = 0x16;
 inline constexpr uint8_t kRcSendOnlyInv = 0x17;
+// IBA 1.5 (as Linux rxe): an 8-byte store as one word, RETH + 8-byte
+// payload, acknowledged like an RDMA WRITE. RC only here (no XRC row).
+inline constexpr uint8_t kRcAtomicWrite = 0x1D;
 // UC
 inline constexpr uint8_t kUcSendFirst = 0x20;
 inline constexpr uint8_t kUcSendMiddle = 0x21;
@@ -95,6 +98,7 @@ enum OpFlag : uint32_t {
   kIsResponse = 1u << 18, // travels responder -> requester
   kIsCnp = 1u << 19,
   kHasXrcEth = 1u << 20,  // XRC requests (XRCETH, IBA 9.3)
+  kIsAtomicWrite = 1u << 21,  // ATOMIC WRITE (also kIsWrite: a one-packet WRITE of one word)
   kValid = 1u << 31,
 };
 

@@ -337,6 +337,61 @@ TEST_F(PlacedPacketTest, RunEndingTheMessageIsRefused) {
   EXPECT_TRUE(Untouched());
 }
 
+// RC_ATOMIC_WRITE packets (IBA 1.5) as a peer could forge them: the RETH
+// must name exactly one naturally aligned word and the payload be its 8
+// bytes; anything else is an Invalid Request and writes nothing.
+class AtomicWritePacketTest : public PlacedPacketTest {
+ protected:
+  std::vector<uint8_t> AtomicWrite(uint64_t va, uint32_t dma, const std::vector<uint8_t>& payload) {
+    return Build(wire::op::kRcAtomicWrite, qpn_, 0,
+                 [&](uint8_t* p, const wire::OpcodeInfo& info) {
+                   wire::Reth r;
+                   r.set_va(va);
+                   r.set_rkey(rkey_);
+                   r.set_dma_length(dma);
+                   std::memcpy(p + info.reth_offset, r.b.data(), sizeof(r));
+                 },
+                 payload);
+  }
+  const std::vector<uint8_t> word_{1, 2, 3, 4, 5, 6, 7, 8};
+};
+
+TEST_F(AtomicWritePacketTest, OneAlignedWordLands) {
+  FromRing(AtomicWrite(Addr(b_, 4096), 8, word_));
+  EXPECT_EQ(FirstDiff(b_.buf.data() + 4096, word_.data(), 8), -1);
+  EXPECT_TRUE(AllBytes(b_.buf.data(), 4096, kGuard));
+  EXPECT_TRUE(AllBytes(b_.buf.data() + 4104, 4096, kGuard));
+  EXPECT_EQ(StatsOf(*b_.dev).tx_naks_invalid_request, 0u);
+  EXPECT_EQ(b_.dev->GetQpState(b_.qp), QpState::kRts);
+}
+
+TEST_F(AtomicWritePacketTest, ALongerRangeIsRefused) {
+  FromRing(AtomicWrite(Addr(b_, 4096), 16, word_));
+  EXPECT_EQ(StatsOf(*b_.dev).tx_naks_invalid_request, 1u);
+  EXPECT_TRUE(Untouched());
+}
+
+TEST_F(AtomicWritePacketTest, AMisalignedWordIsRefused) {
+  FromRing(AtomicWrite(Addr(b_, 4100), 8, word_));
+  EXPECT_EQ(StatsOf(*b_.dev).tx_naks_invalid_request, 1u);
+  EXPECT_TRUE(Untouched());
+}
+
+TEST_F(AtomicWritePacketTest, AShortPayloadIsRefused) {
+  const std::vector<uint8_t> four(word_.begin(), word_.begin() + 4);
+  FromRing(AtomicWrite(Addr(b_, 4096), 8, four));
+  EXPECT_EQ(StatsOf(*b_.dev).tx_naks_invalid_request, 1u);
+  EXPECT_TRUE(Untouched());
+}
+
+TEST_F(AtomicWritePacketTest, PlacementBitsAreRefused) {
+  std::vector<uint8_t> pkt = AtomicWrite(Addr(b_, 4096), 8, word_);
+  pkt[8] = static_cast<uint8_t>(pkt[8] | 0x20);
+  FromRing(std::move(pkt));
+  EXPECT_EQ(StatsOf(*b_.dev).tx_naks_invalid_request, 1u);
+  EXPECT_TRUE(Untouched());
+}
+
 TEST_F(HostileTest, WrongQpn) {
   REQUIRE_SPOOFING();
   SendAndWait(Write(qpn_ ^ 0x800000, 0, Addr(b_, 0), rkey_, payload_), &EngineStats::rx_dropped_unknown_qp);

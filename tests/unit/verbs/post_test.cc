@@ -147,12 +147,43 @@ TEST_F(PostTest, InlineFlagAndItsBytesReachTheEngine) {
             "inline!");
 }
 
+// IBV_WR_ATOMIC_WRITE through ibv_post_send: the word is the SGEs' 8 bytes,
+// read at the call (as inline data); any other total is EINVAL.
+TEST_F(PostTest, AtomicWriteTakesTheEightBytesOfItsSges) {
+  const uint8_t word[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  ibv_sge sge[2] = {Sge(reinterpret_cast<uintptr_t>(word), 3, 0x77),
+                    Sge(reinterpret_cast<uintptr_t>(word + 3), 5, 0x77)};
+  ibv_send_wr wr{};
+  wr.wr_id = 5;
+  wr.opcode = IBV_WR_ATOMIC_WRITE;
+  wr.sg_list = sge;
+  wr.num_sge = 2;
+  wr.wr.rdma.remote_addr = 0x7000800;
+  wr.wr.rdma.rkey = 0xbb;
+  ibv_send_wr* bad = nullptr;
+  ASSERT_EQ(ibv_post_send(qp_, &wr, &bad), 0);
+  ASSERT_EQ(Sends(qp_).size(), 1u);
+  const PostedSend& s = Sends(qp_)[0];
+  EXPECT_EQ(s.wr.opcode, eng::WrOpcode::kAtomicWrite);
+  EXPECT_EQ(s.wr.remote_addr, 0x7000800u);
+  EXPECT_EQ(s.wr.rkey, 0xbbu);
+  uint64_t expect;
+  std::memcpy(&expect, word, 8);
+  EXPECT_EQ(s.wr.compare_add, expect);
+  EXPECT_TRUE(s.sges.empty());
+  sge[1].length = 4;  // 7 bytes
+  EXPECT_EQ(ibv_post_send(qp_, &wr, &bad), EINVAL);
+  EXPECT_EQ(bad, &wr);
+  sge[1].length = 6;  // 9 bytes
+  EXPECT_EQ(ibv_post_send(qp_, &wr, &bad), EINVAL);
+  EXPECT_EQ(Sends(qp_).size(), 1u);
+}
+
 // Opcodes outside the engine's WR-opcode table (wr_opcode.h) fail at that WR
 // with EINVAL, before the engine sees it; the WRs before it are posted, those
 // after it are not. (BIND_MW is in the table and refused by Device::PostSend.)
 TEST_F(PostTest, UnsupportedOpcodeStopsTheListAtThatWr) {
-  for (uint32_t op : {uint32_t(IBV_WR_TSO), uint32_t(IBV_WR_DRIVER1),
-                      uint32_t(IBV_WR_ATOMIC_WRITE), 11u, 99u, 0xffffffffu}) {
+  for (uint32_t op : {uint32_t(IBV_WR_TSO), uint32_t(IBV_WR_DRIVER1), 11u, 99u, 0xffffffffu}) {
     SCOPED_TRACE(op);
     const size_t before = Sends(qp_).size();
     const int calls = fake().CallCount("PostSend");

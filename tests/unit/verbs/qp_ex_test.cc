@@ -176,8 +176,7 @@ TEST_F(QpExTest, BuildErrorsFailTheWholeBatchAtComplete) {
   // Operations softrnic does not have.
   ibv_wr_start(x_);
   ibv_wr_send(x_);
-  const uint64_t v = 1;
-  x_->wr_atomic_write(x_, 1, 0x100, &v);
+  x_->wr_send_tso(x_, nullptr, 0, 0);
   EXPECT_EQ(ibv_wr_complete(x_), EOPNOTSUPP);
   EXPECT_EQ(fake().CallCount("PostSend"), 0);
   EXPECT_TRUE(Sends(qp_).empty());
@@ -185,6 +184,31 @@ TEST_F(QpExTest, BuildErrorsFailTheWholeBatchAtComplete) {
   ibv_wr_start(x_);
   ibv_wr_send(x_);
   EXPECT_EQ(ibv_wr_complete(x_), 0);
+  EXPECT_EQ(Sends(qp_).size(), 1u);
+}
+
+// ATOMIC WRITE (IBA 1.5): its 8 bytes are taken at the call (no SGE), as
+// rxe's provider copies them into its WQE; a null operand fails the batch.
+TEST_F(QpExTest, AtomicWriteTakesItsWordAtTheCall) {
+  ibv_wr_start(x_);
+  x_->wr_id = 9;
+  x_->wr_flags = IBV_SEND_SIGNALED;
+  uint64_t v = 0x0102030405060708ull;
+  ibv_wr_atomic_write(x_, 0xaa09, 0x7000900, &v);
+  v = 0;  // the caller may reuse it at once
+  ASSERT_EQ(ibv_wr_complete(x_), 0);
+  const auto& s = Sends(qp_);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].wr.opcode, WrOpcode::kAtomicWrite);
+  EXPECT_EQ(s[0].wr.wr_id, 9u);
+  EXPECT_EQ(s[0].wr.rkey, 0xaa09u);
+  EXPECT_EQ(s[0].wr.remote_addr, 0x7000900u);
+  EXPECT_EQ(s[0].wr.compare_add, 0x0102030405060708ull);
+  EXPECT_TRUE(s[0].sges.empty());
+
+  ibv_wr_start(x_);
+  ibv_wr_atomic_write(x_, 0xaa09, 0x7000900, nullptr);
+  EXPECT_EQ(ibv_wr_complete(x_), EINVAL);
   EXPECT_EQ(Sends(qp_).size(), 1u);
 }
 

@@ -63,6 +63,8 @@ const Expect kExpected[] = {
   {0x14, RC, kIsAtomic,       kPosOnly,   kReqDir,  false, 0,  0, 12,  0,  0,  0,  0, 40},
   {0x16, RC, kIsSend,         kPosLast,   kReqDir,  true,  0,  0,  0,  0,  0,  0, 12, 16},
   {0x17, RC, kIsSend,         kPosOnly,   kReqDir,  true,  0,  0,  0,  0,  0,  0, 12, 16},
+  // IBA 1.5 ATOMIC WRITE (rxe: IB_OPCODE_RC_ATOMIC_WRITE): RETH + 8-byte payload.
+  {0x1D, RC, kIsWrite,        kPosOnly,   kReqDir,  true,  0, 12,  0,  0,  0,  0,  0, 28},
   // UC (transport 001): sends and writes only.
   {0x20, UC, kIsSend,         kPosFirst,  kReqDir,  true,  0,  0,  0,  0,  0,  0,  0, 12},
   {0x21, UC, kIsSend,         kPosMiddle, kReqDir,  true,  0,  0,  0,  0,  0,  0,  0, 12},
@@ -147,7 +149,8 @@ TEST(OpcodeTableTest, AllOtherOpcodesAreInvalid) {
   std::map<int, bool> expected_valid;
   for (const Expect& e : kExpected) {
     expected_valid[e.op] = true;
-    if (e.svc == Service::kRc) expected_valid[XrcOpcode(e.op)] = true;
+    // XRC has RC's operations but not ATOMIC WRITE (wire/opcode.h).
+    if (e.svc == Service::kRc && e.op != op::kRcAtomicWrite) expected_valid[XrcOpcode(e.op)] = true;
   }
   int valid_count = 0;
   for (int op = 0; op < 256; ++op) {
@@ -160,7 +163,7 @@ TEST(OpcodeTableTest, AllOtherOpcodesAreInvalid) {
       ++valid_count;
     }
   }
-  EXPECT_EQ(valid_count, 23 + 12 + 2 + 1 + 23);  // RC + UC + UD + CNP + XRC
+  EXPECT_EQ(valid_count, 24 + 12 + 2 + 1 + 23);  // RC + UC + UD + CNP + XRC
 }
 
 // Structural rules every valid entry must obey, independent of the table
@@ -257,6 +260,10 @@ TEST(OpcodeTableTest, XrcOpcodesAreRcsWithAnXrcEthOnRequests) {
   for (int rc = 0; rc < 0x20; ++rc) {
     const OpcodeInfo& r = GetOpcodeInfo(static_cast<uint8_t>(rc));
     const OpcodeInfo& x = GetOpcodeInfo(XrcOpcode(static_cast<uint8_t>(rc)));
+    if (rc == op::kRcAtomicWrite) {  // RC only (wire/opcode.h)
+      EXPECT_FALSE(x.valid());
+      continue;
+    }
     ASSERT_EQ(r.valid(), x.valid()) << rc;
     if (!r.valid()) continue;
     ++twins;
