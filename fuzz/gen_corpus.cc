@@ -185,7 +185,7 @@ void ParserSeeds() {
       {op::kRcReadResponseMiddle, 1024}, {op::kRcReadResponseLast, 7},
       {op::kRcReadResponseOnly, 33}, {op::kRcAck, 0}, {op::kRcAtomicAck, 0},
       {op::kRcCompareSwap, 0}, {op::kRcFetchAdd, 0}, {op::kRcSendLastInv, 9},
-      {op::kRcSendOnlyInv, 12}, {op::kUcSendFirst, 1024}, {op::kUcSendMiddle, 1024},
+      {op::kRcSendOnlyInv, 12}, {op::kRcAtomicWrite, 8}, {op::kUcSendFirst, 1024}, {op::kUcSendMiddle, 1024},
       {op::kUcSendLast, 1}, {op::kUcSendLastImm, 4}, {op::kUcSendOnly, 40},
       {op::kUcSendOnlyImm, 41}, {op::kUcWriteFirst, 1024}, {op::kUcWriteMiddle, 1024},
       {op::kUcWriteLast, 10}, {op::kUcWriteLastImm, 11}, {op::kUcWriteOnly, 12},
@@ -226,6 +226,15 @@ void ResponderSeeds() {
             .Req(kQpRc, 0, Build(op::kRcSendLast, 1000))
             .bytes);
   Write(d, "rc_write_only", Stream().Req(kQpRc, kRw, Build(op::kRcWriteOnly, 64, WithDma(64))).bytes);
+  // ATOMIC WRITE: one aligned word, the same again (a duplicate), then a
+  // misaligned one and one naming 16 bytes (both Invalid Request).
+  Write(d, "rc_atomic_write",
+        Stream()
+            .Req(kQpRc, kRw, Build(op::kRcAtomicWrite, 8, WithDma(8)))
+            .Req(kQpRc, kRw, Build(op::kRcAtomicWrite, 8, WithDma(8)), -1)
+            .Req(kQpRc, kRw, Build(op::kRcAtomicWrite, 8, WithDma(8, 0x13)))
+            .Req(kQpRc, kRw, Build(op::kRcAtomicWrite, 8, WithDma(16)))
+            .bytes);
   Write(d, "rc_write_multi",
         Stream()
             .Req(kQpRc, kRw, Build(op::kRcWriteFirst, 1024, WithDma(2500, 0x20)))
