@@ -54,7 +54,7 @@ declare -A KNOWN_ISSUES=(
   ["send_lat -R (rdma_cm)"]="softrnic ships no librdmacm.so.1 yet: the system librdmacm finds no RDMA device (rdma_create_event_channel failed)"
 )
 
-pass=0 fail=0 known=0 fixed=0
+pass=0 fail=0 known=0 fixed=0 retried=0
 failed_names=()
 
 next_port() {
@@ -108,12 +108,25 @@ run_case() {
   if (( ok )); then
     pass=$((pass + 1))
     printf 'PASS        %-34s %6d ms |%s\n' "$name" "$ms" "$summary"
+  elif [[ -z "${RETRYING:-}" ]]; then
+    # One more try, reported: on this 2-vCPU machine under a parallel
+    # sanitizer run a peer can be starved past its retry budget (perftest
+    # sets retry_cnt 7 at a 67 ms Local ACK Timeout). A case that fails
+    # twice fails the test; the first try's errors are printed either way.
+    retried=$((retried + 1))
+    printf 'RETRY       %-34s first try: client rc=%d server rc=%d; %s\n' "$name" "$crc" "$src" \
+      "$(grep -hiE 'error|fail|unable|couldn|status' "$clog" "$slog" | head -4 | tr -s ' \t\n' ' ')"
+    RETRYING=1 run_case "$name" "$tool" "$@"
   else
     fail=$((fail + 1))
     failed_names+=("$name")
     printf 'FAIL        %-34s client rc=%d server rc=%d%s\n' "$name" "$crc" "$src" \
       "$( (( crc == 124 || src == 124 )) && echo ' (timeout)')"
     printf '    command: %s\n' "$cmd"
+    # perftest's errors go to stderr, unbuffered, so they sit above its
+    # buffered stdout in the log: print them apart from the log's tail.
+    grep -hiE 'error|fail|unable|couldn|status' "$clog" | head -5 | sed 's/^/    client error: /'
+    grep -hiE 'error|fail|unable|couldn|status' "$slog" | head -5 | sed 's/^/    server error: /'
     sed 's/^/    client: /' "$clog" | grep -v -- '-----' | tail -8
     sed 's/^/    server: /' "$slog" | grep -v -- '-----' | tail -8
   fi
@@ -182,7 +195,7 @@ fi
 CASE_TIMEOUT=30 run_case "write_bw -R (rdma_cm)" ib_write_bw $F -n $N -R
 CASE_TIMEOUT=30 run_case "send_lat -R (rdma_cm)" ib_send_lat $F -n $N -R
 
-echo "perftest: $pass passed, $fail failed, $known known issues, $fixed known issues now passing"
+echo "perftest: $pass passed, $fail failed, $known known issues, $fixed known issues now passing, $retried retried"
 if (( fail )); then
   printf 'failed: %s\n' "${failed_names[@]}"
   exit 1

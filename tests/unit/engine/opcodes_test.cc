@@ -228,17 +228,26 @@ TEST_F(OpcodeTest, FetchAddWrapsAndReturnsOriginal) {
 
 // ATOMIC WRITE (IBA 1.5): one naturally aligned word stored whole, its 8
 // bytes given at post time, acknowledged like a WRITE. Over shared memory
-// a word in the target's whole shared pages is stored directly and one in
-// its partial first page goes as an RC_ATOMIC_WRITE packet through the
-// ring; over UDP (the .udp run) both are packets.
+// a word in its region's whole shared pages is stored directly, and one in
+// a page the region covers only in part goes as an RC_ATOMIC_WRITE packet
+// through the ring; over UDP (the .udp run) both are packets. The partial
+// page is the first page of a second region starting 100 bytes into the
+// buffer, so that it is partial whatever the allocator's alignment (TSan's
+// returns page-aligned buffers).
 TEST_F(OpcodeTest, AtomicWriteStoresOneWordAndCompletesAsAtomicWrite) {
   Open({});
+  Mr* inner = nullptr;
+  ASSERT_EQ(b_.dev->RegMr(b_.pd, b_.buf.data() + 100, 64 << 10,
+                          reinterpret_cast<uint64_t>(b_.buf.data() + 100),
+                          kLocalWrite | kRemoteWrite, nullptr, &inner),
+            0);
   const uint64_t words[2] = {0x0123456789ABCDEFull, 0xFEDCBA9876543210ull};
-  const size_t at[2] = {64, 256 * 1024};  // a partial first page; whole shared pages
+  const size_t at[2] = {104, 256 * 1024};  // inner's partial first page; whole shared pages
+  const uint32_t rkeys[2] = {b_.dev->MrRkey(inner), RkeyB()};
   for (int i = 0; i < 2; ++i) {
     SCOPED_TRACE(at[i]);
     const EngineStats before = StatsOf(*a_.dev);
-    SendWr w = MakeWr(WrOpcode::kAtomicWrite, 20 + i, {}, Addr(b_, at[i]), RkeyB());
+    SendWr w = MakeWr(WrOpcode::kAtomicWrite, 20 + i, {}, Addr(b_, at[i]), rkeys[i]);
     w.compare_add = words[i];
     ASSERT_EQ(a_.dev->PostSend(a_.qp, w), 0);
     Completion c = One(a_);
