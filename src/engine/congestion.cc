@@ -53,6 +53,13 @@ void Engine::DestAttach(Qp* qp) {
   const uint32_t budget = transport_->inflight_budget_bytes();
   if (budget == 0) return;
   const Gid& gid = qp->attr.ah_attr.dgid;
+  // A same-host peer's packets go through its ring, which pushes back
+  // instead of dropping: no socket buffer to guard. Counting them would
+  // also be wrong: a placed WRITE's run of PSNs is one ring packet
+  // (shm_placed.h), and CI saw 24 QPs hold 128 "packets" of budget that way.
+  if (peer_memory_ != nullptr &&
+      peer_memory_->PeerFor(transport::Endpoint{gid, udp_port_}, qp->attr.dest_qp_num) != nullptr)
+    return;
   DestFlight& f = dest_flight_[gid];
   f.budget_bytes = budget;
   ++f.qps;

@@ -11,7 +11,8 @@
 // shares one budget among the flows to one host, as here.
 //
 // The budget is the transport's (Transport::inflight_budget_bytes: the
-// socket receive buffer; none over the shared-memory rings' backpressure).
+// socket receive buffer). A same-host peer reached through its ring has
+// none (Engine::DestAttach): the ring pushes back instead of dropping.
 // A QP's share is its pipe (congestion.cc: outstanding PSNs minus those
 // the peer reported kept, READ responses included, as they consume PSNs)
 // times its path MTU plus headers, recomputed from the QP's own state at
