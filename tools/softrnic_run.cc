@@ -50,6 +50,7 @@
 #include "engine/device_identity.h"
 #include "mounts.h"
 #include "self_lib_dir.h"
+#include "shared_userns.h"
 
 namespace softrnic::tools {
 namespace {
@@ -94,9 +95,10 @@ bool WriteFile(const char* path, const std::string& text) {
   return ok;
 }
 
-// A mount namespace of our own; for a non-root caller inside a new user
-// namespace mapping exactly the caller's uid and gid (setgroups denied
-// first, as the kernel requires for an unprivileged gid_map). Root keeps
+// A mount namespace of our own; for a non-root caller inside a user
+// namespace mapping exactly the caller's uid and gid: a running `softrnic
+// run`'s, or a new one (setgroups denied first, as the kernel requires for
+// an unprivileged gid_map). Root keeps
 // real root: only the mount namespace, so `ip netns`, raw sockets etc. work.
 bool EnterNamespaces(Failure* f) {
   const uid_t uid = geteuid();
@@ -109,6 +111,16 @@ bool EnterNamespaces(Failure* f) {
     }
     // Root without CAP_SYS_ADMIN (a container): try a user namespace as
     // an unprivileged caller would.
+  }
+  // Another `softrnic run` of ours is running: share its user namespace,
+  // so that our processes and its reach each other through shared memory
+  // (shared_userns.h). Its maps are already ours.
+  if (JoinRunningUserNamespace(uid, gid) != 0) {
+    if (unshare(CLONE_NEWNS) == 0) return true;
+    *f = {std::string("cannot create a mount namespace in the shared user namespace: ") +
+              std::strerror(errno),
+          kUsernsHint};
+    return false;
   }
   if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) {
     *f = {std::string("cannot create a user namespace: ") + std::strerror(errno), kUsernsHint};

@@ -9,6 +9,8 @@
 #   - outside, nothing changed and no staging directory is left
 #   - inside `ip netns exec` a namespace's veth address is gids/0
 #   - exit codes: CMD's, 127 for a missing command
+#   - two separate runs of one unprivileged user share a user namespace and
+#     reach each other through shared memory
 #   - UCX (ucx_info -d) lists softrnic0:1 with rc_verbs (conditional: needs
 #     the stand-in libmlx5 to carry UCX's MLX5_1.x symbol versions)
 # Not root: only the unprivileged part, as the calling user.
@@ -209,9 +211,43 @@ if ! as "$unpriv" unshare -Ur true 2>/dev/null; then
     skip "unprivileged user namespaces disabled: the view cannot be tested as $unpriv"
   fi
 fi
+# check_shared_userns USER: a checked ibv_rc_pingpong between two separate
+# `softrnic run` invocations of USER: the second joins the first's user
+# namespace (tools/shared_userns.h), so they reach each other through shared
+# memory (as siblings the kernel refused each other's /proc/<pid>/fd and they
+# talked over UDP).
+check_shared_userns() {
+  local user=$1 port=$((19300 + RANDOM % 500)) slog="$SOFTRNIC_TMP/userns-srv.log" clog="$SOFTRNIC_TMP/userns-cli.log"
+  local pp='exec env SOFTRNIC_STATS=1 ibv_rc_pingpong -g 0 -s 4096 -n 2000 -c "$@"'
+  local ns='echo "USERNS=$(readlink /proc/self/ns/user)"'
+  # The server opens its device only a second after its run started, and
+  # the client's run starts in that second: the namespace is found without
+  # a device's endpoint link, as for a program that opens it late.
+  as "$user" timeout 60 "$TOOL" run -- sh -c "$ns; sleep 1; $pp" sh -p "$port" >"$slog" 2>&1 &
+  local spid=$! i
+  for i in $(seq 100); do grep -q '^USERNS=' "$slog" 2>/dev/null && break; sleep 0.1; done
+  local listening='for i in $(seq 100); do ss -ltnH "sport = :$0" | grep -q . && break; sleep 0.1; done'
+  as "$user" timeout 60 "$TOOL" run -- sh -c "$ns; $listening; $pp" "$port" -p "$port" 127.0.0.1 >"$clog" 2>&1 || true
+  wait "$spid" || true
+  local sns cns udp direct
+  sns=$(sed -n 's/^USERNS=//p' "$slog") cns=$(sed -n 's/^USERNS=//p' "$clog")
+  udp=$(awk '$1 == "softrnic" && $2 == "udp_tx_packets" { s += $3; n++ } END { print n == 2 ? s : -1 }' "$slog" "$clog")
+  direct=$(awk '$1 == "softrnic" && ($2 == "shm_direct_ops" || $2 == "shm_tx_packets") { s += $3 } END { print s + 0 }' "$slog" "$clog")
+  log "[$user] two invocations: user namespaces '$sns' and '$cns', $udp UDP packets, $direct shared-memory ops and ring packets"
+  expect "[$user] two invocations' pingpong completes with its data checked (-c)" \
+    bash -c 'grep -q "iters in" "$1" && grep -q "iters in" "$2"' _ "$slog" "$clog"
+  expect "[$user] the second invocation is in the first's user namespace" \
+    bash -c '[[ -n $1 && $1 == "$2" && $1 != "$3" ]]' _ "$sns" "$cns" "$(readlink /proc/self/ns/user)"
+  expect "[$user] ... and they talk through shared memory (0 UDP packets, $direct ops)" \
+    bash -c '(( $1 == 0 && $2 > 0 ))' _ "$udp" "$direct"
+  (( fail == 0 )) || { tail -5 "$slog" "$clog" >&2; }
+}
+
 if (( userns_ok )); then
   expect "$unpriv can reach the tool" as "$unpriv" test -x "$TOOL"
   check_view "$unpriv"
+  check_nothing_left
+  check_shared_userns "$unpriv"
   check_nothing_left
 fi
 [[ $(id -u) -eq 0 ]] || { (( fail == 0 )) || die "checks failed"; log "PASS (unprivileged part only: not root)"; exit 0; }
