@@ -79,6 +79,11 @@ class ShmTransport final : public Transport, public PeerMemory {
   // `sleeping` flag stays up until the last of them wakes (sleepers_).
   bool PrepareToSleep() override;
   void WokeUp() override;
+  // WokeUp's two steps, public so that a test can put another thread's
+  // PrepareToSleep between them (the race FinishWake handles): counts this
+  // sleeper off (true: it was the last), then takes the flag down or not.
+  bool CountOffSleeper();
+  void FinishWake(bool was_last);
   // Threads between a PrepareToSleep and their WokeUp now (0 when nobody
   // sleeps: each PrepareToSleep has exactly one WokeUp).
   int sleepers() const { return sleepers_.load(std::memory_order_relaxed); }
@@ -162,6 +167,8 @@ class ShmTransport final : public Transport, public PeerMemory {
   // goes to (shm_transport.cc).
   static size_t DoorbellEndpoint(const std::vector<std::pair<uint32_t, uint16_t>>& locals);
   void SendDoorbell(uint32_t ip, uint16_t port);
+  // The datagram alone (no counter): WokeUp sends it without the lock.
+  void SendDoorbellDatagram(uint32_t ip, uint16_t port) const;
   // RecvBurst read a doorbell meant for a thread that still sleeps: puts
   // the `sleeping` flag back up (and wakes the sleeper if input came).
   void RearmAfterTakenDoorbell();
@@ -240,6 +247,9 @@ class ShmTransport final : public Transport, public PeerMemory {
   std::atomic<bool> force_udp_{true};
   // Threads between a PrepareToSleep and their WokeUp.
   std::atomic<int> sleepers_{0};
+  // Doorbells WokeUp rang for a sleeper whose flag it had taken down
+  // (counted apart: counters_ is written under the engine lock only).
+  std::atomic<uint64_t> raced_doorbells_{0};
   uint32_t udp_quiet_ = 0;
   uint64_t recv_calls_ = 0;
   std::chrono::steady_clock::time_point next_peer_check_{};

@@ -211,6 +211,35 @@ TEST(ShmTransport, PacketsGoThroughTheRingAndTheDoorbellWakesASleeper) {
   EXPECT_FALSE(b->PrepareToSleep());
 }
 
+// Two sleepers of one process (the progress thread and an application
+// thread blocked for a completion event): the last one out takes the
+// `sleeping` flag down. If the other announced its sleep (flag up, rings
+// re-checked) just before that store, a sender in between saw no sleeper
+// and rang nothing, and its packet waited for the sleeper's timeout (up to
+// 5 ms: a p99.9 cause, docs/benchmarks.md). The waking thread now puts the
+// flag back up and rings the sleeper's doorbell itself.
+TEST(ShmTransport, ASleeperThatArrivesWhileTheLastOneWakesIsWoken) {
+  auto b = MakeShm(47);
+  ASSERT_TRUE(b);
+  RxPacket rx[8];
+  ASSERT_TRUE(b->PrepareToSleep());  // A sleeps
+  const bool last = b->CountOffSleeper();  // A wakes: count off...
+  ASSERT_TRUE(last);
+  ASSERT_TRUE(b->PrepareToSleep());  // ...B announces its sleep here...
+  b->FinishWake(last);               // ...and A takes the flag down
+  EXPECT_EQ(b->sleepers(), 1);
+  EXPECT_EQ(b->counters().doorbells_sent, 1u) << "B's doorbell, rung by A";
+  usleep(20000);
+  for (int i = 0; i < 5; ++i) (void)b->RecvBurst(rx, 8);
+  EXPECT_EQ(b->counters().rx_doorbells, 1u) << "the doorbell reached B's socket";
+  b->WokeUp();  // B
+  EXPECT_EQ(b->sleepers(), 0);
+  // Without a sleeper arriving: no doorbell.
+  ASSERT_TRUE(b->PrepareToSleep());
+  b->WokeUp();
+  EXPECT_EQ(b->counters().doorbells_sent, 1u);
+}
+
 TEST(ShmTransport, UdpModeAndFaultsNeverUseSharedMemory) {
   UdpConfig c;
   c.bind_addresses = {TestIp(46)};
