@@ -22,7 +22,12 @@
 # by default (as users run perftest); AB_PIN=1 pins the server to CPU 0 and
 # the client to CPU 1 (their progress threads inherit the pin), which
 # narrows the spread the scheduler adds. Each figure is perftest's own:
-# t_typical (median) for latency in us, BW average for bandwidth in MB/s.
+# t_typical (median) for latency in us, BW average for bandwidth in MB/s;
+# each latency run also gives its average and its 99.9th percentile (the
+# *_avg_us and *_p999_us rows: the tail next to the median).
+#   AB_ONLY=REGEX      only the figures whose name matches (e.g. 'shm_.*lat')
+#   AB_LAT_ITERS=N     iterations per latency run (default 20000; a p99.9
+#                      from 20,000 is its 20 slowest, 200,000 steadies it)
 # Prints one TSV row per run on stderr and a markdown table on stdout.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -52,17 +57,22 @@ run() {
   for i in $(seq 50); do ss -ltn "sport = :$port" | grep -q LISTEN && break; sleep 0.05; done
   timeout 90 "${pin_cli[@]}" "${env[@]}" "$tool" -F -p "$port" -s "$size" -n "$n" 127.0.0.1 >"$TMP/cli" 2>&1
   wait "$srv"
-  # perftest rows: lat "bytes iters t_min t_max t_typical ...", bw "bytes iters peak avg msgrate"
-  local col=5; [[ $tool == *bw ]] && col=4
-  awk -v c=$col '/^ *[0-9]+ +[0-9]+ +[0-9.]+/ { print $c; f = 1 } END { if (!f) print "NA" }' "$TMP/cli"
+  # perftest rows: lat "bytes iters t_min t_max t_typical t_avg t_stdev p99 p99.9",
+  # bw "bytes iters peak avg msgrate": latency prints "typical avg p99.9"
+  if [[ $tool == *bw ]]; then
+    awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+/ { print $4; f = 1 } END { if (!f) print "NA" }' "$TMP/cli"
+  else
+    awk '/^ *[0-9]+ +[0-9]+ +[0-9.]+/ && NF >= 9 { print $5, $6, $9; f = 1 } END { if (!f) print "NA NA NA" }' "$TMP/cli"
+  fi
 }
 
+LN=${AB_LAT_ITERS:-20000}
 FIGS=(
-  "shm_write_lat_8B_us shm ib_write_lat 8 20000"
-  "shm_send_lat_8B_us shm ib_send_lat 8 20000"
+  "shm_write_lat_8B_us shm ib_write_lat 8 $LN"
+  "shm_send_lat_8B_us shm ib_send_lat 8 $LN"
   "shm_write_bw_64KiB_MBps shm ib_write_bw 65536 20000"
-  "udp_write_lat_8B_us udp ib_write_lat 8 20000"
-  "udp_send_lat_8B_us udp ib_send_lat 8 20000"
+  "udp_write_lat_8B_us udp ib_write_lat 8 $LN"
+  "udp_send_lat_8B_us udp ib_send_lat 8 $LN"
   "udp_write_bw_64KiB_MBps udp ib_write_bw 65536 5000"
 )
 : >"$TMP/rows"
@@ -72,13 +82,20 @@ for r in $(seq "$ROUNDS"); do
     lib=$A; [[ $side == B ]] && lib=$B
     for f in "${FIGS[@]}"; do
       read -r name tr tool size n <<<"$f"
+      [[ -n ${AB_ONLY:-} && ! $name =~ $AB_ONLY ]] && continue
       v=$(run "$lib" "$tr" "$tool" "$size" "$n")
-      printf '%s\t%s\t%s\t%s\n' "$r" "$side" "$name" "$v" | tee -a "$TMP/rows" >&2
+      if [[ $tool == *lat ]]; then
+        read -r typ avg p999 <<<"$v"
+        printf '%s\t%s\t%s\t%s\n' "$r" "$side" "$name" "$typ" "$r" "$side" "${name%_us}_avg_us" "$avg" \
+          "$r" "$side" "${name%_us}_p999_us" "$p999" | tee -a "$TMP/rows" >&2
+      else
+        printf '%s\t%s\t%s\t%s\n' "$r" "$side" "$name" "$v" | tee -a "$TMP/rows" >&2
+      fi
     done
   done
 done
 
-python3 - "$TMP/rows" "$A" "$B" "$ROUNDS" "${AB_PIN:-0}" >"$TMP/table" <<'EOF'
+python3 - "$TMP/rows" "$A" "$B" "$ROUNDS" "${AB_PIN:-0}" "$LN" >"$TMP/table" <<'EOF'
 import statistics, sys
 rows = [l.split('\t') for l in open(sys.argv[1]).read().splitlines()]
 vals = {}
@@ -86,7 +103,8 @@ for _, side, name, v in rows:
     if v != 'NA':
         vals.setdefault((name, side), []).append(float(v))
 pin = "pinned (server CPU 0, client CPU 1)" if sys.argv[5] == "1" else "unpinned"
-print(f"A = {sys.argv[2]}, B = {sys.argv[3]}, {sys.argv[4]} alternated rounds, {pin}\n")
+print(f"A = {sys.argv[2]}, B = {sys.argv[3]}, {sys.argv[4]} alternated rounds, {pin}, "
+      f"{sys.argv[6]} iterations per latency run\n")
 print("| figure | A median (min-max) | B median (min-max) | B/A |")
 print("| --- | --- | --- | --- |")
 names = list(dict.fromkeys(r[2] for r in rows))

@@ -35,12 +35,13 @@ namespace {
 // every 500 us, ~2,000 per second per process set the p99.9 of
 // ib_write_lat (15 us against a 0.22 us median; session 26). At 4 ms the
 // p99.9 fell to ~2 us, but ibv_rc_pingpong -e on one core went from 9 to
-// 14 us a round trip: some of its wake-ups still come from this thread's
-// checks (a doorbell missed in the instant another sleeper wakes,
-// ShmTransport::WokeUp), and those waited up to 4 ms. Kept at 500 us
-// until that gap is closed (bench/findings.md, session 26).
+// 14 us a round trip: some of its wake-ups came from this thread's checks
+// (a doorbell missed in the instant another sleeper woke), and those
+// waited up to 4 ms. Session 31 closed that gap (ShmTransport::WokeUp
+// rings the new sleeper's doorbell) and made it 4 ms (docs/benchmarks.md,
+// "A/B comparisons": the A/B behind it).
 constexpr auto kAppPollingWindow = std::chrono::nanoseconds(20000);
-constexpr auto kShmMaxPollingWindow = std::chrono::nanoseconds(500000);
+constexpr auto kShmMaxPollingWindow = std::chrono::nanoseconds(4000000);
 constexpr auto kTimerCheckInterval = std::chrono::microseconds(50);
 // How much later than due the timers may run while received packets are
 // still waiting (PollOnceLocked says why).
