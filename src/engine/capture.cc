@@ -298,24 +298,22 @@ void PacketCapture::RecordDirect(const DirectOpRecord& op) {
   };
   const uint32_t packets = std::max<uint32_t>(1, (op.length + op.mtu - 1) / op.mtu);
   auto psn_at = [&](uint32_t i) { return (op.psn + i) & 0xFFFFFF; };
-  // IBA 9.4: the first packet of a message carries the RETH (WRITE) or the
-  // READ response's AETH; the builder writes the headers the opcode has.
-  auto segment_opcode = [&](uint32_t i, uint8_t only, uint8_t first, uint8_t middle,
-                            uint8_t last) {
-    if (packets == 1) return only;
-    return i == 0 ? first : i + 1 == packets ? last : middle;
-  };
+  // The packets by position, from the opcode tables (wr_opcode.h); IBA 9.4:
+  // the first packet of a message carries the RETH (WRITE) or the READ
+  // response's AETH, and the builder writes the headers the opcode has.
+  auto opcode_at = [&](const MessageOpcodes& m, uint32_t i) { return m.At(i == 0, i + 1 == packets); };
+  const WrOpcodeInfo* row = op.op;
 
   PacketFields f;
   f.va = op.va;
   f.rkey = op.rkey;
   f.dma_length = op.length;
-  if (op.request_opcode == wire::op::kRcWriteOnly || op.request_opcode == wire::op::kRcAtomicWrite) {
-    // An ATOMIC WRITE is one packet (8 bytes): its own opcode.
+  if (row != nullptr && row->remote_right == kRemoteWrite && !row->consumes_recv_wqe) {
+    // RDMA WRITE, and ATOMIC WRITE (one packet of 8 bytes, its own opcode);
+    // WRITE with immediate never goes direct (it consumes a receive WQE).
     f.dest_qpn = op.responder_qpn;
     for (uint32_t i = 0; i < packets; ++i) {
-      f.opcode = segment_opcode(i, op.request_opcode, wire::op::kRcWriteFirst, wire::op::kRcWriteMiddle,
-                                wire::op::kRcWriteLast);
+      f.opcode = opcode_at(row->rc, i);
       f.psn = psn_at(i);
       f.ack_req = i + 1 == packets;
       const uint32_t off = i * op.mtu;
@@ -328,8 +326,8 @@ void PacketCapture::RecordDirect(const DirectOpRecord& op) {
     ack.psn = psn_at(packets - 1);
     ack.syndrome = wire::kAckSyndromeNoCredit;
     emit(to_requester, ack, {}, Direction::kInbound, kDirectResponseComment);
-  } else if (op.request_opcode == wire::op::kRcReadRequest) {
-    f.opcode = wire::op::kRcReadRequest;
+  } else if (row != nullptr && row->read) {
+    f.opcode = row->rc.only;
     f.dest_qpn = op.responder_qpn;
     f.psn = psn_at(0);
     f.ack_req = true;
@@ -338,21 +336,21 @@ void PacketCapture::RecordDirect(const DirectOpRecord& op) {
     r.dest_qpn = op.requester_qpn;
     r.syndrome = wire::kAckSyndromeNoCredit;
     for (uint32_t i = 0; i < packets; ++i) {
-      r.opcode = segment_opcode(i, wire::op::kRcReadResponseOnly, wire::op::kRcReadResponseFirst,
-                                wire::op::kRcReadResponseMiddle, wire::op::kRcReadResponseLast);
+      r.opcode = opcode_at(kRcReadResponses, i);
       r.psn = psn_at(i);
       const uint32_t off = i * op.mtu;
       emit(to_requester, r, data_at(off, std::min(op.mtu, op.length - off)), Direction::kInbound,
            kDirectResponseComment);
     }
-  } else if (op.request_opcode == wire::op::kRcCompareSwap || op.request_opcode == wire::op::kRcFetchAdd) {
-    f.opcode = op.request_opcode;
+  } else if (row != nullptr && row->atomic) {
+    f.opcode = row->rc.only;
     f.dest_qpn = op.responder_qpn;
     f.psn = psn_at(0);
     f.ack_req = true;
     // AtomicETH (IBA 9.3.4): Swap (or Add) Data, then Compare Data.
-    f.swap_add = op.request_opcode == wire::op::kRcCompareSwap ? op.swap : op.compare_add;
-    f.compare = op.request_opcode == wire::op::kRcCompareSwap ? op.compare_add : 0;
+    const bool cmp_swap = f.opcode == wire::op::kRcCompareSwap;
+    f.swap_add = cmp_swap ? op.swap : op.compare_add;
+    f.compare = cmp_swap ? op.compare_add : 0;
     emit(to_responder, f, {}, Direction::kOutbound, kDirectRequestComment);
     PacketFields a;
     a.opcode = wire::op::kRcAtomicAck;

@@ -34,6 +34,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/wr_opcode.h"
 #include "transport/transport.h"
 #include "wire/pcapng.h"
 
@@ -47,7 +48,9 @@ struct CaptureSettings {
 
 // A direct one-sided operation, as capture renders it (shm_direct.cc).
 struct DirectOpRecord {
-  uint8_t request_opcode = 0;  // wire::op::kRcWriteOnly, kRcReadRequest, kRcCompareSwap, kRcFetchAdd, kRcAtomicWrite
+  // The WR opcode's row (wr_opcode.h): which packets the operation would
+  // have been on the wire (RDMA WRITE, ATOMIC WRITE, READ or an atomic).
+  const WrOpcodeInfo* op = nullptr;
   uint32_t requester_qpn = 0;
   uint32_t responder_qpn = 0;
   uint32_t psn = 0;  // the QP's next PSN (direct operations consume none)

@@ -21,13 +21,6 @@
 namespace softrnic::engine {
 namespace {
 
-// The READ response packets of one request; the packet table says which
-// of them carry an AETH (first, last and only, not middle).
-constexpr MessageOpcodes kReadResponses{wire::op::kRcReadResponseFirst,
-                                        wire::op::kRcReadResponseMiddle,
-                                        wire::op::kRcReadResponseLast,
-                                        wire::op::kRcReadResponseOnly};
-
 uint32_t PacketsFor(uint32_t length, uint32_t mtu) {
   return length == 0 ? 1 : (length + mtu - 1) / mtu;
 }
@@ -248,7 +241,7 @@ void Engine::SendReadResponses(Qp* qp, uint32_t first_psn, uint64_t va, uint32_t
   for (uint32_t i = 0; i < n; ++i) {
     const uint32_t offset = i * mtu;
     const uint32_t payload = std::min(mtu, length - offset);
-    uint8_t* out = StartPacket({.opcode = OnWire(qp, kReadResponses.At(i == 0, i == n - 1)),
+    uint8_t* out = StartPacket({.opcode = OnWire(qp, kRcReadResponses.At(i == 0, i == n - 1)),
                                 .dest_qpn = qp->attr.dest_qp_num,
                                 .psn = wire::PsnAdd(first_psn, i),
                                 .syndrome = wire::kAckSyndromeNoCredit,

@@ -467,9 +467,7 @@ bool Engine::TryDirect(Qp* qp, SendWqe& w, uint64_t index) {
 void Engine::RecordDirect(const Qp* qp, const SendWqe& w, const WrOpcodeInfo& op,
                           const uint8_t* target, const Gid& sgid, uint64_t atomic_orig) {
   DirectOpRecord r;
-  // The request's opcode as one packet (a longer WRITE's ONLY stands for
-  // its FIRST/MIDDLE/LAST: capture.cc).
-  r.request_opcode = op.On(QpType::kRc).only;
+  r.op = &op;
   r.requester_qpn = qp->qpn;
   r.responder_qpn = qp->attr.dest_qp_num;
   r.psn = qp->req.sq_psn;

@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "engine/types.h"
+#include "wire/opcode.h"
 
 namespace softrnic::engine {
 
@@ -88,6 +89,12 @@ struct WrOpcodeInfo {
     return t == QpType::kRc ? kOnRc : t == QpType::kUc ? kOnUc : kOnUd;
   }
 };
+
+// The packets of an RC READ's response by position (IBA 9.2 table 38), the
+// responder's side of the READ row: first, last and only carry an AETH.
+inline constexpr MessageOpcodes kRcReadResponses{
+    wire::op::kRcReadResponseFirst, wire::op::kRcReadResponseMiddle, wire::op::kRcReadResponseLast,
+    wire::op::kRcReadResponseOnly};
 
 // The row of any value (one read from a C caller's enum field included):
 // values without a row get an empty one (known() false, postable nowhere).

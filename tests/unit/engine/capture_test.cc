@@ -209,7 +209,7 @@ TEST_F(CaptureTest, DirectWriteIsRenderedAsTheSegmentsAndTheAckItReplaces) {
     auto c = PacketCapture::Open(s, "softrnic0", "", &error);
     ASSERT_NE(c, nullptr) << error;
     DirectOpRecord op;
-    op.request_opcode = wire::op::kRcWriteOnly;
+    op.op = &GetWrOpcodeInfo(WrOpcode::kRdmaWrite);
     op.requester_qpn = 0x11;
     op.responder_qpn = 0x22;
     op.psn = 0xFFFFFF;  // wraps: 0xFFFFFF, 0, 1
@@ -221,17 +221,43 @@ TEST_F(CaptureTest, DirectWriteIsRenderedAsTheSegmentsAndTheAckItReplaces) {
     op.requester = Ep("10.1.0.1");
     op.responder = Ep("10.1.0.2");
     c->RecordDirect(op);
-    op.request_opcode = wire::op::kRcFetchAdd;
+    op.op = &GetWrOpcodeInfo(WrOpcode::kAtomicFetchAdd);
     op.data = nullptr;
     op.length = 8;
     op.compare_add = 5;
     op.atomic_orig = 40;
     op.psn = 9;
     c->RecordDirect(op);
+    // A READ of 1,500 bytes: the request and two response packets.
+    op.op = &GetWrOpcodeInfo(WrOpcode::kRdmaRead);
+    op.data = data.data();
+    op.length = 1500;
+    op.psn = 20;
+    c->RecordDirect(op);
+    // An ATOMIC WRITE: one packet of its own opcode, and the ACK.
+    op.op = &GetWrOpcodeInfo(WrOpcode::kAtomicWrite);
+    op.length = 8;
+    op.psn = 30;
+    c->RecordDirect(op);
+    // No other operation goes direct: not rendered (and counted).
+    op.op = &GetWrOpcodeInfo(WrOpcode::kRdmaWriteWithImm);
+    const uint64_t refused = c->not_captured();
+    c->RecordDirect(op);
+    EXPECT_EQ(c->not_captured(), refused + 1);
     path = c->path();
   }
   const auto f = Parsed(path);
-  ASSERT_EQ(f.packets.size(), 6u);
+  ASSERT_EQ(f.packets.size(), 11u);
+  // The READ and the ATOMIC WRITE, from the opcode tables by position.
+  const uint8_t later[] = {wire::op::kRcReadRequest, wire::op::kRcReadResponseFirst,
+                           wire::op::kRcReadResponseLast, wire::op::kRcAtomicWrite, wire::op::kRcAck};
+  const uint32_t later_psn[] = {20, 20, 21, 30, 30};
+  for (size_t i = 6; i < 11; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(Opcode(f.packets[i].frame), later[i - 6]);
+    EXPECT_EQ(Psn(f.packets[i].frame), later_psn[i - 6]);
+    EXPECT_TRUE(IcrcHolds(f.packets[i].frame));
+  }
   const uint8_t want[] = {wire::op::kRcWriteFirst, wire::op::kRcWriteMiddle,
                           wire::op::kRcWriteLast,  wire::op::kRcAck,
                           wire::op::kRcFetchAdd,   wire::op::kRcAtomicAck};
