@@ -35,8 +35,10 @@ const char* ShmPathStepText(ShmPathStep step) {
     case ShmPathStep::kOwnerGone:
       return "the endpoint link's process (or its descriptor) no longer exists: a stale link";
     case ShmPathStep::kOpenRefused:
-      return "the kernel refused opening the owner's memory (another user, or a process that is "
-             "not dumpable)";
+      return "the kernel refused opening the owner's memory (another user, a process that is "
+             "not dumpable, or one in a user namespace other than ours or a child of ours, as "
+             "a process outside `softrnic run` sees one inside: start both with `softrnic run`, "
+             "whose runs share one)";
     case ShmPathStep::kSegmentRejected:
       return "the owner's control segment failed validation";
     case ShmPathStep::kOwnDevice:
