@@ -37,7 +37,7 @@ const char* ShmPathStepText(ShmPathStep step) {
     case ShmPathStep::kOpenRefused:
       return "the kernel refused opening the owner's memory (another user, a process that is "
              "not dumpable, or one in a user namespace other than ours or a child of ours, as "
-             "a process outside `softrnic run` sees one inside: start both with `softrnic run`, "
+             "a process inside `softrnic run` sees one outside it: start both with `softrnic run`, "
              "whose runs share one)";
     case ShmPathStep::kSegmentRejected:
       return "the owner's control segment failed validation";
