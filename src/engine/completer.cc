@@ -39,22 +39,6 @@ bool RnrNakPlausible(Qp* qp, uint32_t psn) {
   return false;
 }
 
-// After a go-back-N rewind an acknowledgement may cover packets of the first
-// transmission past the resend cursor (sq_psn): move the cursor to comp_psn
-// instead of resending what the responder has.
-void CursorToCompPsn(Qp* qp) {
-  if (wire::PsnDiff(qp->comp.comp_psn, qp->req.sq_psn) <= 0) return;
-  qp->req.sq_psn = qp->comp.comp_psn;
-  qp->req.send_offset = 0;
-  qp->sq_next = qp->sq_head;
-  while (qp->sq_next != qp->sq_tail && qp->Wqe(qp->sq_next).done) ++qp->sq_next;
-  if (qp->sq_next == qp->sq_tail) return;
-  const SendWqe& cur = qp->Wqe(qp->sq_next);
-  const int32_t into = wire::PsnDiff(qp->comp.comp_psn, cur.first_psn);
-  if (cur.started && into > 0 && !NeedsResponseData(cur.opcode))
-    qp->req.send_offset = static_cast<uint32_t>(into) * qp->mtu_bytes;
-}
-
 }  // namespace
 
 void Engine::CountErrorCompletion(Qp* qp, WcStatus status, bool send) {
@@ -126,7 +110,7 @@ bool Engine::ImplicitAck(Qp* qp, uint32_t psn) {
     if (NeedsResponseData(w.opcode)) {
       // IBA 9.7.5.2.3: an acknowledgement beyond a READ or atomic whose
       // response has not arrived means that response was lost.
-      CursorToCompPsn(qp);
+      RequesterSkipAcked(qp);
       RetireCompletedWqes(qp);
       Rewind(qp);
       return false;
@@ -137,7 +121,7 @@ bool Engine::ImplicitAck(Qp* qp, uint32_t psn) {
     progressed = true;
   }
   if (progressed) {
-    CursorToCompPsn(qp);
+    RequesterSkipAcked(qp);
     AckProgress(qp, comp_before, /*restore_rnr_retry=*/true);
   }
   return true;
@@ -150,10 +134,8 @@ void Engine::Rewind(Qp* qp) {
   if (!head.started) return;
   const int32_t into = wire::PsnDiff(qp->comp.comp_psn, head.first_psn);
   if (into < 0 || static_cast<uint32_t>(into) >= head.npackets) return;
-  qp->sq_next = qp->sq_head;
-  qp->req.send_offset = static_cast<uint32_t>(into) * qp->mtu_bytes;
-  qp->req.sq_psn = qp->comp.comp_psn;
-  qp->req.outstanding_rd_atomic = 0;
+  // The completer asks, the requester goes back (as rxe's req_retry()).
+  RequesterGoBackTo(qp, static_cast<uint32_t>(into));
   qp->comp.rewound = true;
   qp->comp.rewound_psn = qp->comp.comp_psn;
   ++stats_.retransmitted_rewinds;
@@ -423,7 +405,7 @@ void Engine::HandleAtomicAck(Qp* qp, const wire::Packet& pkt, SendWqe& w) {
   }
   w.done = true;
   w.status = WcStatus::kSuccess;
-  if (qp->req.outstanding_rd_atomic) --qp->req.outstanding_rd_atomic;
+  RequesterAnswered(qp);
   qp->comp.comp_psn = wire::PsnAdd(psn, 1);
   AckProgress(qp, psn, /*restore_rnr_retry=*/false);
 }
@@ -451,7 +433,7 @@ void Engine::HandleReadResponse(Qp* qp, const wire::Packet& pkt, SendWqe& w) {
     RequesterError(qp, WcStatus::kLocProtErr);
     return;
   }
-  if (request_last && qp->req.outstanding_rd_atomic) --qp->req.outstanding_rd_atomic;
+  if (request_last) RequesterAnswered(qp);
   if (is_final) {
     w.done = true;
     w.status = WcStatus::kSuccess;

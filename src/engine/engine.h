@@ -574,6 +574,14 @@ class Engine {
   // WQE failed locally (completion already generated).
   bool SendNextPacket(Qp* qp, SendWqe& wqe, uint64_t index) REQUIRES(mu_);
   bool CanSend(const Qp* qp, const SendWqe& wqe) const REQUIRES(mu_);
+  // What the completer asks of the requester (the completer writes no
+  // requester state itself): move the send cursor past what an
+  // acknowledgement covered, or go back to comp_psn (go-back-N),
+  // `packets_into_head` packets into the head WQE.
+  void RequesterSkipAcked(Qp* qp) REQUIRES(mu_);
+  void RequesterGoBackTo(Qp* qp, uint32_t packets_into_head) REQUIRES(mu_);
+  // A READ or atomic was answered in full: its slot is free.
+  void RequesterAnswered(Qp* qp) REQUIRES(mu_);
 
   // --- Selective retransmission (selective.cc, docs/loss.md) ---
   void SrPrepareResponder(Qp* qp);   // at RTR: the reorder store

@@ -83,6 +83,43 @@ void Engine::RunRequester(Qp* qp) {
   }
 }
 
+// --- What the completer asks of the requester (completer.cc) ---
+// The requester's cursor (sq_next, send_offset, sq_psn) and READ/atomic
+// count are written here only: the completer judges acknowledgements and
+// calls these, as rxe's completer asks and its requester retries.
+
+void Engine::RequesterSkipAcked(Qp* qp) {
+  // After a go-back-N rewind an acknowledgement may cover packets of the
+  // first transmission past the resend cursor (sq_psn): move the cursor to
+  // comp_psn instead of resending what the responder has.
+  if (wire::PsnDiff(qp->comp.comp_psn, qp->req.sq_psn) <= 0) return;
+  qp->req.sq_psn = qp->comp.comp_psn;
+  qp->req.send_offset = 0;
+  qp->sq_next = qp->sq_head;
+  while (qp->sq_next != qp->sq_tail && qp->Wqe(qp->sq_next).done) ++qp->sq_next;
+  if (qp->sq_next == qp->sq_tail) return;
+  const SendWqe& cur = qp->Wqe(qp->sq_next);
+  const int32_t into = wire::PsnDiff(qp->comp.comp_psn, cur.first_psn);
+  if (cur.started && into > 0 && !GetWrOpcodeInfo(cur.opcode).read_or_atomic())
+    qp->req.send_offset = static_cast<uint32_t>(into) * qp->mtu_bytes;
+}
+
+void Engine::RequesterGoBackTo(Qp* qp, uint32_t packets_into_head) {
+  // Go-back-N (IBA 9.7.5.1.1): everything from the head WQE's packet
+  // `packets_into_head` (comp_psn) is sent again, READs and atomics
+  // included, so none of them is outstanding any more.
+  qp->sq_next = qp->sq_head;
+  qp->req.send_offset = packets_into_head * qp->mtu_bytes;
+  qp->req.sq_psn = qp->comp.comp_psn;
+  qp->req.outstanding_rd_atomic = 0;
+}
+
+void Engine::RequesterAnswered(Qp* qp) {
+  // A READ's last response or an atomic's ACK frees its max_rd_atomic slot
+  // (IBA 9.5): CanSend may let the next one go.
+  if (qp->req.outstanding_rd_atomic) --qp->req.outstanding_rd_atomic;
+}
+
 void Engine::ExecuteLocalWqe(Qp* qp, SendWqe& w) {
   WcStatus status = WcStatus::kSuccess;
   if (w.opcode == WrOpcode::kBindMw) {
