@@ -55,6 +55,7 @@ expect() {
   v=$(counter "$TMP/$1.$2" "$3")
   if ! (( ${v:-0} $4 $5 )); then
     echo "FAIL $1 $2: $3 = ${v:-unset}, expected $4 $5"
+    echo "     (its non-zero counters: $(awk '$1 == "softrnic" && $3 != 0 {printf "%s=%s ", $2, $3}' "$TMP/$1.$2"))"
     fail=1
   else
     echo "ok   $1 $2: $3 = $v"
@@ -64,12 +65,21 @@ expect() {
 # RC, with its own receive queue or an SRQ: each SEND placed in the peer's
 # posted receive buffer by the requester itself (docs/shm.md, "Two-sided
 # operations without packets").
+# ibv_rc_pingpong alternates on one QP, so no SEND can meet a closed peer:
+# no packet at all. ibv_srq_pingpong keeps one SEND posted per QP (16) and
+# stops counting at -n, so up to 15 SENDs beyond the count can reach a peer
+# that has already destroyed its QPs; those cannot be placed and go as
+# packets, retried (retry_cnt 7) until the sender exits. CI saw 16 such
+# packets from one side under load. Bound them by 15 x 8, and ask that the
+# counted 200 were all placed.
 for pp in rc srq; do
   if run "$pp" shm ibv_${pp}_pingpong -g 0 -n 200; then
+    late=0
+    [[ $pp == srq ]] && late=$((15 * 8))
     for side in srv cli; do
       expect "$pp" "$side" shm_direct_send_ops '>=' 200
       expect "$pp" "$side" shm_direct_recv_ops '>=' 200
-      expect "$pp" "$side" shm_tx_packets '==' 0
+      expect "$pp" "$side" shm_tx_packets '<=' "$late"
       expect "$pp" "$side" udp_tx_packets '==' 0
     done
   fi
