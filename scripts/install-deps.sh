@@ -20,6 +20,9 @@ REQUIRED=(
   libisal-dev zlib1g-dev
   # HMAC-SHA256 of the device GUIDs (src/engine/device_identity.cc).
   libssl-dev
+  # Fault-lab scenario files (src/faults/scenario_parse.cc), and the JSON
+  # schema check of its traces (tests/integration/faults).
+  libtomlplusplus-dev python3-jsonschema
   libibverbs-dev librdmacm-dev ibverbs-providers
   ibverbs-utils perftest rdmacm-utils qperf
   # Debian's RDMA consumers whose every ELF file must load against softrnic's

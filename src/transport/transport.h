@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -30,6 +31,10 @@
 namespace softrnic::config {
 class Environment;
 }  // namespace softrnic::config
+
+namespace softrnic::faults {
+class FaultEventSink;  // faults/fault_events.h
+}  // namespace softrnic::faults
 
 namespace softrnic::transport {
 
@@ -251,6 +256,19 @@ class Transport {
     (void)port_space, (void)port, (void)claim;
     return 0;
   }
+
+  // --- The fault lab (docs/fault-lab.md) ---
+  // When a packet must leave or be delivered later than now (a delayed,
+  // rate-limited or paused packet of the fault transport): the earliest
+  // such time, so the progress thread wakes for it instead of sleeping on
+  // the descriptors; nullopt: nothing waits. A wrapping transport reports
+  // its own and the inner one's earliest.
+  virtual std::optional<std::chrono::steady_clock::time_point> next_deadline() const {
+    return std::nullopt;
+  }
+  // Where to report each fault applied (the engine's trace); null: report
+  // nothing. Only the fault transport has anything to report.
+  virtual void SetFaultEventSink(faults::FaultEventSink* sink) { (void)sink; }
 
   // --- Capabilities (null: not offered) ---
   // Same-host peers' memory for direct one-sided operations (peer_memory.h).
