@@ -24,6 +24,7 @@ enum class FaultKind : uint8_t {
   kReorder,
   kDelay,      // held for delay (+ jitter) or by the rate limit
   kPause,      // held until a pause window ends
+  kEcnMark,    // a received packet marked ECN CE
 };
 
 const char* FaultKindName(FaultKind kind);  // "drop", "outage", ...

@@ -13,6 +13,7 @@ const char* FaultKindName(FaultKind kind) {
     case FaultKind::kReorder: return "reorder";
     case FaultKind::kDelay: return "delay";
     case FaultKind::kPause: return "pause";
+    case FaultKind::kEcnMark: return "ecn-mark";
   }
   return "?";
 }

@@ -84,6 +84,10 @@ struct Action {
   uint64_t rate_bytes_per_s = 0;
   uint64_t rate_burst_bytes = 16384;
   uint64_t rate_queue_bytes = 1 << 20;
+  // Congestion marking: a received packet gets ECN CE in its traffic class,
+  // as a congested switch would mark it, so this side's engine answers with
+  // CNPs (a CNP storm at the sender). Direction `in` only.
+  double ecn_mark = 0;
   // Link down: every matched packet is dropped (use with a window).
   bool outage = false;
   // The peer stops answering, then resumes: matched packets are held until
