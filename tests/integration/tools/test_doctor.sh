@@ -1,8 +1,10 @@
 #!/bin/bash
 # `softrnic doctor` (issue 18) finds a broken setup and passes a good one.
 #   library   LD_LIBRARY_PATH with softrnic's lib dir: ok; with a directory
-#             holding the system's libibverbs.so.1 first: PROBLEM naming that
-#             file, exit 1; unset: PROBLEM (the system's library would load)
+#             holding the system's libibverbs.so.1 ahead of softrnic's:
+#             PROBLEM naming that file, exit 1 (softrnic's is shadowed);
+#             the system's alone, or unset: ok, exit 0 (`softrnic run` is
+#             the documented way; the line says what a bare start loads)
 #   stale     a stats file of a dead process of ours is counted, not removed
 #   usage     --help: 0; an unknown argument: 2
 # As root, in network namespaces of this test (nothing else binds there):
@@ -46,10 +48,14 @@ check "... PROBLEM libibverbs naming $BAD/libibverbs.so.1" \
   grep -qE "^PROBLEM +libibverbs .*$BAD/libibverbs.so.1" "$SOFTRNIC_TMP/lib-bad.out"
 check "... and the fix names softrnic's lib dir" grep -qF "LD_LIBRARY_PATH=$LIB" "$SOFTRNIC_TMP/lib-bad.out"
 doctor lib-unset -u LD_LIBRARY_PATH
-check "LD_LIBRARY_PATH unset: exit 1 (got $rc)" test "$rc" -eq 1
-check "... PROBLEM libibverbs: the system's library, use softrnic run" \
-  grep -qE "^PROBLEM +libibverbs .*not softrnic's|^PROBLEM +libibverbs .*no libibverbs" "$SOFTRNIC_TMP/lib-unset.out"
-check "... fix suggests softrnic run" grep -qF 'softrnic run CMD' "$SOFTRNIC_TMP/lib-unset.out"
+check "LD_LIBRARY_PATH unset: exit 0 on a healthy install (got $rc)" test "$rc" -eq 0
+check "... ok libibverbs saying softrnic run loads softrnic's and a bare start the system's" \
+  grep -qE "^ok +libibverbs +.softrnic run CMD. loads softrnic's .*started without it load (the system's|no libibverbs)" \
+  "$SOFTRNIC_TMP/lib-unset.out"
+doctor lib-system LD_LIBRARY_PATH="$BAD"
+check "only the system's library on LD_LIBRARY_PATH: exit 0 (got $rc)" test "$rc" -eq 0
+check "... ok libibverbs naming it as not softrnic's" \
+  grep -qE "^ok +libibverbs .*$BAD/libibverbs.so.1, which is not softrnic's" "$SOFTRNIC_TMP/lib-system.out"
 
 # stale: a stats file of a dead pid of ours is counted and left alone.
 bash -c 'exit 0' & dead=$!
