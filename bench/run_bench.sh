@@ -644,3 +644,7 @@ fi
   $( (( QUICK )) && echo --img-prefix quick- ) ||
   { echo "run_bench: report generation failed" >&2; exit 1; }
 say "wrote $OUT_DIR/$MD_NAME in $(( $(date +%s) - T0 )) s ($(wc -l <"$FAILS") failed runs)"
+# The README's status quotes the full report (tests/integration/docs).
+if (( ! QUICK )) && [[ "$OUT_DIR" -ef "$HERE/../docs" ]]; then
+  "$PY" "$HERE/../scripts/readme_status.py" || echo "run_bench: README.md's speed block not updated" >&2
+fi
