@@ -29,10 +29,24 @@ constexpr std::array kVariables = {
              "RoCE always sends to 4791)",
              "transport", 0, 65535},
     Variable{"SOFTRNIC_FAULTS", Kind::kText, "none",
-             "e.g. `drop=0.01,dup=0.01,reorder=0.02,corrupt=0.001,seed=7` (`duplicate` is an alias "
-             "of `dup`; probabilities in [0,1]; seed decimal or 0x hex)",
-             "Fault injection on transmit, to test behaviour on a lossy network (docs/loss.md)",
-             "transport"},
+             "one fault rule as key=value pairs, e.g. "
+             "`drop=0.01,dup=0.01,reorder=0.02,corrupt=0.001,seed=7`, "
+             "`dir=out,class=acks+naks,drop=0.2`, `nth=5,drop=1`, `outage=2s+300ms`, "
+             "`delay=200us,jitter=50us`, `rate=100MB`; keys drop, dup, reorder, depth, corrupt, "
+             "seed, delay, jitter, rate, dir, peer, qpn, class, psn, nth, from, for, outage, pause, "
+             "ecn (docs/fault-lab-design.md); or the path of a `.toml` scenario file",
+             "Fault injection, to test behaviour on a lossy or broken network: drops, duplicates, "
+             "corruption, reordering, delay, rate limits, outages, a paused peer, ECN marks, for "
+             "the packets a rule matches (docs/loss.md, docs/fault-lab-design.md). An error in it "
+             "injects nothing and is reported",
+             "faults, transport"},
+    Variable{"SOFTRNIC_FAULTS_FILE", Kind::kText, "none",
+             "a TOML scenario file (at most 1 MiB and 256 rules); `softrnic chaos` ships some in "
+             "share/softrnic/scenarios",
+             "Fault injection by a scenario of several rules (docs/fault-lab-design.md, \"Scenario "
+             "file\"); not together with `SOFTRNIC_FAULTS`. An error in the file injects nothing "
+             "and is reported with its line",
+             "faults, transport"},
     Variable{"SOFTRNIC_GSO", Kind::kFlag, "1", "0|1",
              "`0`: send and receive packet by packet instead of in UDP GSO/GRO runs (docs/wire.md); "
              "for comparisons",

@@ -32,11 +32,12 @@ check "package.sh made $deb" test -f "$deb"
 dpkg-deb --info "$deb" | sed -n '/Package:/,/Description:/p' >&2
 dpkg-deb --contents "$deb" | awk '{print $NF}' >"$SOFTRNIC_TMP/contents"
 for f in ./usr/bin/softrnic ./usr/lib/softrnic/libibverbs.so.1 ./usr/lib/softrnic/librdmacm.so.1 \
-         ./usr/share/man/man1/softrnic.1 ./usr/share/doc/softrnic/README.md; do
+         ./usr/share/man/man1/softrnic.1 ./usr/share/doc/softrnic/README.md \
+         ./usr/share/softrnic/scenarios/loss-1.toml; do
   check "package holds $f" grep -qxF "$f" "$SOFTRNIC_TMP/contents"
 done
-check "no file outside /usr/bin/softrnic, /usr/lib/softrnic/, /usr/share/{man,doc}" \
-  test -z "$(grep -v '/$' "$SOFTRNIC_TMP/contents" | grep -vE '^\./usr/(bin/softrnic|lib/softrnic/[^/]+|share/man/man1/softrnic\.1(\.gz)?|share/doc/softrnic/[^/]+)$')"
+check "no file outside /usr/bin/softrnic, /usr/lib/softrnic/, /usr/share/{man,doc,softrnic}" \
+  test -z "$(grep -v '/$' "$SOFTRNIC_TMP/contents" | grep -vE '^\./usr/(bin/softrnic|lib/softrnic/[^/]+|share/man/man1/softrnic\.1(\.gz)?|share/doc/softrnic/[^/]+|share/softrnic/scenarios/[^/]+\.toml)$')"
 
 exec 9>/tmp/softrnic-dpkg.lock
 flock -w 600 9 || die "waited 600 s for /tmp/softrnic-dpkg.lock"
@@ -48,7 +49,7 @@ softrnic_on_exit "dpkg -P softrnic"
 sys_ibverbs=$(readlink -f /usr/lib/"$(gcc -dumpmachine 2>/dev/null || echo x86_64-linux-gnu)"/libibverbs.so.1 2>/dev/null || true)
 sys_sum=""; [[ -n $sys_ibverbs && -e $sys_ibverbs ]] && sys_sum=$(sha256sum "$sys_ibverbs")
 # Every file and directory on the paths the package uses, before.
-snapshot() { find /usr/bin /usr/lib /usr/share/man/man1 /usr/share/doc -maxdepth 1 -name '*softrnic*' 2>/dev/null | sort; }
+snapshot() { find /usr/bin /usr/lib /usr/share /usr/share/man/man1 /usr/share/doc -maxdepth 1 -name '*softrnic*' 2>/dev/null | sort; }
 snapshot >"$SOFTRNIC_TMP/before"
 
 run_t 120 dpkg -i "$deb" >"$SOFTRNIC_TMP/dpkg-i.log" 2>&1 || die "dpkg -i failed: $(cat "$SOFTRNIC_TMP/dpkg-i.log")"
@@ -72,9 +73,9 @@ run_t 120 dpkg -P softrnic >"$SOFTRNIC_TMP/dpkg-p.log" 2>&1 || die "dpkg -P fail
 check "dpkg no longer knows softrnic" bash -c "! dpkg-query -W -f '\${Status}' softrnic 2>/dev/null | grep -q installed"
 left=""
 while read -r f; do
-  case $f in /usr/bin/softrnic|/usr/lib/softrnic*|*/softrnic.1*|/usr/share/doc/softrnic*) [[ -e $f || -L $f ]] && left+=" $f" ;; esac
+  case $f in /usr/bin/softrnic|/usr/lib/softrnic*|*/softrnic.1*|/usr/share/doc/softrnic*|/usr/share/softrnic*) [[ -e $f || -L $f ]] && left+=" $f" ;; esac
 done <"$SOFTRNIC_TMP/files"
 check "every file and directory of the package is gone${left:+ (left:$left)}" test -z "$left"
 snapshot >"$SOFTRNIC_TMP/after"
-check "nothing named softrnic left in /usr/{bin,lib,share/man/man1,share/doc}" cmp -s "$SOFTRNIC_TMP/before" "$SOFTRNIC_TMP/after"
+check "nothing named softrnic left in /usr/{bin,lib,share,share/man/man1,share/doc}" cmp -s "$SOFTRNIC_TMP/before" "$SOFTRNIC_TMP/after"
 log "PASS: the package installs, runs Debian's tools without the build tree and purges cleanly"

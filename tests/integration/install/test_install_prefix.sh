@@ -22,13 +22,13 @@ sed 's/^/    /' "$SOFTRNIC_TMP/files" | grep -v '^    ./share/doc/' >&2
 for f in bin/softrnic lib/softrnic/libibverbs.so.1 lib/softrnic/librdmacm.so.1 \
          lib/softrnic/libmlx5.so.1 lib/softrnic/libmlx4.so.1 lib/softrnic/libefa.so.1 \
          lib/softrnic/libmana.so.1 share/man/man1/softrnic.1 share/doc/softrnic/README.md \
-         share/doc/softrnic/user-guide.md; do
+         share/doc/softrnic/user-guide.md share/softrnic/scenarios/loss-1.toml; do
   check "installed $f" test -e "$prefix/$f"
 done
 check "no library directly in lib/ (only the private lib/softrnic/)" \
   test -z "$(find "$prefix/lib" -maxdepth 1 -type f)"
-check "nothing but bin, lib/softrnic, share/{man,doc}" \
-  test -z "$(grep -vE '^\./(bin/softrnic|lib/softrnic/lib[a-z0-9]+\.so\.1|lib/softrnic/softrnic-nicd|share/man/man1/softrnic\.1|share/doc/softrnic/[A-Za-z0-9_.-]+\.md)$' "$SOFTRNIC_TMP/files")"
+check "nothing but bin, lib/softrnic, share/{man,doc,softrnic/scenarios}" \
+  test -z "$(grep -vE '^\./(bin/softrnic|lib/softrnic/lib[a-z0-9]+\.so\.1|lib/softrnic/softrnic-nicd|share/man/man1/softrnic\.1|share/doc/softrnic/[A-Za-z0-9_.-]+\.md|share/softrnic/scenarios/[A-Za-z0-9_.-]+\.toml)$' "$SOFTRNIC_TMP/files")"
 # Without the sanitizer runtime ctest preloads for ASan builds: troff is
 # not built for it (alloc-dealloc-mismatch aborts it).
 check "the man page renders" env -u LD_PRELOAD bash -c "man -l '$prefix/share/man/man1/softrnic.1' 2>/dev/null | grep -q 'softrnic run' || groff -man -Tutf8 '$prefix/share/man/man1/softrnic.1' 2>/dev/null | grep -q 'softrnic run'"
