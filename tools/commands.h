@@ -11,5 +11,6 @@ int ConfigMain(int argc, char** argv); // softrnic_config.cc
 int DoctorMain(int argc, char** argv); // softrnic_doctor.cc
 int CaptureMain(int argc, char** argv); // softrnic_capture.cc
 int DevinfoMain(int argc, char** argv); // softrnic_devinfo.cc
+int ChaosMain(int argc, char** argv);   // softrnic_chaos.cc
 
 }  // namespace softrnic::tools

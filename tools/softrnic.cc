@@ -7,6 +7,7 @@
 //   softrnic doctor            checks the setup, says how to fix it (softrnic_doctor.cc)
 //   softrnic capture -w F -- CMD  a pcapng of CMD's RoCE v2 packets (softrnic_capture.cc)
 //   softrnic devinfo [--peer A]  the device as ibv_devinfo sees it, a peer's path (softrnic_devinfo.cc)
+//   softrnic chaos [-s S] -- CMD  CMD under a matrix of network faults, a verdict table (softrnic_chaos.cc)
 #include <cstdio>
 #include <cstring>
 
@@ -23,6 +24,7 @@ void Usage(FILE* out) {
                "       softrnic doctor\n"
                "       softrnic capture -w FILE [-s MB] [-n FILES] [-k] [--] CMD [ARGS...]\n"
                "       softrnic devinfo [-j] [--peer ADDRESS] [--peer-pid PID]\n"
+               "       softrnic chaos [-s SCENARIO]... [-l SECONDS] [--server CMD] -- CMD [ARGS...]\n"
                "       softrnic help\n"
                "stat:  the counters of every running softrnic device (docs/hardening.md);\n"
                "       -j JSON, -P (--prometheus) the Prometheus text format\n"
@@ -38,6 +40,8 @@ void Usage(FILE* out) {
                "devinfo: the device as ibv_devinfo would show it here (GIDs and their\n"
                "       endpoints, capabilities, transport); --peer: which path packets to\n"
                "       a peer take (shared memory or UDP, from which GID) and why\n"
+               "chaos: CMD (or a server/client pair) under each scenario of network faults;\n"
+               "       a table of verdicts, retransmissions and errors (docs/fault-lab.md)\n"
                "`softrnic COMMAND --help` describes each.\n");
 }
 
@@ -58,6 +62,7 @@ int main(int argc, char** argv) {
   if (!std::strcmp(cmd, "doctor")) return DoctorMain(argc - 1, argv + 1);
   if (!std::strcmp(cmd, "capture")) return CaptureMain(argc - 1, argv + 1);
   if (!std::strcmp(cmd, "devinfo")) return DevinfoMain(argc - 1, argv + 1);
+  if (!std::strcmp(cmd, "chaos")) return ChaosMain(argc - 1, argv + 1);
   std::fprintf(stderr, "softrnic: unknown command '%s'\n", cmd);
   Usage(stderr);
   return 2;

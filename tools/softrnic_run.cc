@@ -49,6 +49,7 @@
 #include "engine/stats_publisher.h"
 #include "engine/device_identity.h"
 #include "mounts.h"
+#include "faults/scenario_parse.h"
 #include "self_lib_dir.h"
 #include "shared_userns.h"
 
@@ -61,12 +62,19 @@ constexpr const char* kHostDev = ".softrnic-host-dev";
 void RunUsage(FILE* out) {
   std::fprintf(
       out,
-      "usage: softrnic run [--] CMD [ARGS...]\n"
+      "usage: softrnic run [--faults FAULTS] [--trace PATH] [--] CMD [ARGS...]\n"
       "Runs CMD with softrnic's libraries (LD_LIBRARY_PATH) and a private view of\n"
       "/dev/infiniband/%s and /sys/class/infiniband/%s, as a kernel RDMA device\n"
       "would have, for middleware that checks them (UCX, NCCL, libfabric, pyverbs).\n"
       "Needs root or unprivileged user namespaces; nothing changes outside CMD.\n"
-      "Exit status: CMD's; 127 if CMD is not found; 2 if the view cannot be set up.\n"
+      "  --faults FAULTS  network faults for CMD's devices: a one-line scenario\n"
+      "                   (drop=0.01,seed=7; nth=5,drop=1; outage=2s+300ms; ...) or a\n"
+      "                   scenario file (*.toml); checked first: an error runs nothing\n"
+      "  --trace PATH     each device's per-QP event trace (%%p: the pid), Perfetto /\n"
+      "                   chrome://tracing JSON, and PATH.txt, a summary per QP\n"
+      "                   (docs/fault-lab.md)\n"
+      "Exit status: CMD's; 127 if CMD is not found; 2 if the view cannot be set up\n"
+      "or the faults have an error.\n"
       "See docs/user-guide.md, \"Middleware: the device environment\".\n",
       engine::kUverbsName, engine::kDeviceName);
 }
@@ -354,6 +362,23 @@ bool SetUpView(const std::vector<TreeNode>& tree, CounterTarget* counters, Failu
   return ok;
 }
 
+// --faults: a scenario file (an existing file ending in .toml) or the
+// one-line form, checked here so that a scenario with an error runs
+// nothing, then handed to CMD's devices through the environment.
+bool SetFaults(const std::string& text) {
+  struct stat st{};
+  const bool is_file = text.size() > 5 && text.compare(text.size() - 5, 5, ".toml") == 0 &&
+                       stat(text.c_str(), &st) == 0;
+  const faults::ParseResult r = is_file ? faults::ParseScenarioFile(text) : faults::ParseOneLine(text);
+  if (!r.ok) {
+    std::fprintf(stderr, "softrnic run: --faults: %s\nnothing was run\n", r.error.c_str());
+    return false;
+  }
+  unsetenv(is_file ? "SOFTRNIC_FAULTS" : "SOFTRNIC_FAULTS_FILE");
+  setenv(is_file ? "SOFTRNIC_FAULTS_FILE" : "SOFTRNIC_FAULTS", text.c_str(), 1);
+  return true;
+}
+
 }  // namespace
 
 int RunMain(int argc, char** argv) {
@@ -367,6 +392,18 @@ int RunMain(int argc, char** argv) {
     if (a == "-h" || a == "--help") {
       RunUsage(stdout);
       return 0;
+    }
+    if ((a == "--faults" || a == "--trace") && i + 1 >= argc) {
+      std::fprintf(stderr, "softrnic run: %s needs a value\n", a.c_str());
+      return kSetupFailed;
+    }
+    if (a == "--faults") {
+      if (!SetFaults(argv[++i])) return kSetupFailed;
+      continue;
+    }
+    if (a == "--trace") {
+      setenv("SOFTRNIC_TRACE", argv[++i], 1);
+      continue;
     }
     if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "softrnic run: unknown option '%s'\n", a.c_str());

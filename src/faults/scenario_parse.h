@@ -1,5 +1,5 @@
 // Reading fault scenarios (scenario.h): the TOML scenario file
-// (docs/fault-lab.md has its format) and the one-line form.
+// (docs/fault-lab-design.md has its format) and the one-line form.
 //
 // Hostile input: a file is limited in size (1 MiB) and rule count (256);
 // every number is range-checked (probabilities in [0, 1], times and rates
