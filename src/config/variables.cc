@@ -148,6 +148,12 @@ constexpr std::array kVariables = {
              "`1`: the capture stops when its file is full (the start is kept); N: rotate through "
              "N files (path, path.1, ...), keeping the most recent",
              "engine, tools", 1, 1000},
+    Variable{"SOFTRNIC_TRACE", Kind::kText, "", "a file path (%p: the pid)",
+             "Record each QP's state changes, retransmissions, RNR NAKs, completions in error "
+             "and the faults injected into a Chrome/Perfetto trace JSON written to this path "
+             "when the device closes or the process exits, and a per-QP summary to `<path>.txt` "
+             "(docs/fault-lab.md)",
+             "engine"},
     // --- rdmacm: connection management (src/rdmacm) ---
     Variable{"SOFTRNIC_CM_TIMEOUT_MS", Kind::kInteger, "500", "1..3600000",
              "Interval (ms) between retransmissions of a CM REQ, REP, DREQ or SIDR_REQ "

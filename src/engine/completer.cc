@@ -57,7 +57,11 @@ void Engine::CountErrorCompletion(Qp* qp, WcStatus status, bool send) {
 void Engine::CompleteSendWqe(Qp* qp, SendWqe& w, WcStatus status) {
   // IBA 10.7.2.2: unsignaled WQEs produce no completion unless in error.
   if (status == WcStatus::kSuccess && !(w.send_flags & kSignaled)) return;
-  if (status != WcStatus::kSuccess) CountErrorCompletion(qp, status, true);
+  if (status != WcStatus::kSuccess) {
+    CountErrorCompletion(qp, status, true);
+    if (trace_ != nullptr)
+      TraceCompletion(qp, status, w.wr_id, GetWrOpcodeInfo(w.opcode).wc_opcode, true);
+  }
   Completion c;
   c.wr_id = w.wr_id;
   c.status = status;
@@ -112,7 +116,7 @@ bool Engine::ImplicitAck(Qp* qp, uint32_t psn) {
       // response has not arrived means that response was lost.
       RequesterSkipAcked(qp);
       RetireCompletedWqes(qp);
-      Rewind(qp);
+      Rewind(qp, "implied_nak");
       return false;
     }
     w.done = true;
@@ -127,7 +131,7 @@ bool Engine::ImplicitAck(Qp* qp, uint32_t psn) {
   return true;
 }
 
-void Engine::Rewind(Qp* qp) {
+void Engine::Rewind(Qp* qp, const char* reason) {
   if (qp->comp.rewound && qp->comp.rewound_psn == qp->comp.comp_psn) return;
   if (qp->sq_head == qp->sq_tail) return;
   SendWqe& head = qp->Wqe(qp->sq_head);
@@ -139,6 +143,11 @@ void Engine::Rewind(Qp* qp) {
   qp->comp.rewound = true;
   qp->comp.rewound_psn = qp->comp.comp_psn;
   ++stats_.retransmitted_rewinds;
+  if (trace_ != nullptr)
+    TraceEvent(qp, trace::EventKind::kRewind,
+               {qp->comp.comp_psn,
+                static_cast<uint64_t>(wire::PsnDiff(qp->sr.sq_psn_max, qp->comp.comp_psn)),
+                trace::Str(reason), qp->comp.retry_left});
   // Everything from comp_psn is sent again: earlier SACKs are moot.
   SrForgetSacks(qp);
   CcOnLoss(qp);
@@ -146,6 +155,7 @@ void Engine::Rewind(Qp* qp) {
 }
 
 void Engine::RequesterError(Qp* qp, WcStatus status) {
+  if (trace_ != nullptr) TraceRequesterError(qp, status);
   if (qp->sq_head != qp->sq_tail) {
     // The failing WQE is the oldest one not yet successfully done.
     for (uint64_t i = qp->sq_head; i != qp->sq_tail; ++i) {
@@ -157,11 +167,12 @@ void Engine::RequesterError(Qp* qp, WcStatus status) {
     }
   }
   if (qp->type == QpType::kRc) {
-    MoveToError(qp);
+    MoveToError(qp, WcStatusName(status));
     return;
   }
   // IBA 10.3.1.6: a UD or UC send error puts the QP in SQ Error: the send
   // queue is flushed, the receive side keeps working, SQE -> RTS recovers.
+  if (trace_ != nullptr) TraceState(qp, qp->attr.qp_state, QpState::kSqe, WcStatusName(status));
   qp->attr.qp_state = QpState::kSqe;
   FlushSendQueue(qp);
 }
@@ -203,9 +214,14 @@ void Engine::CheckTimers(Qp* qp, Clock::time_point now) {
   --qp->comp.retry_left;
   ++stats_.retransmit_timeouts;
   ++qp->counters.retransmit_timeouts;
+  if (trace_ != nullptr)
+    TraceEvent(qp, trace::EventKind::kRetransmitTimeout,
+               {qp->comp.comp_psn,
+                static_cast<uint64_t>(wire::PsnDiff(qp->sr.sq_psn_max, qp->comp.comp_psn)),
+                qp->comp.retry_left, qp->counters.retransmit_timeouts});
   qp->comp.rewound = false;
   CcOnTimeout(qp);
-  Rewind(qp);
+  Rewind(qp, "timeout");
   ArmRetransmitTimer(qp);
 }
 
@@ -303,6 +319,9 @@ void Engine::HandleAck(Qp* qp, const wire::Packet& pkt) {
   if (kind == wire::AckKind::kRnrNak) {
     ++stats_.rx_rnr_naks;
     ++qp->counters.rx_rnr_naks;
+    if (trace_ != nullptr)
+      TraceEvent(qp, trace::EventKind::kRnrNakReceived,
+                 {psn, wire::SyndromeValue(syn), qp->comp.rnr_retry_left});
   }
   if (kind == wire::AckKind::kNak) {
     ++stats_.rx_naks;
@@ -345,7 +364,7 @@ void Engine::HandleRnrNak(Qp* qp, uint32_t psn, uint8_t syn) {
   qp->comp.rnr_deadline = Clock::now() + RnrTimerDelay(wire::SyndromeValue(syn));
   qp->comp.retransmit_armed = false;
   qp->comp.rewound = false;
-  Rewind(qp);
+  Rewind(qp, "rnr_nak");
 }
 
 // A NAK acknowledges every PSN before it (IBA 9.7.5.2.2); a PSN sequence
@@ -361,7 +380,7 @@ void Engine::HandleNak(Qp* qp, uint32_t psn, uint8_t syn) {
         return;
       }
       --qp->comp.retry_left;
-      Rewind(qp);
+      Rewind(qp, "nak_sequence");
       return;
     case wire::NakCode::kInvalidRequest: RequesterError(qp, WcStatus::kRemInvReqErr); return;
     case wire::NakCode::kRemoteAccessError: RequesterError(qp, WcStatus::kRemAccessErr); return;
@@ -384,7 +403,7 @@ SendWqe* Engine::MatchResponse(Qp* qp, const wire::Packet& pkt) {
   if (!ImplicitAck(qp, wire::PsnAdd(psn, wire::kPsnMask))) return nullptr;
   if (psn != qp->comp.comp_psn) {
     ++stats_.rx_out_of_sequence;
-    Rewind(qp);
+    Rewind(qp, "read_gap");
     return nullptr;
   }
   if (qp->sq_head == qp->sq_tail) return nullptr;

@@ -78,6 +78,7 @@ Engine::Engine(std::unique_ptr<transport::Transport> transport, DeviceAttr attr,
     else
       tx_.set_capture(capture_.get());
   }
+  OpenTrace();  // SOFTRNIC_TRACE (trace/engine_trace.cc)
 }
 
 std::string Engine::CaptureDescription() const {
@@ -88,6 +89,8 @@ std::string Engine::CaptureDescription() const {
 
 Engine::~Engine() {
   StopProgressThread();
+  // The device closes: its trace is written now, with every QP still here.
+  CloseTrace();
   // Before anything is torn down: its server thread takes mu_ and serves
   // from the SRQ tables (and the progress thread, stopped now, called it).
   xrc_share_.reset();

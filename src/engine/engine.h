@@ -36,6 +36,7 @@
 #include "engine/spin_mutex.h"
 #include "engine/queues.h"
 #include "engine/stats.h"
+#include "engine/trace/trace_recorder.h"
 #include "engine/wr_opcode.h"
 #include "engine/xrc_share.h"
 #include "transport/peer_memory.h"
@@ -121,6 +122,9 @@ class Engine {
   // Destroyed QPs linger (Lingering below): expires those whose time is
   // over and returns whether any remain (the exit handler waits for them).
   bool ExpireLingeringLocked(Clock::time_point now) REQUIRES(mu_);
+  // SOFTRNIC_TRACE (trace/engine_trace.cc): writes the trace and its
+  // summary now (atomically: a temporary file renamed); no-op without one.
+  void WriteTraceLocked() REQUIRES(mu_);
   // Sends every deferred ACK now and the transmit batch with it: the
   // process is exiting, and a completion its application saw must not
   // leave the peer's request unacknowledged (ack_delay.cc).
@@ -431,6 +435,28 @@ class Engine {
   std::unique_ptr<PacketCapture> capture_ GUARDED_BY(mu_);
   // The pcapng interface description of this device's captures: pid, GIDs.
   std::string CaptureDescription() const;
+  // SOFTRNIC_TRACE (trace/trace_recorder.h, trace/engine_trace.cc): the
+  // per-QP event trace and the transport's faults; null when off. Each hook
+  // in the engine's files is `if (trace_ != nullptr) Trace...(...)`: off, a
+  // predictable branch on a null pointer; the work is out of line.
+  std::unique_ptr<trace::TraceRecorder> trace_ GUARDED_BY(mu_);
+  std::string trace_path_;  // %p expanded; fixed at construction
+  pid_t trace_pid_ = 0;     // who writes it (a forked child does not)
+  // Constructor only: no other thread can see the engine yet.
+  void OpenTrace() NO_THREAD_SAFETY_ANALYSIS;
+  // Destructor, after the progress thread stopped: the last write.
+  void CloseTrace() NO_THREAD_SAFETY_ANALYSIS;
+  // The exit handler: every engine still tracing writes its files.
+  static void WriteTracesAtExit();
+  void TraceQpCreated(const Qp* qp) REQUIRES(mu_);
+  void TraceQpDestroyed(const Qp* qp) REQUIRES(mu_);
+  void TraceState(const Qp* qp, QpState from, QpState to, const char* reason) REQUIRES(mu_);
+  void TraceEvent(const Qp* qp, trace::EventKind kind, const std::array<uint64_t, 6>& v)
+      REQUIRES(mu_);
+  // Retry or RNR retry exhausted (the QP's move to Error is recorded apart).
+  void TraceRequesterError(const Qp* qp, WcStatus status) REQUIRES(mu_);
+  void TraceCompletion(const Qp* qp, WcStatus status, uint64_t wr_id, WcOpcode opcode, bool send)
+      REQUIRES(mu_);
   // transport_'s peer memory capability (else null): peers for direct
   // one-sided operations and this device's exports.
   transport::PeerMemory* peer_memory_ = nullptr;
@@ -559,7 +585,8 @@ class Engine {
   // ModifyQpLocked's transition (IBA 10.3.1, the table in qp_control.cc);
   // 0 or EINVAL.
   int TransitionQp(Qp* qp, const QpAttr& attr, uint32_t mask) REQUIRES(mu_);
-  void MoveToError(Qp* qp) REQUIRES(mu_);
+  // reason: why, for the trace (null: the caller recorded the change).
+  void MoveToError(Qp* qp, const char* reason) REQUIRES(mu_);
   void FlushQp(Qp* qp) REQUIRES(mu_);
   void FlushSendQueue(Qp* qp) REQUIRES(mu_);
   void FlushRecvQueue(Qp* qp) REQUIRES(mu_);
@@ -652,7 +679,9 @@ class Engine {
   void CompleteSendWqe(Qp* qp, SendWqe& wqe, WcStatus status) REQUIRES(mu_);
   void RetireCompletedWqes(Qp* qp) REQUIRES(mu_);
   bool ImplicitAck(Qp* qp, uint32_t psn_inclusive) REQUIRES(mu_);
-  void Rewind(Qp* qp) REQUIRES(mu_);
+  // reason: what revealed the loss, for the trace ("timeout", "nak_sequence",
+  // "rnr_nak", "implied_nak", "read_gap").
+  void Rewind(Qp* qp, const char* reason) REQUIRES(mu_);
   void RequesterError(Qp* qp, WcStatus status) REQUIRES(mu_);
   void CheckTimers(Qp* qp, Clock::time_point now) REQUIRES(mu_);
   void ArmRetransmitTimer(Qp* qp) REQUIRES(mu_);

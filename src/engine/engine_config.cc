@@ -37,6 +37,7 @@ EngineConfig ReadSettings(const config::Environment& env) {
   c.capture.path = env.Text("SOFTRNIC_CAPTURE");
   c.capture.max_file_bytes = static_cast<uint64_t>(env.Integer("SOFTRNIC_CAPTURE_SIZE_MB")) << 20;
   c.capture.files = static_cast<unsigned>(env.Integer("SOFTRNIC_CAPTURE_FILES"));
+  c.trace.path = env.Text("SOFTRNIC_TRACE");
   return c;
 }
 

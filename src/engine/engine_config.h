@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <optional>
 #include <string>
 
@@ -44,6 +45,12 @@ struct EngineConfig {
 
   // --- Packet capture (capture.h) ---
   CaptureSettings capture;                          // SOFTRNIC_CAPTURE, _SIZE_MB, _FILES
+
+  // --- Per-QP event trace (trace/trace_recorder.h) ---
+  struct TraceSettings {
+    std::string path;                  // SOFTRNIC_TRACE; empty: off. "%p": the pid
+    size_t max_events = 1'000'000;     // events kept; later ones are counted, not kept
+  } trace;
 
   // Reads every engine and transport variable of `env`. Returns false (and
   // sets *error) only for an unknown SOFTRNIC_TRANSPORT, which makes device

@@ -163,7 +163,11 @@ Clock::duration RnrTimerDelay(uint8_t field) {
 }
 
 int Engine::ModifyQpLocked(Qp* qp, const QpAttr& attr, uint32_t mask) {
+  const QpState from = qp->attr.qp_state;
   const int rc = TransitionQp(qp, attr, mask);
+  // A move to Error was recorded before its flushes (TransitionQp).
+  if (trace_ != nullptr && rc == 0 && (mask & kQpState) && attr.qp_state != QpState::kErr)
+    TraceState(qp, from, qp->attr.qp_state, "modify_qp");
   PublishQp(qp);  // same-host peers check state, access and path (shm_direct.h)
   FlushTx();      // a move to ERROR may have queued packets
   return rc;
@@ -246,8 +250,9 @@ int Engine::TransitionQp(Qp* qp, const QpAttr& a, uint32_t mask) {
     return 0;
   }
   if (next == QpState::kErr) {
+    if (trace_ != nullptr) TraceState(qp, cur, QpState::kErr, "modify_qp");
     q.qp_state = QpState::kErr;
-    MoveToError(qp);
+    MoveToError(qp, nullptr);
     return 0;
   }
   if (cur == QpState::kReset && next == QpState::kInit && qp->type == QpType::kUd) {
@@ -313,7 +318,10 @@ void Engine::ResetQp(Qp* qp) {
   qp->cc = {};
 }
 
-void Engine::MoveToError(Qp* qp) {
+void Engine::MoveToError(Qp* qp, const char* reason) {
+  // Recorded before the flushes it causes, so they follow it in the trace.
+  if (trace_ != nullptr && reason != nullptr)
+    TraceState(qp, qp->attr.qp_state, QpState::kErr, reason);
   // Requests this QP executed stay acknowledged (ack_delay.cc).
   SendDeferredAck(qp);
   qp->attr.qp_state = QpState::kErr;

@@ -53,6 +53,7 @@ int Engine::AddQpLocked(std::unique_ptr<Qp>& qp, uint32_t fixed_qpn) {
   if (qp->xrcd) ++qp->xrcd->users;
   PublishQp(qp.get());
   const uint32_t qpn = qp->qpn;
+  if (trace_ != nullptr) TraceQpCreated(qp.get());
   qps_[qpn] = std::move(qp);
   return 0;
 }
@@ -98,6 +99,7 @@ int Engine::RemoveQpLocked(Qp* qp, uint32_t* async_events_reported, void* handle
     if (qp->recv_cq) --qp->recv_cq->users;
     if (qp->srq) --qp->srq->users;
   }
+  if (trace_ != nullptr) TraceQpDestroyed(qp);
   *doomed = std::move(it->second);
   qps_.erase(it);
   return 0;

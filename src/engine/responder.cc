@@ -140,7 +140,10 @@ void Engine::CompleteRecv(Qp* qp, WcStatus status, WcOpcode opcode, uint32_t byt
   c.wc_flags = wc_flags;
   c.sl = sl;
   qp->resp.recv_active = false;
-  if (status != WcStatus::kSuccess) CountErrorCompletion(qp, status, false);
+  if (status != WcStatus::kSuccess) {
+    CountErrorCompletion(qp, status, false);
+    if (trace_ != nullptr) TraceCompletion(qp, status, c.wr_id, opcode, false);
+  }
   if (qp->resp.xrc_remote) {
     // To the CQ of another process's SRQ (xrc_share.h), before the ACK.
     xrc_share_->Complete(qp, c, solicited);
@@ -194,7 +197,11 @@ void Engine::SendAckNow(Qp* qp, uint8_t syndrome, uint32_t psn) {
   CountTx(qp);
   switch (wire::SyndromeKind(syndrome)) {
     case wire::AckKind::kNak: ++qp->counters.tx_naks; break;
-    case wire::AckKind::kRnrNak: ++qp->counters.tx_rnr_naks; break;
+    case wire::AckKind::kRnrNak:
+      ++qp->counters.tx_rnr_naks;
+      if (trace_ != nullptr)
+        TraceEvent(qp, trace::EventKind::kRnrNakSent, {psn, wire::SyndromeValue(syndrome)});
+      break;
     default: break;
   }
 }
@@ -226,7 +233,9 @@ void Engine::ResponderError(Qp* qp, wire::NakCode code, uint32_t psn, WcStatus r
   PostAsyncEvent(code == wire::NakCode::kRemoteAccessError ? AsyncEventType::kQpAccessErr
                                                            : AsyncEventType::kQpReqErr,
                  qp->handle);
-  MoveToError(qp);
+  MoveToError(qp, code == wire::NakCode::kRemoteAccessError       ? "sent NAK remote access error"
+                  : code == wire::NakCode::kRemoteOperationalError ? "sent NAK remote operational error"
+                                                                   : "sent NAK invalid request");
 }
 
 void Engine::SendReadResponses(Qp* qp, uint32_t first_psn, uint64_t va, uint32_t rkey,

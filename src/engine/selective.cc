@@ -445,7 +445,11 @@ void Engine::RetransmitLost(Qp* qp, bool probe) {
   // Resends one packet by pointing the requester's cursor at it and
   // restoring the cursor afterwards: the packet is built exactly as the
   // first time (same PSN, opcode, headers, bytes).
+  // For the trace: the first PSN resent and how many (two locals; the
+  // resend itself builds a packet).
+  uint32_t first_resent = 0, resent = 0;
   const auto resend = [&](uint64_t index, SendWqe& w, uint32_t psn) REQUIRES(mu_) {
+    if (resent++ == 0) first_resent = psn;
     const uint64_t save_next = qp->sq_next;
     const uint32_t save_offset = qp->req.send_offset;
     const uint32_t save_psn = qp->req.sq_psn;
@@ -530,6 +534,8 @@ void Engine::RetransmitLost(Qp* qp, bool probe) {
   }
   // What the budget did not cover goes at the next acknowledgement.
   if (budget <= 0 && presumed_lost > 0) qp->sr.retx_scan = true;
+  if (trace_ != nullptr && resent > 0)
+    TraceEvent(qp, trace::EventKind::kSelectiveResend, {first_resent, resent, probing ? 1u : 0u});
 }
 
 }  // namespace softrnic::engine

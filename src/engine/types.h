@@ -94,6 +94,11 @@ enum class WcOpcode : uint8_t {
   kRecvRdmaWithImm = 129,
 };
 
+// "IBV_WC_RETRY_EXC_ERR", "IBV_WC_RDMA_WRITE": the names of enum
+// ibv_wc_status and ibv_wc_opcode (the trace shows them; trace/engine_trace.cc).
+const char* WcStatusName(WcStatus s);
+const char* WcOpcodeName(WcOpcode o);
+
 // IBV_ACCESS_* bits.
 enum Access : uint32_t {
   kLocalWrite = 1,
