@@ -130,7 +130,9 @@ const std::vector<Group>& Groups() {
                    {"rd_atomic_limit", "tx_naks_rd_atomic_limit"},
                    {"icrc_retry_crcs", "udp_rx_icrc_id_retry_crcs"}}},
       {"faults", {{"drops", "fault_drops"}, {"dups", "fault_dups"},
-                  {"reorders", "fault_reorders"}, {"corrupts", "fault_corrupts"}}},
+                  {"reorders", "fault_reorders"}, {"corrupts", "fault_corrupts"},
+                  {"delays", "fault_delays"}, {"pauses", "fault_pauses"},
+                  {"ecn_marks", "fault_ecn_marks"}}},
       // Same-host paths: packets through shared-memory rings, and one-sided
       // operations done directly on the peer's memory (no packet at all).
       {"shm", {{"tx", "shm_tx_packets"}, {"tx_bytes", "shm_tx_bytes"}, {"rx", "shm_rx_packets"},

@@ -427,7 +427,13 @@ class Engine {
   }
   // Bytes of the packet CommitPacket queued last (BTH to ICRC).
   uint32_t last_tx_bytes_ GUARDED_BY(mu_) = 0;
-  void FlushTx() REQUIRES(mu_) { tx_.Flush(*transport_); }
+  void FlushTx() REQUIRES(mu_) {
+    tx_.Flush(*transport_);
+    // The fault transport may now hold a packet due before the progress
+    // thread's next wake-up (a delay rule, fault_transport.h): wake it for
+    // it. Nullopt (every other transport) costs a virtual call.
+    if (const auto due = transport_->next_deadline()) WakeProgressThreadFor(*due);
+  }
   TxBatch tx_ GUARDED_BY(mu_);
   std::unique_ptr<transport::Transport> transport_;
   // SOFTRNIC_CAPTURE (capture.h): every packet sent and received, and the

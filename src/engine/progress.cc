@@ -223,6 +223,12 @@ Clock::time_point Engine::NextDeadlineLocked() const {
     if (qp->sr.peer_sr) next = std::min(next, SrProbeDeadline(qp));
     if (qp->ack_delay.ack_deferred) next = std::min(next, qp->ack_delay.ack_deadline);
   }
+  // Packets the transport holds (the fault lab's delayed, rate-limited or
+  // paused ones, fault_transport.h) leave in a pass when due: the sleeper
+  // (this thread or a waiter, event_wait.cc) wakes for them, and does not
+  // sleep at all while some are due (a deadline in the past is a zero
+  // timeout, timeout.h).
+  if (const auto due = transport_->next_deadline()) next = std::min(next, *due);
   return next;
 }
 

@@ -64,6 +64,9 @@ std::string FormatStats(const EngineStats& s, const transport::TransportCounters
   line("fault_dups", t.injected_dups);
   line("fault_reorders", t.injected_reorders);
   line("fault_corrupts", t.injected_corrupts);
+  line("fault_delays", t.injected_delays);
+  line("fault_pauses", t.injected_pauses);
+  line("fault_ecn_marks", t.injected_ecn_marks);
   line("shm_tx_packets", t.shm_tx_packets);
   line("shm_tx_bytes", t.shm_tx_bytes);
   line("shm_rx_packets", t.shm_rx_packets);

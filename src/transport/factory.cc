@@ -60,6 +60,12 @@ TransportChoice ChooseTransport(TransportMode mode, bool faults_configured) {
 
 std::unique_ptr<Transport> CreateTransport(const UdpConfig& config, TransportMode mode,
                                            std::string* error) {
+  if (!config.faults_error.empty()) {
+    // Asked for faults that could not be read: no device, rather than one
+    // that runs without them.
+    if (error != nullptr) *error = "fault scenario: " + config.faults_error;
+    return nullptr;
+  }
   auto udp = CreateUdpTransport(config, error);
   if (!udp) return nullptr;
   const TransportChoice choice = ChooseTransport(mode, config.faults.enabled());

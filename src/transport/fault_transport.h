@@ -1,44 +1,76 @@
-// Fault injection as a transport around another one (SOFTRNIC_FAULTS,
-// FaultConfig in transport.h): the factory (factory.cc) wraps a device's
-// transport in it when faults are configured. Per packet the engine sends,
-// one FaultInjector decision (fault_injector.h), applied here:
-// - drop: not passed on (injected_drops);
-// - corrupt: a copy with one bit flipped *after* its ICRC was framed for the
-//   headers the inner transport will send (icrc_framing.h), passed on with
-//   TxPacket::icrc_included, so the receiver's ICRC check rejects it the way
-//   a real bit error would be caught (injected_corrupts);
-// - duplicate: passed on twice (injected_dups);
-// - reorder: a copy held back and passed on after the next packet, or at
-//   the start of the next RecvBurst call at the latest, so the engine's
-//   progress loop never leaves a packet held while idle (injected_reorders).
-//   A reorder decision while a packet is held is not applied.
+// The fault lab's transport (docs/fault-lab.md, docs/fault-lab-design.md):
+// around the UDP transport, it applies a faults::Scenario to every packet
+// in both directions, one FaultPlan decision (faults/fault_plan.h) per
+// packet. The factory (factory.cc) wraps a device's transport in it when
+// the scenario has rules.
 //
-// Everything else (receive, sleep, properties) goes to the inner transport.
-// Packets in pieces are refused (accepts_split_payload: faults act on whole
+// What each decision does here:
+// - drop, outage, rate-limit and pause tail drops: not passed on
+//   (injected_drops);
+// - corrupt: sent packets get a copy with one bit flipped *after* the ICRC
+//   was framed for the headers the inner transport will send
+//   (icrc_framing.h), passed on with TxPacket::icrc_included, so the
+//   receiver's ICRC check rejects it the way a real bit error is caught;
+//   a received packet was checked already, so it is dropped as that check
+//   would have dropped it (injected_corrupts);
+// - duplicate: passed on twice (a received duplicate comes out of the
+//   next RecvBurst) (injected_dups);
+// - delay, jitter, rate limit, pause: a copy is held in a time-ordered
+//   queue and passed on when due (injected_delays, injected_pauses);
+// - reorder: a copy is held until `depth` later packets of its direction
+//   were passed on, or kReorderMaxHold at most, so a packet is never held
+//   for ever on an idle link (injected_reorders);
+// - ECN mark: a received packet's traffic class gets CE (0b11), RFC 3168
+//   (injected_ecn_marks).
+// Every fault applied is reported to the sink (SetFaultEventSink).
+//
+// Held packets leave at the start of SendBurst and RecvBurst once due
+// (the engine calls RecvBurst in every pass, from the progress thread or an
+// application thread that polls), and next_deadline() is the earliest due
+// time, so the progress thread wakes for it.
+//
+// SendBurst's contract: every packet it decides on is consumed (its
+// decision is final, so an `nth` pick or a rate bucket never sees a
+// packet twice); what the inner transport did not take (a full socket
+// buffer) is kept, copied, and sent first next time. While such packets
+// wait, SendBurst takes nothing new and returns 0: the caller sees the
+// inner transport's back-pressure, and at most one burst is kept.
+//
+// Scenario time 0 is the construction of the FaultTransport.
+//
+// Everything else (sleep, properties) goes to the inner transport. Packets
+// in pieces are refused (accepts_split_payload: faults act on whole
 // packets), and peer memory is not offered: direct operations would bypass
 // the faults.
-//
-// SendBurst's contract is the inner transport's: it returns how many packets
-// from the front were consumed (sent, or dropped for good, injected drops
-// included); when the inner one stops early (full socket buffer), the rest
-// is offered again by the caller and gets new decisions.
 //
 // Thread-safety: like every Transport, called under the engine lock.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
-#include "transport/fault_injector.h"
+#include "faults/fault_events.h"
+#include "faults/fault_plan.h"
+#include "faults/scenario.h"
 #include "transport/transport.h"
 
 namespace softrnic::transport {
 
 class FaultTransport final : public Transport {
  public:
-  FaultTransport(std::unique_ptr<Transport> inner, const FaultConfig& faults)
-      : inner_(std::move(inner)), injector_(faults) {}
+  using TimePoint = std::chrono::steady_clock::time_point;
+  // The clock (tests give a fake one); default steady_clock::now.
+  using ClockFn = std::function<TimePoint()>;
+  // The longest a reordered packet waits for its `depth` later packets.
+  static constexpr uint64_t kReorderMaxHoldNs = 100'000;
+
+  FaultTransport(std::unique_ptr<Transport> inner, const faults::Scenario& scenario,
+                 ClockFn clock = {});
 
   std::span<const Endpoint> locals() const override { return inner_->locals(); }
   int SendBurst(const TxPacket* packets, int n) override;
@@ -61,48 +93,72 @@ class FaultTransport final : public Transport {
   bool batching_saves_syscalls() const override { return inner_->batching_saves_syscalls(); }
   bool delayed_acks_save_wakeups() const override { return inner_->delayed_acks_save_wakeups(); }
   bool sleeping_costs_senders() const override { return inner_->sleeping_costs_senders(); }
+  std::optional<TimePoint> next_deadline() const override;
+  void SetFaultEventSink(faults::FaultEventSink* sink) override { sink_ = sink; }
+
+  // How many packets are held (both directions), for tests and stats.
+  size_t held_packets() const { return held_tx_.size() + held_rx_.size(); }
 
  private:
-  enum class Kind : uint8_t { kPrimary, kDuplicate, kHeld };
-  // Where each packet passed on came from: the caller's index (for kHeld,
-  // the packet it was sent after), to tell the caller how many were consumed.
-  struct Origin {
-    Kind kind;
-    int packet;
+  // A held packet: a copy of its bytes (ICRC included when framed) and
+  // what the inner transport needs to send it, or what RecvBurst returns.
+  struct Held {
+    std::vector<uint8_t> bytes;
+    TxPacket tx;                // out: data points into bytes when released
+    RxPacket rx;                // in: likewise
+    Gid group{};                // in: the multicast group, if rx.group was set
+    uint32_t reorder_left = 0;  // > 0: a reordered packet waiting for later ones
   };
+  using Key = std::pair<uint64_t, uint64_t>;  // (due ns, sequence): FIFO at equal times
+  using Queue = std::map<Key, Held>;
+  static constexpr Key kNoKey{UINT64_MAX, UINT64_MAX};
 
-  void Queue(const TxPacket& p, Kind kind, int packet);
-  // Passes the queued packets on; false when the inner transport stopped
-  // early (busy_return_ then says how many of the caller's were consumed).
-  bool Flush();
-  // A copy of p (whole, ICRC framed for the headers the inner transport
-  // sends, then bit `d.corrupt_mask` of byte `d.corrupt_byte` flipped) in
-  // buffer `buf`; p itself if its endpoints are not IPv4 (the inner
-  // transport counts it as an error).
-  TxPacket Corrupted(const TxPacket& p, const FaultDecision& d, std::vector<uint8_t>* buf);
-  // Copies p into the hold-back buffer.
-  void Hold(const TxPacket& p, int packet);
+  uint64_t NowNs() const;
+  std::vector<uint8_t> TakeBuffer(size_t size);
+  void Report();
+  // Passes on the held sent packets due at now_ns; false when the inner
+  // transport stopped early (the rest stay held).
+  bool ReleaseDueTx(uint64_t now_ns);
+  // Erases a held packet (sent or delivered), keeping its buffer.
+  void Forget(Queue* queue, std::vector<Key>* reorders, Queue::iterator it);
+  // A copy of p into held_tx_, due at due_ns.
+  void HoldTx(const TxPacket& p, uint64_t due_ns, uint32_t reorder_left);
+  // A copy of p into held_rx_, due at due_ns.
+  void HoldRx(const RxPacket& p, uint64_t due_ns, uint32_t reorder_left);
+  // One packet passed on in `queue`'s direction: counts down the reordered
+  // ones; those done are made due at now_ns (sent packets: also appended
+  // to out_ right away).
+  void CountDownReorders(Queue* queue, std::vector<Key>* reorders, uint64_t now_ns, bool tx);
+  // The corrupted copy of p in `buf` (ICRC framed, then one bit flipped);
+  // p itself if its endpoints are not IPv4 (the inner transport counts it
+  // as an error).
+  TxPacket Corrupted(const TxPacket& p, const faults::Decision& d, std::vector<uint8_t>* buf);
 
   std::unique_ptr<Transport> inner_;
-  FaultInjector injector_;
+  faults::FaultPlan plan_;
+  ClockFn clock_;
+  TimePoint start_;
+  faults::FaultEventSink* sink_ = nullptr;
+  std::vector<faults::FaultEvent> events_;
   TransportCounters counters_;  // the injected_* ones
   mutable TransportCounters merged_;
+  uint64_t seq_ = 0;
 
-  // Packets of the current SendBurst waiting to be passed on, and the
-  // copies (corrupted ones) they point into; capacity is kept, so steady
-  // state allocates nothing.
+  Queue held_tx_, held_rx_;
+  std::vector<Key> reorders_tx_, reorders_rx_;  // keys of reordered packets held
+  // Received packets the last RecvBurst returned from the queue (valid
+  // until the next call), and the due sent ones being passed on.
+  std::vector<Held> delivered_rx_;
+  std::vector<TxPacket> release_;
+  std::vector<std::vector<uint8_t>> pool_;  // spare buffers, so steady state allocates little
+
+  // The packets of the current SendBurst being passed on, and the copies
+  // (corrupted ones) they point into; out_keys_[i] is the held_tx_ key of
+  // out_[i] when it is a released reordered packet, else kNoKey.
   std::vector<TxPacket> out_;
-  std::vector<Origin> origin_;
+  std::vector<Key> out_keys_;
   std::vector<std::vector<uint8_t>> copies_;
   size_t copies_used_ = 0;
-  int busy_return_ = 0;
-
-  // Reorder hold-back: at most one packet, copied (ICRC too if corrupted).
-  std::vector<uint8_t> held_buf_;
-  TxPacket held_packet_{};
-  bool held_ = false;
-  bool held_queued_ = false;   // it is in out_
-  int held_from_packet_ = -1;  // index in the current SendBurst, else -1
 };
 
 }  // namespace softrnic::transport

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "faults/scenario.h"
 #include "transport/address.h"
 
 namespace softrnic::config {
@@ -111,7 +112,12 @@ struct TransportCounters {
   // retries cost. Only datagrams that can be GSO segments from a source
   // with recent valid traffic are retried (udp_receive.h, review M7).
   uint64_t rx_icrc_id_retry_crcs = 0;
+  // The fault transport's (fault_transport.h): drops of every kind
+  // (drop, outage, rate and pause queue drops), duplicates, reorders,
+  // corrupted packets, packets held for delay/jitter/rate or by a pause,
+  // received packets marked ECN CE.
   uint64_t injected_drops = 0, injected_dups = 0, injected_reorders = 0, injected_corrupts = 0;
+  uint64_t injected_delays = 0, injected_pauses = 0, injected_ecn_marks = 0;
   // Sends refused because the socket buffer was full (EAGAIN/ENOBUFS); SendBurst
   // returned fewer than offered and the caller retries the rest.
   uint64_t tx_busy = 0;
@@ -275,25 +281,20 @@ class Transport {
   virtual PeerMemory* peer_memory() { return nullptr; }
 };
 
-// Fault injection (SOFTRNIC_FAULTS), a transport wrapped around the UDP one
-// (fault_transport.h): a corrupted packet's bit is flipped after its ICRC
-// is framed, so the receiver's ICRC check catches it the way a real bit
-// error would be. Probabilities are in [0, 1].
-struct FaultConfig {
-  double drop = 0, duplicate = 0, reorder = 0, corrupt = 0;
-  uint64_t seed = 1;
-  bool enabled() const { return drop > 0 || duplicate > 0 || reorder > 0 || corrupt > 0; }
-  // Parses "drop=0.01,dup=0.01,reorder=0.02,corrupt=0.001,seed=7".
-  static bool Parse(const std::string& text, FaultConfig* out);
-};
-
 struct UdpConfig {
   // Addresses to bind, e.g. {"10.0.0.1", "127.0.0.1"}; empty means automatic
   // (every non-loopback IPv4 address of the host whose port is free, then a
   // per-process loopback address 127.x.y.z derived from the pid).
   std::vector<std::string> bind_addresses;
   uint16_t port = 4791;
-  FaultConfig faults;
+  // The fault lab's scenario (SOFTRNIC_FAULTS, SOFTRNIC_FAULTS_FILE,
+  // faults/scenario_parse.h): with rules, the transport is wrapped in the
+  // fault transport (fault_transport.h), UDP to every peer.
+  faults::Scenario faults;
+  // Why the scenario the environment asked for could not be read; not
+  // empty: CreateTransport fails with it (running without the faults asked
+  // for would make a test pass for the wrong reason).
+  std::string faults_error;
   // UDP segmentation offload: runs of equal-sized packets to one peer leave
   // in one sendmsg (UDP_SEGMENT) and arrive coalesced (UDP_GRO), so the
   // kernel's per-datagram cost is paid once per run. Off when faults are
@@ -312,9 +313,10 @@ struct UdpConfig {
   std::string nicd_path;
 };
 
-// Reads SOFTRNIC_BIND, SOFTRNIC_PORT, SOFTRNIC_FAULTS, SOFTRNIC_GSO and
-// SOFTRNIC_REPLY_SOCKET from `env`; a bad value is reported on stderr and
-// keeps its default.
+// Reads SOFTRNIC_BIND, SOFTRNIC_PORT, SOFTRNIC_FAULTS, SOFTRNIC_FAULTS_FILE,
+// SOFTRNIC_GSO and SOFTRNIC_REPLY_SOCKET from `env`; a bad value is
+// reported on stderr and keeps its default, except a bad fault scenario,
+// which is kept in faults_error.
 UdpConfig UdpConfigFromEnvironment(const config::Environment& env);
 
 }  // namespace softrnic::transport

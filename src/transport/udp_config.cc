@@ -1,4 +1,5 @@
-// UdpConfig from the environment: SOFTRNIC_BIND, SOFTRNIC_PORT, SOFTRNIC_FAULTS,
+// UdpConfig from the environment: SOFTRNIC_BIND, SOFTRNIC_PORT, SOFTRNIC_FAULTS
+// (and SOFTRNIC_FAULTS_FILE),
 // SOFTRNIC_GSO, SOFTRNIC_REPLY_SOCKET (read through config::Environment).
 #include <arpa/inet.h>
 
@@ -9,6 +10,7 @@
 #include <string_view>
 
 #include "config/environment.h"
+#include "faults/scenario_parse.h"
 #include "transport/udp_transport.h"
 #include "log/log.h"
 
@@ -73,13 +75,12 @@ bool ParseUdpConfig(const char* bind, const char* port, const char* faults, UdpC
   }
 
   if (faults != nullptr && !Trim(faults).empty()) {
-    FaultConfig parsed;
-    if (!FaultConfig::Parse(faults, &parsed)) {
-      fail(std::string("SOFTRNIC_FAULTS: cannot parse '") + faults +
-           "' (expected e.g. drop=0.01,dup=0.01,reorder=0.02,corrupt=0.001,seed=7; "
-           "probabilities in [0,1])");
+    faults::ParseResult parsed = faults::ParseOneLine(faults);
+    if (!parsed.ok) {
+      out->faults_error = "SOFTRNIC_FAULTS: " + parsed.error;
+      fail(out->faults_error);
     } else {
-      out->faults = parsed;
+      out->faults = std::move(parsed.scenario);
     }
   }
   return ok;
@@ -88,11 +89,21 @@ bool ParseUdpConfig(const char* bind, const char* port, const char* faults, UdpC
 UdpConfig UdpConfigFromEnvironment(const config::Environment& env) {
   UdpConfig config;
   std::string error;
-  if (!ParseUdpConfig(env.Raw("SOFTRNIC_BIND"), env.Raw("SOFTRNIC_PORT"), env.Raw("SOFTRNIC_FAULTS"),
-                      &config, &error)) {
+  if (!ParseUdpConfig(env.Raw("SOFTRNIC_BIND"), env.Raw("SOFTRNIC_PORT"), nullptr, &config,
+                      &error)) {
     // No error channel in this signature: say so loudly and keep the defaults
     // for the bad variable rather than run with a half-understood setting.
     SOFTRNIC_LOG(kWarn, "ignoring bad environment setting: %s", error.c_str());
+  }
+  // The fault scenario (SOFTRNIC_FAULTS or SOFTRNIC_FAULTS_FILE): a bad one
+  // is not ignored but kept, and CreateTransport fails with it: a fault
+  // test run without its faults would pass for the wrong reason.
+  faults::ParseResult scenario = faults::ScenarioFromEnvironment(env);
+  if (scenario.ok) {
+    config.faults = std::move(scenario.scenario);
+  } else {
+    config.faults_error = scenario.error;
+    SOFTRNIC_LOG(kError, "fault scenario: %s", scenario.error.c_str());
   }
   config.segmentation = env.Flag("SOFTRNIC_GSO");
   config.reply_sockets = env.Flag("SOFTRNIC_REPLY_SOCKET");

@@ -52,8 +52,9 @@ std::vector<uint32_t> HostIpv4Addresses();
 
 // Builds a UdpConfig from the three variables' values (nullptr = unset):
 // SOFTRNIC_BIND "a.b.c.d,e.f.g.h", SOFTRNIC_PORT "4791", SOFTRNIC_FAULTS
-// "drop=..,seed=..". Returns false and a message for the first bad value;
-// *out then still holds every value that was valid.
+// in its one-line form "drop=..,seed=.." (faults::ParseOneLine). Returns
+// false and a message for the first bad value; *out then still holds every
+// value that was valid, and a bad scenario's message in faults_error too.
 bool ParseUdpConfig(const char* bind, const char* port, const char* faults, UdpConfig* out,
                     std::string* error);
 

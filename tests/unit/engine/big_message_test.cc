@@ -146,7 +146,7 @@ TEST_F(BigMessageTest, EveryOpcodeOneGiB) {
 TEST_F(BigMessageTest, EveryOpcodeOneGiBWithOnePercentLoss) {
   if (TestConfig(0).transport_mode == transport::TransportMode::kUdp)
     GTEST_SKIP() << "fault injection runs over UDP in either registration: run once";
-  transport::FaultConfig fa, fb;
+  TestFaults fa, fb;
   fa.drop = fb.drop = 0.01;
   fa.seed = 17;
   fb.seed = 1717;

@@ -146,7 +146,7 @@ TEST_F(CongestionTest, InflightBoundedByWindowUnderLoss) {
   QpOptions o;
   o.timeout = kLossyLinkTimeout;
   o.buf_size = 8 << 20;
-  transport::FaultConfig f;
+  TestFaults f;
   f.drop = 0.02;
   f.seed = 41;
   Open(o, f, {});
@@ -229,7 +229,7 @@ TEST_F(DelayControllerTest, TransferUnderLossCompletesAndTheControllerActs) {
   QpOptions o;
   o.timeout = kLossyLinkTimeout;
   o.buf_size = 4 << 20;
-  transport::FaultConfig f;
+  TestFaults f;
   f.drop = 0.02;
   f.seed = 43;
   Open(o, f, {});

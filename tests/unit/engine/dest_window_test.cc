@@ -32,7 +32,7 @@ struct Pairs {
 // Over UDP whatever the environment says: the budget guards the peer's
 // socket receive buffer, and a same-host peer reached through its ring has
 // none (RingPeersHaveNoBudget).
-void OpenPairs(Pairs& p, int n, const QpOptions& o, transport::FaultConfig fa = {},
+void OpenPairs(Pairs& p, int n, const QpOptions& o, TestFaults fa = {},
                transport::TransportMode mode = transport::TransportMode::kUdp) {
   EngineConfig ca = TestConfig(0, fa), cb = TestConfig(1);
   ca.transport_mode = cb.transport_mode = mode;
@@ -175,7 +175,7 @@ TEST(DestWindowTest, SharedBudgetUnderLossLosesNothingAndDrainsToZero) {
   // Local ACK Timeout (kLossyLinkTimeout, 67 ms). CI once saw
   // RETRY_EXC_ERR here at 17 ms; the message now names the QP's counters.
   o.timeout = kLossyLinkTimeout;
-  transport::FaultConfig f;
+  TestFaults f;
   f.drop = 0.02;
   f.seed = 23;
   Pairs p;

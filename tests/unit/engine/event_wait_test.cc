@@ -160,7 +160,7 @@ TEST(EventWait, BlockedWaiterRetransmitsItsOwnRequests) {
   if (!TransportIsUdp()) GTEST_SKIP() << "losses are injected on UDP only";
   QpOptions o;
   o.timeout = 8;  // 1 ms: retransmissions within the test's time
-  transport::FaultConfig faults;
+  TestFaults faults;
   faults.drop = 0.3;
   faults.seed = 11;
   ChannelSide a;

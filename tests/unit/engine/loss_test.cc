@@ -48,7 +48,7 @@ TEST_P(LossTest, MixedStreamCompletesExactlyOnce) {
   o.retry_cnt = 7;
   o.psn = lc.start_psn;
   o.buf_size = 8 << 20;
-  transport::FaultConfig fa, fb;
+  TestFaults fa, fb;
   fa.drop = fb.drop = lc.drop;
   fa.duplicate = fb.duplicate = lc.dup;
   fa.reorder = fb.reorder = lc.reorder;

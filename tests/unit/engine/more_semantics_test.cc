@@ -90,7 +90,7 @@ TEST_F(RcPairTest, UcUnderLossDeliversWholeMessagesOnly) {
   QpOptions o;
   o.type = QpType::kUc;
   o.buf_size = 4 << 20;
-  transport::FaultConfig f;
+  TestFaults f;
   f.drop = 0.05;
   f.seed = 21;
   Open(o, f, f);
@@ -140,7 +140,7 @@ TEST(MultiQpLossTest, FourQpPairsConcurrent) {
   QpOptions o;
   o.timeout = kLossyLinkTimeout;
   o.buf_size = 1 << 20;
-  transport::FaultConfig fa, fb;
+  TestFaults fa, fb;
   fa.drop = fb.drop = 0.02;
   fa.reorder = fb.reorder = 0.01;
   fa.seed = 31;

@@ -19,6 +19,7 @@
 #include "engine/device.h"
 #include "engine/engine.h"
 #include "engine/stats.h"
+#include "faults/scenario.h"
 
 namespace softrnic::engine::testing {
 
@@ -35,11 +36,33 @@ inline uint16_t TestPort() { return static_cast<uint16_t>(20000 + (getpid() % 20
 // The environment's settings (so the suite runs over either transport, see
 // tests/CMakeLists.txt), bound to test device `which`'s address and port,
 // with `faults`. Tests that need other settings change the result.
-inline EngineConfig TestConfig(int which, transport::FaultConfig faults = {}) {
+// The faults these tests inject: the knobs of the old SOFTRNIC_FAULTS, on
+// the packets a device sends, as a one-rule fault scenario
+// (faults/scenario.h), reordered packets passed after the next one.
+struct TestFaults {
+  double drop = 0, duplicate = 0, reorder = 0, corrupt = 0;
+  uint64_t seed = 1;
+  faults::Scenario ToScenario() const {
+    faults::Scenario s;
+    s.seed = seed;
+    if (drop == 0 && duplicate == 0 && reorder == 0 && corrupt == 0) return s;
+    faults::Rule r;
+    r.name = "test faults";
+    r.match.direction = faults::Direction::kOut;
+    r.action.drop = drop;
+    r.action.duplicate = duplicate;
+    r.action.reorder = reorder;
+    r.action.corrupt = corrupt;
+    s.rules.push_back(r);
+    return s;
+  }
+};
+
+inline EngineConfig TestConfig(int which, TestFaults faults = {}) {
   EngineConfig config = EngineConfig::FromProcess();
   config.udp.bind_addresses = {TestAddress(which)};
   config.udp.port = TestPort();
-  config.udp.faults = faults;
+  config.udp.faults = faults.ToScenario();
   return config;
 }
 
@@ -50,7 +73,7 @@ inline std::shared_ptr<Device> MakeDevice(const EngineConfig& config) {
   return dev;
 }
 
-inline std::shared_ptr<Device> MakeDevice(int which, transport::FaultConfig faults = {}) {
+inline std::shared_ptr<Device> MakeDevice(int which, TestFaults faults = {}) {
   return MakeDevice(TestConfig(which, faults));
 }
 
@@ -278,8 +301,8 @@ inline bool TransportIsUdp() {
 
 class RcPairTest : public ::testing::Test {
  protected:
-  void Open(const QpOptions& o, transport::FaultConfig faults_a = {},
-            transport::FaultConfig faults_b = {}) {
+  void Open(const QpOptions& o, TestFaults faults_a = {},
+            TestFaults faults_b = {}) {
     EngineConfig config_a = TestConfig(0, faults_a), config_b = TestConfig(1, faults_b);
     Configure(config_a);
     Configure(config_b);

@@ -23,7 +23,7 @@ struct Pair {
 // shm_direct = false: every operation as packets, also over shared memory
 // (SOFTRNIC_SHM_DIRECT=0), for tests about the packet path's state.
 void OpenPair(Pair& p, const QpOptions& o, bool selective_a, bool selective_b,
-              transport::FaultConfig fa = {}, transport::FaultConfig fb = {},
+              TestFaults fa = {}, TestFaults fb = {},
               bool shm_direct = true) {
   EngineConfig ca = TestConfig(0, fa), cb = TestConfig(1, fb);
   ca.selective = selective_a;
@@ -94,7 +94,7 @@ TEST_P(SelectiveDataTest, DataVerifiedUnderLoss) {
   o.retry_cnt = 7;
   o.buf_size = 4 << 20;
   o.psn = 0xFFFF00;  // across the PSN wrap
-  transport::FaultConfig fa, fb;
+  TestFaults fa, fb;
   fa.drop = fb.drop = c.drop;
   fa.reorder = fb.reorder = c.reorder;
   fa.seed = 101;
@@ -139,7 +139,7 @@ TEST(SelectiveRatioTest, FarFewerRetransmissionsThanGoBackN) {
     QpOptions o;
     o.timeout = 10;
     o.buf_size = 4 << 20;
-    transport::FaultConfig fa;  // loss on the request path only: same seed, same drops
+    TestFaults fa;  // loss on the request path only: same seed, same drops
     fa.drop = 0.03;
     fa.seed = 77;
     Pair p;
@@ -208,7 +208,7 @@ TEST(SelectiveInteropTest, GoBackNPeerAgainstSelectivePeer) {
   QpOptions o;
   o.timeout = 10;
   o.buf_size = 4 << 20;
-  transport::FaultConfig fa, fb;
+  TestFaults fa, fb;
   fa.drop = fb.drop = 0.03;
   fa.reorder = fb.reorder = 0.02;
   fa.seed = 5;

@@ -54,7 +54,7 @@ class TraceTest : public ::testing::Test {
   }
   // Device `which`'s settings with a trace (over UDP: RNR NAKs and faults
   // need packets, not the same-host direct path).
-  EngineConfig Traced(int which, transport::FaultConfig faults = {}) {
+  EngineConfig Traced(int which, TestFaults faults = {}) {
     EngineConfig c = TestConfig(which, faults);
     c.transport_mode = transport::TransportMode::kUdp;
     c.trace.path = dir_ + "/dev" + std::to_string(which) + "-%p.json";
@@ -125,7 +125,7 @@ class TraceTest : public ::testing::Test {
 TEST_F(TraceTest, LossyPairRecordsRetransmissions) {
   QpOptions o;
   o.timeout = kLossyLinkTimeout;
-  transport::FaultConfig fa, fb;
+  TestFaults fa, fb;
   fa.drop = fb.drop = 0.05;
   fa.seed = 11;
   fb.seed = 12;

@@ -249,12 +249,13 @@ TEST(ShmTransport, UdpModeAndFaultsNeverUseSharedMemory) {
   ASSERT_NE(t, nullptr);
   EXPECT_EQ(dynamic_cast<ShmTransport*>(t.get()), nullptr);
   t.reset();
-  c.faults.drop = 0.5;
+  c.faults.rules.emplace_back();
+  c.faults.rules.back().action.drop = 0.5;
   t = CreateTransport(c, TransportMode::kAuto, &error);
   ASSERT_NE(t, nullptr);
   EXPECT_EQ(dynamic_cast<ShmTransport*>(t.get()), nullptr);
   t.reset();
-  c.faults = FaultConfig{};
+  c.faults = faults::Scenario{};
   t = CreateTransport(c, TransportMode::kAuto, &error);
   ASSERT_NE(t, nullptr);
   EXPECT_NE(dynamic_cast<ShmTransport*>(t.get()), nullptr);
