@@ -11,8 +11,9 @@
 // adding a rule never changes the decisions of another. The first rule that
 // drops (or holds) a packet ends the walk for it.
 //
-// Times are relative to the moment the device's transport was created (the
-// first ibv_open_device of the process, in practice), in nanoseconds.
+// Times are relative to the first packet the device sends or receives (not
+// its opening: a program's set-up, an MPI launch or perftest's TCP
+// exchange, may take seconds), in nanoseconds.
 //
 // Thread-safety: plain data.
 #pragma once

@@ -25,7 +25,14 @@ FaultTransport::FaultTransport(std::unique_ptr<Transport> inner, const faults::S
       clock_(clock ? std::move(clock) : ClockFn([] { return std::chrono::steady_clock::now(); })),
       start_(clock_()) {}
 
+void FaultTransport::StartClockAtFirstPacket() {
+  if (started_) return;
+  started_ = true;
+  start_ = clock_();
+}
+
 uint64_t FaultTransport::NowNs() const {
+  if (!started_) return 0;
   const auto since = clock_() - start_;
   if (since.count() <= 0) return 0;
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(since).count());
@@ -179,6 +186,7 @@ TxPacket FaultTransport::Corrupted(const TxPacket& p, const faults::Decision& d,
 }
 
 int FaultTransport::SendBurst(const TxPacket* packets, int n) {
+  if (n > 0) StartClockAtFirstPacket();
   const uint64_t now = NowNs();
   // What is due goes first; if the inner transport is still busy with it,
   // nothing new is taken (back-pressure, see the header).
@@ -272,7 +280,7 @@ int FaultTransport::SendBurst(const TxPacket* packets, int n) {
 }
 
 int FaultTransport::RecvBurst(RxPacket* packets, int n) {
-  const uint64_t now = NowNs();
+  uint64_t now = NowNs();
   // The packets the last call returned from the queue are the caller's no
   // more (transport.h: valid until the next RecvBurst).
   for (Held& h : delivered_rx_)
@@ -308,6 +316,10 @@ int FaultTransport::RecvBurst(RxPacket* packets, int n) {
   if (w == n) return w;
 
   const int got = inner_->RecvBurst(packets + w, n - w);
+  if (got > 0 && !started_) {
+    StartClockAtFirstPacket();
+    now = 0;
+  }
   const int end = w + got;
   for (int j = w; j < end; ++j) {
     RxPacket p = packets[j];

@@ -36,7 +36,7 @@
 // wait, SendBurst takes nothing new and returns 0: the caller sees the
 // inner transport's back-pressure, and at most one burst is kept.
 //
-// Scenario time 0 is the construction of the FaultTransport.
+// Scenario time 0 is the first packet sent or received through it (start_).
 //
 // Everything else (sleep, properties) goes to the inner transport. Packets
 // in pieces are refused (accepts_split_payload: faults act on whole
@@ -114,6 +114,7 @@ class FaultTransport final : public Transport {
   static constexpr Key kNoKey{UINT64_MAX, UINT64_MAX};
 
   uint64_t NowNs() const;
+  void StartClockAtFirstPacket();
   std::vector<uint8_t> TakeBuffer(size_t size);
   void Report();
   // Passes on the held sent packets due at now_ns; false when the inner
@@ -137,7 +138,12 @@ class FaultTransport final : public Transport {
   std::unique_ptr<Transport> inner_;
   faults::FaultPlan plan_;
   ClockFn clock_;
+  // Scenario time 0 (scenario.h): the first packet this device sends or
+  // receives, not its opening, so that "link down from 2 s" means 2 s into
+  // the traffic whether the program set up in 10 ms or in 2 s (an MPI job,
+  // perftest's TCP exchange). Until then the scenario time is 0.
   TimePoint start_;
+  bool started_ = false;
   faults::FaultEventSink* sink_ = nullptr;
   std::vector<faults::FaultEvent> events_;
   TransportCounters counters_;  // the injected_* ones

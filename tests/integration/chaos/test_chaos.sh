@@ -6,7 +6,7 @@
 #                it; a peer that stops answering for 1 s must make it fail
 #                (the retry budget, 7 x 67 ms, is shorter): the table says
 #                FAILED and why
-#   ib_write_bw  loss, an outage and ACK loss
+#   ib_write_bw  loss, an outage and ACK loss, faults on both ends
 #   ucx_perftest UCP tag_bw over rc_verbs, under `softrnic run`, with loss
 #   MPI          Open MPI over UCX, 2 ranks, the middleware tests' checked
 #                program (mpi_check.c), with loss
@@ -53,8 +53,8 @@ PORT=$(( 21000 + $$ % 9000 ))
 mapfile -t shipped < <(ls "$SOFTRNIC_SCENARIO_DIR"/*.toml | xargs -n1 basename | sed 's/\.toml$//')
 (( ${#shipped[@]} >= 10 )) || die "only ${#shipped[@]} shipped scenarios"
 PORT=$((PORT + 1))
-chaos rping -l 30 --server "rping -s -a 127.0.0.1 -p $PORT -C 100 -S 1024 -V" -- \
-  rping -c -a 127.0.0.1 -p $PORT -C 100 -S 1024 -V
+chaos rping -l 30 --server "rping -s -a 127.0.0.1 -p $PORT -C 1000 -S 1024 -V" -- \
+  rping -c -a 127.0.0.1 -p $PORT -C 1000 -S 1024 -V
 expect_row rping none ok
 check "rping none: no fault applied" test "$(faults_of rping none)" -eq 0
 for s in loss-0.1 loss-1 reorder delay-jitter; do
@@ -72,8 +72,10 @@ check "rping peer-pause: the reason names the exit or the completions in error" 
 
 # ---- ib_write_bw ----------------------------------------------------------
 PORT=$((PORT + 1))
-chaos write_bw -l 60 -s loss-1 -s outage-300ms -s ack-loss \
-  --server "ib_write_bw -p $PORT -s 65536 -n 2000" -- ib_write_bw -p $PORT -s 65536 -n 2000 127.0.0.1
+# Faults on both ends: ACKs are the server's, and each end's windows count
+# from its own device's opening; -D 2 keeps data moving through them.
+chaos write_bw -l 60 -s loss-1 -s outage-300ms -s ack-loss --faults-on both \
+  --server "ib_write_bw -p $PORT -s 65536 -D 2" -- ib_write_bw -p $PORT -s 65536 -D 2 127.0.0.1
 for s in none loss-1 outage-300ms ack-loss; do
   r=$(row write_bw "$s")
   check "ib_write_bw $s: a row with a summary" \
@@ -81,6 +83,8 @@ for s in none loss-1 outage-300ms ack-loss; do
 done
 expect_row write_bw loss-1 ok
 check "ib_write_bw loss-1: retransmissions counted" test "$(row write_bw loss-1 | awk '{print $5}')" -gt 0
+check "ib_write_bw outage-300ms: packets dropped in the window" test "$(faults_of write_bw outage-300ms)" -gt 0
+check "ib_write_bw ack-loss: the server's ACKs lost" test "$(faults_of write_bw ack-loss)" -gt 0
 
 # ---- UCX ------------------------------------------------------------------
 if command -v ucx_perftest >/dev/null; then

@@ -62,7 +62,7 @@ TEST(ShippedScenarios, DoWhatTheirNamesSay) {
   std::set<uint64_t> starts;
   for (const Rule& r : bursts.rules) {
     EXPECT_TRUE(r.action.outage);
-    EXPECT_EQ(r.match.for_ns, 20000000u);
+    EXPECT_EQ(r.match.for_ns, 10000000u);
     EXPECT_LT(r.match.from_ns + r.match.for_ns, 2000000000u);
     starts.insert(r.match.from_ns);
   }
@@ -73,12 +73,12 @@ TEST(ShippedScenarios, DoWhatTheirNamesSay) {
 
   const Rule& outage = all["outage-300ms"].rules.at(0);
   EXPECT_TRUE(outage.action.outage);
-  EXPECT_EQ(outage.match.from_ns, 500000000u);
+  EXPECT_EQ(outage.match.from_ns, 100000000u);
   EXPECT_EQ(outage.match.for_ns, 300000000u);
 
   const Rule& pause = all["peer-pause"].rules.at(0);
   EXPECT_TRUE(pause.action.pause);
-  EXPECT_EQ(pause.match.from_ns, 500000000u);
+  EXPECT_EQ(pause.match.from_ns, 100000000u);
   EXPECT_EQ(pause.match.for_ns, 1000000000u);
 
   const Rule& acks = all["ack-loss"].rules.at(0);

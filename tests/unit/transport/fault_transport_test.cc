@@ -328,7 +328,8 @@ TEST(FaultTransport, DelayHoldsThenReleasesAtTheDeadline) {
   ASSERT_EQ(r->sink.events.size(), 3u);
   EXPECT_EQ(r->sink.events[0].kind, FaultKind::kDelay);
   EXPECT_EQ(r->sink.events[0].delay_ns, 200'000u);
-  EXPECT_EQ(r->sink.events[0].at_ns, 10'000u);
+  // Scenario time starts at the first packet (10 us on the fake clock).
+  EXPECT_EQ(r->sink.events[0].at_ns, 0u);
 }
 
 TEST(FaultTransport, JitterStaysWithinItsBound) {
@@ -438,7 +439,9 @@ TEST(FaultTransport, PauseHoldsThenReleasesInOrder) {
   rule.match.for_ns = 2'000'000;
   rule.action.pause = true;
   auto r = Make(One(rule));
-  const uint64_t at_us[] = {500, 1000, 1500, 2000, 2999, 3500};
+  // The first packet starts the scenario's clock (at 0 here, as the fake
+  // clock's start).
+  const uint64_t at_us[] = {0, 1000, 1500, 2000, 2999, 3500};
   for (uint32_t i = 0; i < 6; ++i) {
     r->clock->To(microseconds(at_us[i]));
     SendOne(*r, i);
@@ -454,6 +457,25 @@ TEST(FaultTransport, PauseHoldsThenReleasesInOrder) {
   EXPECT_EQ(r->t->counters().injected_pauses, 4u);
   EXPECT_EQ(r->sink.events[0].kind, FaultKind::kPause);
   EXPECT_EQ(r->sink.events[0].delay_ns, 2'000'000u);
+}
+
+// Windows count from the first packet, not from the transport's creation:
+// a program that sets up for seconds (perftest's TCP exchange, an MPI
+// launch) still meets "link down from 1 ms" 1 ms into its traffic.
+TEST(FaultTransport, TheScenarioClockStartsAtTheFirstPacket) {
+  faults::Rule rule = Out();
+  rule.match.from_ns = 1'000'000;
+  rule.match.for_ns = 1'000'000;
+  rule.action.outage = true;
+  auto r = Make(One(rule));
+  r->clock->To(milliseconds(50));  // set-up: no packet yet
+  SendOne(*r, 0);                  // scenario time 0: before the window
+  r->clock->To(milliseconds(51) + microseconds(500));
+  SendOne(*r, 1);                  // 1.5 ms: in it
+  r->clock->To(milliseconds(52) + microseconds(500));
+  SendOne(*r, 2);                  // 2.5 ms: after it
+  EXPECT_EQ(SentSeqs(*r), (std::vector<int>{0, 2}));
+  EXPECT_EQ(r->t->counters().injected_drops, 1u);
 }
 
 TEST(FaultTransport, PauseQueueOverflowDrops) {
