@@ -41,8 +41,8 @@ TransportChoice ChooseTransport(TransportMode mode, bool faults_configured) {
   if (faults_configured) {
     // Fault injection tests the wire: shared memory would bypass it.
     c.faults = true;
-    c.reason = "SOFTRNIC_FAULTS is set: fault injection needs every packet on UDP, so no shared "
-               "memory (whatever SOFTRNIC_TRANSPORT says)";
+    c.reason = "SOFTRNIC_FAULTS or SOFTRNIC_FAULTS_FILE is set: fault injection needs every packet "
+               "on UDP, so no shared memory (whatever SOFTRNIC_TRANSPORT says; docs/fault-lab.md)";
     return c;
   }
   if (mode == TransportMode::kUdp) {
@@ -72,7 +72,7 @@ std::unique_ptr<Transport> CreateTransport(const UdpConfig& config, TransportMod
   if (choice.faults) {
     if (mode == TransportMode::kShm)
       SOFTRNIC_LOG(kWarn,
-                   "SOFTRNIC_TRANSPORT=shm ignored: SOFTRNIC_FAULTS needs the UDP path");
+                   "SOFTRNIC_TRANSPORT=shm ignored: a fault scenario needs the UDP path");
     return std::make_unique<FaultTransport>(std::move(udp), config.faults);
   }
   if (!choice.shared_memory) return udp;
