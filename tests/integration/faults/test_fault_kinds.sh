@@ -97,7 +97,7 @@ grep -q " $op $qp $psn\$" "$SOFTRNIC_TMP/nth.wire.txt" ||
   die "nth: PSN $psn never retransmitted on the wire"
 log "nth: request $N (opcode $op QP $qp PSN $psn) dropped once, retransmitted, nothing else lost"
 
-# (b) a 300 ms outage 1 s after the client's device opened, while
+# (b) a 300 ms outage 1 s after the client's first packet, while
 # ibv_rc_pingpong keeps the link busy (a packet every few tens of us: the
 # first packet lost marks the window's start; a streaming ib_write_bw
 # would outrun tcpdump, whose drops would look like losses).
