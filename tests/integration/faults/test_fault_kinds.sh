@@ -15,7 +15,11 @@
 #   (c) rate=R: the client's RoCE bytes on the wire (BTH to ICRC) arrive at
 #       R within 5 % over a few seconds of ib_write_bw;
 #   (d) delay=D,dir=out,class=requests: ibv_rc_pingpong's round trip grows
-#       by D.
+#       by D;
+#   (e) duplicate, (f) corrupt (the server's ICRC check rejects it), (g)
+#       reorder by 3, (h) pause (a silence, then the held packets, none
+#       lost), (i) ECN CE on a received request (one CNP on the wire);
+# and each case's fault events in the client's trace (SOFTRNIC_TRACE).
 set -u
 source "$SOFTRNIC_INTEGRATION_LIB/common.sh"
 softrnic_require_root
@@ -42,9 +46,10 @@ run_case() {
   local name=$1 faults=$2 tool=$3; shift 3
   local wire=$SOFTRNIC_TMP/$name.wire.pcap
   capture_start $NETNS_IFACE "$wire" $B udp port 4791 || die "capture"
-  start_bg "srv_$name" 90 run_in_ns $B "$tool" "$@"
+  start_bg "srv_$name" 90 run_in_ns $B env SOFTRNIC_STATS=1 "$tool" "$@"
   sleep 0.5
   SOFTRNIC_FAULTS=$faults SOFTRNIC_CAPTURE=$SOFTRNIC_TMP/$name.engine.pcapng \
+    SOFTRNIC_TRACE=$SOFTRNIC_TMP/$name.trace.json \
     run_in_ns $A "$tool" "$@" $IPB >"$SOFTRNIC_TMP/$name.cli.log" 2>&1 ||
     { cat "$SOFTRNIC_TMP/$name.cli.log"; bg_log "srv_$name"; die "$name: $tool client failed"; }
   wait_bg "srv_$name" 60 || { bg_log "srv_$name"; die "$name: $tool server failed"; }
@@ -82,6 +87,20 @@ if j >= 0:
 PY
 }
 
+# faults_in_trace NAME KIND [PSN]: how many fault events of KIND (with that
+# PSN, when given) the client's trace recorded.
+faults_in_trace() {
+  "$SOFTRNIC_PYTHON" - "$SOFTRNIC_TMP/$1.trace.json" "$2" "${3:-}" <<'PY'
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+psn = int(sys.argv[3]) if sys.argv[3] else None
+print(sum(1 for e in events if e.get("cat") == "fault" and e.get("name") == sys.argv[2]
+          and (psn is None or e.get("args", {}).get("psn") == psn)))
+PY
+}
+# counter_of NAME KEY: the server's SOFTRNIC_STATS counter at its exit
+counter_of() { awk -v k="$2" '$1 == "softrnic" && $2 == k {print $3}' "$(bg_log_file "srv_$1")" | tail -1; }
+
 # (a) the 10th request the client sends is dropped, nothing else.
 N=10
 run_case nth "nth=$N,drop=1,dir=out,class=requests" ibv_rc_pingpong -g 0 -n 100 -s 1024
@@ -96,6 +115,75 @@ nth_req=$(awk '$3 != 17' "$SOFTRNIC_TMP/nth.engine.txt" | sed -n "${N}p")
 grep -q " $op $qp $psn\$" "$SOFTRNIC_TMP/nth.wire.txt" ||
   die "nth: PSN $psn never retransmitted on the wire"
 log "nth: request $N (opcode $op QP $qp PSN $psn) dropped once, retransmitted, nothing else lost"
+check "nth: the trace has that one drop (PSN $psn)" test "$(faults_in_trace nth drop "$psn")" -eq 1
+check "nth: and no other" test "$(faults_in_trace nth drop)" -eq 1
+
+# (e) the 5th request duplicated: on the wire once more than the engine
+# handed over, twice in a row.
+run_case dup "nth=5,dup=1,dir=out,class=requests" ibv_rc_pingpong -g 0 -n 100 -s 1024
+e=$(wc -l <"$SOFTRNIC_TMP/dup.engine.txt") w=$(wc -l <"$SOFTRNIC_TMP/dup.wire.txt")
+fifth=$(awk '$3 != 17' "$SOFTRNIC_TMP/dup.engine.txt" | sed -n 5p | cut -d' ' -f3-)
+check "dup: one packet more on the wire ($w) than handed over ($e)" test "$w" -eq $((e + 1))
+# (The engine may also resend it: the server answers the copy as a
+# duplicate. Whatever the engine handed over, the wire has one copy more.)
+sent5=$(cut -d' ' -f3- "$SOFTRNIC_TMP/dup.engine.txt" | grep -cxF "$fifth")
+check "dup: request 5 ($fifth) once more on the wire than the engine's $sent5" \
+  test "$(cut -d' ' -f3- "$SOFTRNIC_TMP/dup.wire.txt" | grep -cxF "$fifth")" -eq $((sent5 + 1))
+check "dup: the trace has one duplicate" test "$(faults_in_trace dup duplicate)" -eq 1
+
+# (f) the 5th request corrupted: on the wire, rejected by the server's ICRC
+# check, sent again.
+run_case corrupt "nth=5,corrupt=1,dir=out,class=requests" ibv_rc_pingpong -g 0 -n 100 -s 1024
+fifth=$(awk '$3 != 17' "$SOFTRNIC_TMP/corrupt.engine.txt" | sed -n 5p | cut -d' ' -f3-)
+sent5=$(cut -d' ' -f3- "$SOFTRNIC_TMP/corrupt.engine.txt" | grep -cxF "$fifth")
+check "corrupt: request 5 ($fifth) handed over again (retransmitted: $sent5 times in all)" test "$sent5" -ge 2
+check "corrupt: and every copy on the wire (the corrupted one too)" \
+  test "$(cut -d' ' -f3- "$SOFTRNIC_TMP/corrupt.wire.txt" | grep -cxF "$fifth")" -eq "$sent5"
+check "corrupt: the server's ICRC check rejected exactly one packet" \
+  test "$(counter_of corrupt udp_rx_icrc_errors)" -eq 1
+check "corrupt: the trace has one corrupt" test "$(faults_in_trace corrupt corrupt)" -eq 1
+
+# (g) the 5th request of a 64 KiB WRITE stream held back behind 3 later
+# ones: its PSN comes after theirs on the wire.
+run_case reorder "nth=5,reorder=1,depth=3,dir=out,class=requests" ib_write_bw -s 65536 -n 5 -F
+"$SOFTRNIC_PYTHON" - "$SOFTRNIC_TMP/reorder.engine.txt" "$SOFTRNIC_TMP/reorder.wire.txt" <<'PY' ||
+import sys
+eng = [l.split() for l in open(sys.argv[1]) if l.strip()]
+wire = [l.split() for l in open(sys.argv[2]) if l.strip()]
+reqs = [e for e in eng if e[2] != "17"]
+fifth = reqs[4][2:]
+keys = [w[2:] for w in wire]
+at = keys.index(fifth)
+after = [keys.index(r[2:]) for r in reqs[5:8]]
+print(f"reorder: request 5 (PSN {fifth[2]}) is wire packet {at}; requests 6-8 are {after}")
+if not all(a < at for a in after):
+    sys.exit("reorder: request 5 did not leave after the 3 next ones")
+PY
+  die "reorder judge failed"
+check "reorder: the trace has one reorder" test "$(faults_in_trace reorder reorder)" -eq 1
+
+# (h) the client pauses 300 ms from 0.2 s: a gap on the wire, then what it
+# held arrives; nothing lost.
+run_case pause "pause=200ms+300ms" ibv_rc_pingpong -g 0 -n 20000 -s 64
+"$SOFTRNIC_PYTHON" - "$SOFTRNIC_TMP/pause.wire.txt" <<'PY' || die "pause judge failed"
+import sys
+t = [float(l.split()[0]) for l in open(sys.argv[1]) if l.strip()]
+gap = max(b - a for a, b in zip(t, t[1:]))
+print(f"pause: longest silence of the client on the wire {gap * 1000:.0f} ms")
+if not 0.28 <= gap <= 0.45:
+    sys.exit("pause: no ~300 ms silence")
+PY
+missing pause >"$SOFTRNIC_TMP/pause.missing"
+check "pause: nothing the engine handed over was lost (held, then sent)" \
+  test ! -s "$SOFTRNIC_TMP/pause.missing"
+check "pause: the trace has held packets" test "$(faults_in_trace pause pause)" -gt 0
+
+# (i) ECN: the 3rd request the client receives marked CE: the client sends
+# one CNP (opcode 0x81) to the server.
+run_case ecn "nth=3,ecn=1,dir=in,class=requests" ibv_rc_pingpong -g 0 -n 100 -s 64
+check "ecn: exactly one CNP from the client on the wire" \
+  test "$(awk '$3 == 129' "$SOFTRNIC_TMP/ecn.wire.txt" | wc -l)" -eq 1
+check "ecn: the trace has one ecn-mark" test "$(faults_in_trace ecn ecn-mark)" -eq 1
 
 # (b) a 300 ms outage 1 s after the client's first packet, while
 # ibv_rc_pingpong keeps the link busy (a packet every few tens of us: the
