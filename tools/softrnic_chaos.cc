@@ -125,8 +125,8 @@ struct Child {
 };
 
 // Starts argv in a process group of its own (so a hang is killed whole),
-// output to `log`, with `env` (KEY=VALUE; "KEY=" with `unset` semantics
-// is not needed: unset_keys are removed).
+// output to `log`, the keys in `unset_keys` removed from its environment and
+// each KEY=VALUE of `set` added.
 Child Start(const std::vector<std::string>& argv, const std::vector<std::string>& set,
             const std::vector<std::string>& unset_keys, const std::string& log) {
   Child c;
