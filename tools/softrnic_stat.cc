@@ -111,6 +111,12 @@ const std::vector<Group>& Groups() {
                  {"qp_state", "rx_dropped_qp_state"}, {"source", "rx_dropped_source"},
                  {"service", "rx_dropped_service"}, {"pkey", "rx_dropped_pkey"},
                  {"qkey", "rx_dropped_qkey"}, {"no_recv", "rx_dropped_no_recv"}, {"invalid", "rx_dropped_invalid"}}},
+      // Sealed RC (docs/sealed.md): connections and packets sealed, and
+      // what was refused.
+      {"sealed", {{"qps", "qps_sealed"}, {"tx", "tx_sealed_packets"}, {"rx", "rx_sealed_packets"},
+                  {"forged", "rx_dropped_seal_auth"}, {"replays", "rx_dropped_seal_replay"},
+                  {"plain_refused", "rx_dropped_unsealed"},
+                  {"unexpected", "rx_dropped_seal_unexpected"}, {"errors", "tx_seal_errors"}}},
       {"errors", {{"icrc", "udp_rx_icrc_errors"}, {"icrc_id_retries", "udp_rx_icrc_id_retries"},
                   {"runts", "udp_rx_runts"},
                   {"tx_errors", "udp_tx_errors"}, {"tx_busy", "udp_tx_busy"},

@@ -127,6 +127,19 @@ constexpr std::array kVariables = {
              "`away`: move the progress thread off a single-CPU-pinned application's CPU "
              "(docs/engine.md, progress item 7); `default`: leave it where it was created",
              "engine"},
+    Variable{"SOFTRNIC_SEAL", Kind::kChoice, "off", "off|require",
+             "Sealed RC (docs/sealed.md): `require` authenticates and encrypts every packet of "
+             "every RC and XRC queue pair (AES-256-GCM, keys from `SOFTRNIC_SEAL_KEY`) and drops "
+             "every plain packet sent to one; both ends need it and the same key. `off`: plain "
+             "RoCE v2. Any other value, or `require` without a usable key file, makes device "
+             "creation fail",
+             "engine, seal"},
+    Variable{"SOFTRNIC_SEAL_KEY", Kind::kText, "none",
+             "the path of a file of 32 to 1024 secret bytes, owned by the user (or root), mode 600, "
+             "e.g. made by `head -c 32 /dev/urandom`",
+             "The pre-shared key of sealed RC; every peer needs the same file. Read once when the "
+             "device is created and kept in memory left out of core dumps (docs/sealed.md)",
+             "engine, seal"},
     Variable{"SOFTRNIC_STATS", Kind::kFlag, "0", "0|1",
              "`1`: print every counter to stderr when the process exits", "engine"},
     Variable{"SOFTRNIC_STATS_SHM", Kind::kFlag, "1", "0|1",

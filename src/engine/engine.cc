@@ -58,7 +58,9 @@ Engine::Engine(std::unique_ptr<transport::Transport> transport, DeviceAttr attr,
   // softrnic sends with Don't Fragment; loopback and jumbo frames: 4096,
   // a quarter of the packets per byte). Like a NIC's MTU, both ends must
   // agree.
-  attr_.active_mtu = config.mtu.value_or(ActiveMtuForLink(transport_->link_mtu()));
+  // Sealed packets carry a trailer more (seal/format.h).
+  attr_.active_mtu = config.mtu.value_or(ActiveMtuForLink(
+      transport_->link_mtu(), config.seal_required ? seal::kTrailerBytes : 0));
   // The same GUIDs in every process of this host and network namespace, as
   // a NIC's (device_identity.h, shared with `softrnic run`'s sysfs view).
   attr_.node_guid = NodeGuid(CurrentHostIdentity(), kDeviceName);
@@ -105,7 +107,7 @@ Engine::~Engine() {
 
 
 
-void Engine::StartLinger(const Qp* qp) {
+void Engine::StartLinger(Qp* qp) {
   const QpState st = qp->attr.qp_state;
   if (qp->type != QpType::kRc ||
       (st != QpState::kRtr && st != QpState::kRts && st != QpState::kSqd))
@@ -118,7 +120,9 @@ void Engine::StartLinger(const Qp* qp) {
   l.epsn = qp->resp.epsn;
   l.msn = qp->resp.msn;
   l.until = Clock::now() + kLinger;
-  lingering_.push_back(l);
+  // Its peer's duplicates arrive sealed and are answered sealed.
+  l.seal = std::move(qp->seal);
+  lingering_.push_back(std::move(l));
 }
 
 bool Engine::IsLingering(uint32_t qpn) const {
@@ -148,7 +152,7 @@ bool Engine::AnswerLingering(const wire::Packet& pkt, const transport::RxPacket&
     // the last PSN it accepted (IBA 9.7.5.1.3), nothing else.
     ++stats_.rx_duplicates;
     EmitAck(l.dest_qpn, wire::PsnAdd(l.epsn, wire::kPsnMask), wire::kAckSyndromeNoCredit, l.msn,
-            l.sgid_index, l.peer);
+            l.sgid_index, l.peer, false, false, l.seal.get());
     return true;
   }
   return false;
@@ -182,8 +186,14 @@ uint8_t* Engine::StartPacket(const PacketFields& f, uint32_t payload_length) {
   return tx_.Start(f, payload_length);
 }
 
-void Engine::CommitPacket(uint16_t local_index, const Gid& dst, const uint8_t* direct) {
-  last_tx_bytes_ = tx_.Commit(local_index, transport::Endpoint{dst, udp_port_}, direct);
+void Engine::CommitPacket(uint16_t local_index, const Gid& dst, const uint8_t* direct,
+                          seal::QpSeal* seal) {
+  last_tx_bytes_ = tx_.Commit(local_index, transport::Endpoint{dst, udp_port_}, direct, seal);
+  if (last_tx_bytes_ == 0) {
+    ++stats_.tx_seal_errors;  // OpenSSL failed: not sent, RC recovery resends
+    return;
+  }
+  if (seal != nullptr) ++stats_.tx_sealed_packets;
   ++stats_.tx_packets;
   stats_.tx_bytes += last_tx_bytes_;
 }
@@ -197,9 +207,60 @@ void Engine::Dropped(uint64_t& counter, const char* why, const transport::RxPack
                name_.c_str(), rx.src.gid.ToString().c_str(), unsigned{rx.src.port}, qpn, why);
 }
 
-void Engine::DispatchPacket(const transport::RxPacket& rx) {
+seal::QpSeal* Engine::SealFor(uint32_t qpn) {
+  if (auto it = qps_.find(qpn); it != qps_.end()) return it->second->seal.get();
+  for (Lingering& l : lingering_)
+    if (l.qpn == qpn) return l.seal.get();
+  return nullptr;
+}
+
+bool Engine::OpenSealed(const transport::RxPacket& arrived, transport::RxPacket* opened) {
+  const uint8_t* bth = arrived.data;
+  const uint32_t qpn = seal::DestQpnOf(bth);
+  seal::QpSeal* seal = SealFor(qpn);
+  if (seal == nullptr) {
+    Dropped(stats_.rx_dropped_seal_unexpected, "sealed, to a QP that is not sealed", arrived, qpn);
+    return false;
+  }
+  const wire::OpcodeInfo& info = wire::GetOpcodeInfo(bth[0]);
+  if (!info.valid()) {
+    Dropped(stats_.rx_dropped_parse, "sealed, with an unknown opcode", arrived, qpn);
+    return false;
+  }
+  uint32_t length = 0;
+  switch (seal->Open(arrived.data, arrived.length, info.header_length, &length)) {
+    case seal::OpenResult::kOk:
+      *opened = arrived;
+      opened->length = length;
+      ++stats_.rx_sealed_packets;
+      return true;
+    case seal::OpenResult::kReplay:
+      Dropped(stats_.rx_dropped_seal_replay, "sealed, a replay (its counter was seen)", arrived,
+              qpn);
+      return false;
+    case seal::OpenResult::kMalformed:
+      Dropped(stats_.rx_dropped_parse, "sealed, too short for its trailer", arrived, qpn);
+      return false;
+    case seal::OpenResult::kStaleEpoch:
+    case seal::OpenResult::kForged:
+    case seal::OpenResult::kError:
+      break;
+  }
+  Dropped(stats_.rx_dropped_seal_auth, "sealed, fails authentication (forged, corrupted or another key)",
+          arrived, qpn);
+  return false;
+}
+
+void Engine::DispatchPacket(const transport::RxPacket& arrived) {
   ++stats_.rx_packets;
-  stats_.rx_bytes += rx.length;
+  stats_.rx_bytes += arrived.length;
+  // Sealed RC (docs/sealed.md): a sealed packet (BTH TVer 1) is opened in
+  // place by its QP's seal before anything reads it; what follows sees the
+  // plain packet. A plain one to a sealed QP is refused below.
+  transport::RxPacket opened;
+  const bool sealed = seal::IsSealed(arrived.data, arrived.length);
+  if (sealed && !OpenSealed(arrived, &opened)) return;
+  const transport::RxPacket& rx = sealed ? opened : arrived;
   wire::Packet pkt;
   if (wire::ParsePacket(rx.data, rx.length, &pkt) != wire::ParseError::kOk) {
     Dropped(stats_.rx_dropped_parse, "malformed (headers do not parse)", rx, 0);
@@ -221,7 +282,8 @@ void Engine::DispatchPacket(const transport::RxPacket& rx) {
     // DCQCN reaction point: a CNP names our QP whose flow met congestion.
     // Only the QP's own peer may slow it down.
     auto cnp_qp = qps_.find(pkt.bth.dest_qp());
-    if (cnp_qp == qps_.end() || !(rx.src.gid == cnp_qp->second->attr.ah_attr.dgid)) {
+    if (cnp_qp == qps_.end() || !(rx.src.gid == cnp_qp->second->attr.ah_attr.dgid) ||
+        (cnp_qp->second->seal != nullptr && !sealed)) {
       ++stats_.rx_cnp;
       ++stats_.rx_cnp_ignored;
     } else if (!FromPeerPort(*cnp_qp->second, rx, udp_port_)) {
@@ -251,6 +313,10 @@ void Engine::DispatchPacket(const transport::RxPacket& rx) {
     return;
   }
   Qp* qp = it->second.get();
+  if (qp->seal != nullptr && !sealed) {
+    Dropped(stats_.rx_dropped_unsealed, "plain, to a sealed QP", rx, qp->qpn);
+    return;
+  }
   // XRC (xrc.cc): requests only at receive QPs, responses only at send QPs.
   const bool xrc_ok = service == wire::Service::kXrc &&
                       qp->xrc == (pkt.info->has(wire::kIsRequest) ? XrcRole::kRecv : XrcRole::kSend);

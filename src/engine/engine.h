@@ -418,11 +418,13 @@ class Engine {
   // the headers from f, then room for payload_length bytes, returned for
   // the caller to fill (or to name as `direct` in CommitPacket).
   uint8_t* StartPacket(const PacketFields& f, uint32_t payload_length) REQUIRES(mu_);
-  // Queues the packet StartPacket built, to dst's device port.
-  void CommitPacket(uint16_t local_index, const Gid& dst, const uint8_t* direct = nullptr) REQUIRES(mu_);
+  // Queues the packet StartPacket built, to dst's device port, sealed
+  // with `seal` if there is one (a sealed QP's, docs/sealed.md).
+  void CommitPacket(uint16_t local_index, const Gid& dst, const uint8_t* direct = nullptr,
+                    seal::QpSeal* seal = nullptr) REQUIRES(mu_);
   // The same, to the QP's peer, counted as the QP's.
   void CommitToPeer(Qp* qp) REQUIRES(mu_) {
-    CommitPacket(SourceIndex(qp), qp->attr.ah_attr.dgid);
+    CommitPacket(SourceIndex(qp), qp->attr.ah_attr.dgid, nullptr, qp->seal.get());
     CountTx(qp);
   }
   // Bytes of the packet CommitPacket queued last (BTH to ICRC).
@@ -559,10 +561,14 @@ class Engine {
     uint32_t epsn = 0;
     uint32_t msn = 0;
     Clock::time_point until{};
+    std::unique_ptr<seal::QpSeal> seal;  // a sealed QP's, to answer sealed
   };
   std::vector<Lingering> lingering_ GUARDED_BY(mu_);
   static constexpr auto kLinger = std::chrono::milliseconds(300);
-  void StartLinger(const Qp* qp) REQUIRES(mu_);
+  void StartLinger(Qp* qp) REQUIRES(mu_);  // takes its seal
+  // INIT -> RTR: the QP's seal when the device requires sealing; 0 or the
+  // errno ibv_modify_qp returns.
+  int SealAtRtr(Qp* qp) REQUIRES(mu_);
   bool IsLingering(uint32_t qpn) const REQUIRES(mu_);
   // Answers a request for a lingering QPN; false if it is not one.
   bool AnswerLingering(const wire::Packet& pkt, const transport::RxPacket& rx) REQUIRES(mu_);
@@ -754,8 +760,10 @@ class Engine {
   // Queues one ACK/NAK packet (BTH + AETH) for transmission.
   // sr: set the selective-retransmission bit (the peer showed it).
   // xrc: an XRC receive QP's (opcode XRC ACKNOWLEDGE).
+  // seal: the sealed QP's (or lingering QP's) seal, else null.
   void EmitAck(uint32_t dest_qpn, uint32_t psn, uint8_t syndrome, uint32_t msn,
-               uint16_t sgid_index, const Gid& dgid, bool sr = false, bool xrc = false) REQUIRES(mu_);
+               uint16_t sgid_index, const Gid& dgid, bool sr = false, bool xrc = false,
+               seal::QpSeal* seal = nullptr) REQUIRES(mu_);
   void FlushAck(Qp* qp) REQUIRES(mu_);
   // --- Delayed ACKs (ack_delay.cc) ---
   // Whether the plain ACK just queued on qp may wait for a request of qp's
@@ -816,7 +824,11 @@ class Engine {
   bool qp_rows_wanted_ GUARDED_BY(mu_) = false;
 
   // --- Receive dispatch (engine.cc) ---
-  void DispatchPacket(const transport::RxPacket& rx) REQUIRES(mu_);
+  void DispatchPacket(const transport::RxPacket& arrived) REQUIRES(mu_);
+  // Sealed RC: the seal of QP `qpn` (live or lingering), or null; opens a
+  // sealed packet into *opened (false: dropped and counted).
+  seal::QpSeal* SealFor(uint32_t qpn) REQUIRES(mu_);
+  bool OpenSealed(const transport::RxPacket& arrived, transport::RxPacket* opened) REQUIRES(mu_);
   uint16_t SourceIndex(const Qp* qp) const { return qp->attr.ah_attr.sgid_index; }
 
   // Gathers `len` bytes at `offset` of a WQE's data (inline or SGEs) into out.

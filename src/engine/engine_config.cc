@@ -41,6 +41,25 @@ EngineConfig ReadSettings(const config::Environment& env) {
   return c;
 }
 
+// SOFTRNIC_SEAL and SOFTRNIC_SEAL_KEY. False with *error for a value that
+// must stop the device: an unknown mode, or `require` without a usable key.
+bool ReadSeal(const config::Environment& env, EngineConfig* c, std::string* error) {
+  std::string mode;
+  if (!env.StrictChoice("SOFTRNIC_SEAL", &mode, error)) {
+    c->seal_required = true;  // fail closed
+    return false;
+  }
+  c->seal_required = mode == "require";
+  if (!c->seal_required) return true;
+  const std::string path = env.Text("SOFTRNIC_SEAL_KEY");
+  if (path.empty() || path == "none") {
+    *error = "SOFTRNIC_SEAL=require needs SOFTRNIC_SEAL_KEY (docs/sealed.md)";
+    return false;
+  }
+  c->seal_key = seal::LoadKeyFile(path, error);
+  return c->seal_key != nullptr;
+}
+
 }  // namespace
 
 bool EngineConfig::FromEnvironment(const config::Environment& env, EngineConfig* out,
@@ -49,7 +68,7 @@ bool EngineConfig::FromEnvironment(const config::Environment& env, EngineConfig*
   if (!env.StrictChoice("SOFTRNIC_TRANSPORT", &mode, error)) return false;
   *out = ReadSettings(env);
   transport::ParseTransportMode(mode.c_str(), &out->transport_mode);
-  return true;
+  return ReadSeal(env, out, error);
 }
 
 EngineConfig EngineConfig::FromProcess() {
@@ -60,6 +79,8 @@ EngineConfig EngineConfig::FromProcess() {
     transport::ParseTransportMode(mode.c_str(), &c.transport_mode);
   else
     std::fprintf(stderr, "%s; using auto\n", error.c_str());
+  if (!ReadSeal(env, &c, &error))
+    std::fprintf(stderr, "%s; sealed RC queue pairs will refuse to connect\n", error.c_str());
   return c;
 }
 

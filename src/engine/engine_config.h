@@ -13,6 +13,7 @@
 #include "engine/capture.h"
 #include "engine/congestion_control.h"
 #include "engine/types.h"
+#include "seal/key_file.h"
 #include "transport/factory.h"
 #include "transport/transport.h"
 
@@ -38,6 +39,13 @@ struct EngineConfig {
   bool progress_realtime = false;                   // SOFTRNIC_PROGRESS_RT
   bool placement_away = false;                      // SOFTRNIC_PLACEMENT=away
 
+  // --- Sealed RC (docs/sealed.md) ---
+  // SOFTRNIC_SEAL=require: every RC/XRC QP seals its packets with keys
+  // from seal_key (SOFTRNIC_SEAL_KEY). Required without a key (a test's
+  // device whose key file failed): such QPs refuse RTR with EACCES.
+  bool seal_required = false;
+  std::shared_ptr<const seal::PreSharedKey> seal_key;
+
   // --- Counters (Device::Get's process device only) ---
   bool stats_at_exit = false;                       // SOFTRNIC_STATS
   bool stats_shm = true;                            // SOFTRNIC_STATS_SHM
@@ -53,13 +61,16 @@ struct EngineConfig {
   } trace;
 
   // Reads every engine and transport variable of `env`. Returns false (and
-  // sets *error) only for an unknown SOFTRNIC_TRANSPORT, which makes device
+  // sets *error) only for an unknown SOFTRNIC_TRANSPORT or SOFTRNIC_SEAL,
+  // or SOFTRNIC_SEAL=require without a usable key file, which make device
   // creation fail; any other bad value is reported on stderr and keeps its
   // default.
   static bool FromEnvironment(const config::Environment& env, EngineConfig* out,
                               std::string* error);
   // The process environment, read now; an unknown SOFTRNIC_TRANSPORT is
-  // reported on stderr and means auto (for tests' explicit devices).
+  // reported on stderr and means auto (for tests' explicit devices); a
+  // sealing error is reported and leaves sealing required without a key
+  // (fail closed: RC QPs refuse RTR).
   static EngineConfig FromProcess();
 };
 

@@ -84,11 +84,19 @@ uint8_t* TxBatch::Start(const PacketFields& f, uint32_t payload_length) {
 }
 
 uint32_t TxBatch::Commit(uint16_t local_index, const transport::Endpoint& dst,
-                         const uint8_t* direct) {
+                         const uint8_t* direct, seal::QpSeal* seal) {
   transport::TxPacket& p = packets_[count_];
   p.data = &storage_[size_t(count_) * kBufferSize];
   p.length = head_length_ + payload_length_ + PadFor(payload_length_) +
              static_cast<uint32_t>(wire::kIcrcSize);
+  if (seal != nullptr) {
+    static_assert(kBufferSize >= 4096 + 64 + 3 + seal::kTrailerBytes + wire::kIcrcSize);
+    if (!seal->Seal(&storage_[size_t(count_) * kBufferSize], head_length_, direct,
+                    payload_length_, PadFor(payload_length_)))
+      return 0;
+    p.length += seal::kTrailerBytes;
+    direct = nullptr;  // encrypted into the buffer
+  }
   p.payload = direct;
   p.payload_length = direct != nullptr ? payload_length_ : 0;
   p.head_length = direct != nullptr ? head_length_ : 0;

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "seal/qp_seal.h"
 #include "transport/transport.h"
 
 namespace softrnic::engine {
@@ -62,7 +63,8 @@ uint32_t WritePacketHeaders(const PacketFields& f, uint32_t payload_length, uint
 class TxBatch {
  public:
   static constexpr int kCapacity = 64;
-  // Room for a 4096-byte payload plus headers, pad and ICRC.
+  // Room for a 4096-byte payload plus headers, pad, a seal's trailer and
+  // the ICRC.
   static constexpr uint32_t kBufferSize = 4096 + 128;
 
   TxBatch() : storage_(size_t{kCapacity} * kBufferSize) {}
@@ -77,8 +79,11 @@ class TxBatch {
   // Queues the packet Start built, to `dst` from local endpoint
   // `local_index`; returns its length (BTH to ICRC). direct: its payload
   // stays in registered memory (a transport that accepts_split_payload()).
+  // seal: a sealed QP's (docs/sealed.md): the packet is sealed in the
+  // batch's buffer (a direct payload is encrypted into it on the way, so it
+  // stops being direct); 0 if sealing failed (the packet is not queued).
   uint32_t Commit(uint16_t local_index, const transport::Endpoint& dst,
-              const uint8_t* direct = nullptr);
+                  const uint8_t* direct = nullptr, seal::QpSeal* seal = nullptr);
   // Hands the batch to the transport. A full socket buffer is retried
   // briefly; a full shared-memory ring is waited for (bounded); what still
   // cannot leave is dropped, for RC recovery to resend.

@@ -20,10 +20,12 @@ inline constexpr uint32_t kMaxRoceHeaderBytes = 40 + 8 + 12 + 4 + 16 + 4 + 4;
 // 0 (the link is unknown): 1024, which fits 1500-byte Ethernet. A link too
 // small even for 256: 256 (IBA's smallest; such a link drops the larger
 // packets, as it would a NIC's).
-inline constexpr Mtu ActiveMtuForLink(uint32_t link_mtu) {
+// extra_bytes: what every packet carries besides (a sealed QP's trailer,
+// seal/format.h).
+inline constexpr Mtu ActiveMtuForLink(uint32_t link_mtu, uint32_t extra_bytes = 0) {
   if (link_mtu == 0) return Mtu::k1024;
   for (Mtu m : {Mtu::k4096, Mtu::k2048, Mtu::k1024, Mtu::k512})
-    if (MtuBytes(m) + kMaxRoceHeaderBytes <= link_mtu) return m;
+    if (MtuBytes(m) + kMaxRoceHeaderBytes + extra_bytes <= link_mtu) return m;
   return Mtu::k256;
 }
 

@@ -19,6 +19,7 @@
 #include "engine/queues.h"
 #include "engine/rtt_estimator.h"
 #include "engine/types.h"
+#include "seal/qp_seal.h"
 
 namespace softrnic::transport {
 struct ShmPeer;
@@ -328,6 +329,10 @@ class Qp {
   // The peer (ah_attr.dgid) is an address of this host: its packets must
   // also come from the device port (engine.cc, DispatchPacket says why).
   bool peer_on_host = false;
+  // Sealed RC (docs/sealed.md): made at RTR when the device requires
+  // sealing; every packet the QP sends is sealed with it, and a packet to
+  // it must open with it. Null: plain RoCE v2.
+  std::unique_ptr<seal::QpSeal> seal;
 
   // Send queue: a ring indexed by monotonically increasing counters.
   std::pmr::vector<SendWqe> sq;

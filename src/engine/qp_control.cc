@@ -263,6 +263,7 @@ int Engine::TransitionQp(Qp* qp, const QpAttr& a, uint32_t mask) {
   // Each role starts from its initial state (qp.h): ResetQp left it there,
   // and a QP in RESET or INIT drops every packet (engine.cc).
   if (cur == QpState::kInit && next == QpState::kRtr) {
+    if (const int e = SealAtRtr(qp); e != 0) return e;
     qp->resp = {};
     qp->resp.epsn = q.rq_psn;
     qp->resp.resources.assign(std::max<uint32_t>(q.max_dest_rd_atomic, 1), RdAtomicResource{});
@@ -316,6 +317,21 @@ void Engine::ResetQp(Qp* qp) {
   qp->ack_delay = {};
   SrReleaseQp(qp);
   qp->cc = {};
+  qp->seal.reset();
+}
+
+int Engine::SealAtRtr(Qp* qp) {
+  // RC and XRC only (docs/sealed.md): UD and UC stay plain.
+  if (!config_.seal_required || qp->type == QpType::kUd || qp->type == QpType::kUc) return 0;
+  // Required without a key (the key file failed): refuse to connect rather
+  // than send in clear.
+  if (config_.seal_key == nullptr) return EACCES;
+  // Both directions' keys depend only on the two QPNs (and the key), so the
+  // responder can open and answer from RTR on (key_schedule.h).
+  qp->seal = seal::QpSeal::Create(config_.seal_key->bytes(), qp->qpn, qp->attr.dest_qp_num);
+  if (qp->seal == nullptr) return ENOMEM;
+  ++stats_.qps_sealed;
+  return 0;
 }
 
 void Engine::MoveToError(Qp* qp, const char* reason) {

@@ -292,7 +292,7 @@ bool Engine::SendNextPacket(Qp* qp, SendWqe& w, uint64_t index) {
     return false;
   }
   if (qp->type == QpType::kRc) SrOnTransmit(qp, qp->req.sq_psn, psns_consumed, payload);
-  CommitPacket(av.sgid_index, av.dgid, direct);
+  CommitPacket(av.sgid_index, av.dgid, direct, qp->seal.get());
   CountTx(qp);
 
   qp->req.sq_psn = wire::PsnAdd(qp->req.sq_psn, psns_consumed);

@@ -193,7 +193,7 @@ void Engine::FlushAck(Qp* qp) {
 void Engine::SendAckNow(Qp* qp, uint8_t syndrome, uint32_t psn) {
   if (wire::SyndromeKind(syndrome) != wire::AckKind::kAck) FlushAck(qp);
   EmitAck(qp->attr.dest_qp_num, psn, syndrome, qp->resp.msn, SourceIndex(qp), qp->attr.ah_attr.dgid,
-          qp->sr_store.peer_sr_req, qp->xrc != XrcRole::kNone);
+          qp->sr_store.peer_sr_req, qp->xrc != XrcRole::kNone, qp->seal.get());
   CountTx(qp);
   switch (wire::SyndromeKind(syndrome)) {
     case wire::AckKind::kNak: ++qp->counters.tx_naks; break;
@@ -207,11 +207,12 @@ void Engine::SendAckNow(Qp* qp, uint8_t syndrome, uint32_t psn) {
 }
 
 void Engine::EmitAck(uint32_t dest_qpn, uint32_t psn, uint8_t syndrome, uint32_t msn,
-                     uint16_t sgid_index, const Gid& dgid, bool sr, bool xrc) {
+                     uint16_t sgid_index, const Gid& dgid, bool sr, bool xrc,
+                     seal::QpSeal* seal) {
   StartPacket({.opcode = xrc ? wire::op::kXrcAck : wire::op::kRcAck, .dest_qpn = dest_qpn, .psn = psn, .sr = sr,
                .syndrome = syndrome, .msn = msn},
               0);
-  CommitPacket(sgid_index, dgid);
+  CommitPacket(sgid_index, dgid, nullptr, seal);
 }
 
 void Engine::ResponderError(Qp* qp, wire::NakCode code, uint32_t psn, WcStatus recv_status) {

@@ -17,6 +17,14 @@ std::string FormatStats(const EngineStats& s, const transport::TransportCounters
   line("rx_dropped_pkey", s.rx_dropped_pkey);
   line("rx_dropped_qkey", s.rx_dropped_qkey);
   line("rx_dropped_no_recv", s.rx_dropped_no_recv);
+  line("qps_sealed", s.qps_sealed);
+  line("tx_sealed_packets", s.tx_sealed_packets);
+  line("rx_sealed_packets", s.rx_sealed_packets);
+  line("rx_dropped_seal_auth", s.rx_dropped_seal_auth);
+  line("rx_dropped_seal_replay", s.rx_dropped_seal_replay);
+  line("rx_dropped_unsealed", s.rx_dropped_unsealed);
+  line("rx_dropped_seal_unexpected", s.rx_dropped_seal_unexpected);
+  line("tx_seal_errors", s.tx_seal_errors);
   line("tx_multicast_packets", s.tx_multicast_packets);
   line("rx_multicast_packets", s.rx_multicast_packets);
   line("rx_dropped_invalid", s.rx_dropped_invalid);

@@ -23,6 +23,15 @@ struct EngineStats {
   uint64_t rx_dropped_pkey = 0;
   uint64_t rx_dropped_qkey = 0;
   uint64_t rx_dropped_no_recv = 0;     // UD/UC message with no receive WQE
+  // Sealed RC (docs/sealed.md).
+  uint64_t qps_sealed = 0;                  // QPs that reached RTR sealed
+  uint64_t tx_sealed_packets = 0;
+  uint64_t rx_sealed_packets = 0;           // opened: authentic and new
+  uint64_t rx_dropped_seal_auth = 0;        // tag did not match: forged, corrupt, other key
+  uint64_t rx_dropped_seal_replay = 0;      // counter seen before or older than the window
+  uint64_t rx_dropped_unsealed = 0;         // plain packet to a sealed QP
+  uint64_t rx_dropped_seal_unexpected = 0;  // sealed packet to a QP that is not sealed
+  uint64_t tx_seal_errors = 0;              // OpenSSL failed: packet not sent
   // UD multicast (multicast.h): datagrams sent to a group, and datagrams
   // received for a group (once each, whatever the number of QPs attached).
   uint64_t tx_multicast_packets = 0;
