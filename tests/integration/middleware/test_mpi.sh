@@ -22,7 +22,10 @@
 set -u
 source "$SOFTRNIC_INTEGRATION_LIB/common.sh"
 source "$(dirname "$0")/middleware_lib.sh"
-MODE=${1:?usage: test_mpi.sh host|netns|cluster}
+MODE=${1:?usage: test_mpi.sh host|netns|cluster|sealed}
+# sealed: netns with sealed RC (docs/sealed.md) on every rank.
+BASE=$MODE
+[[ $MODE == sealed ]] && BASE=netns
 softrnic_require_root
 softrnic_require_cmd mpicc.openmpi mpirun.openmpi mpicc.mpich mpiexec.mpich
 
@@ -36,7 +39,7 @@ AGENT="$SOFTRNIC_TMP/netns-rsh"
 case $MODE in
   host)
     HOSTS_OMPI="" HOSTS_MPICH="" ;;
-  netns)
+  netns|sealed)
     A=sr_mpi_a B=sr_mpi_b IPA=10.234.0.1 IPB=10.234.0.2
     netns_pair_up $A $B $IPA $IPB || die "netns setup"
     # Only one process per address can own port 4791 (docs/addressing.md):
@@ -64,7 +67,12 @@ case \$host in $IPA) ns=$A ;; $IPB) ns=$B ;; *) echo "netns-rsh: unknown host \$
 exec ip netns exec \$ns "$SOFTRNIC_TOOL" run -- bash -c "\$*"
 AGENT_EOF
     chmod +x "$AGENT"
-    export SOFTRNIC_TRANSPORT=udp ;;
+    export SOFTRNIC_TRANSPORT=udp
+    if [[ $MODE == sealed ]]; then
+      export SOFTRNIC_SEAL=require SOFTRNIC_SEAL_KEY=$SOFTRNIC_TMP/seal.key
+      head -c 32 /dev/urandom >"$SOFTRNIC_SEAL_KEY" && chmod 600 "$SOFTRNIC_SEAL_KEY"
+      SEAL_VARS=,SOFTRNIC_SEAL,SOFTRNIC_SEAL_KEY
+    fi ;;
   cluster)
     unset SOFTRNIC_BIND SOFTRNIC_PORT SOFTRNIC_TRANSPORT SOFTRNIC_HOST_NIC
     C1=sr_mpc_1 C2=sr_mpc_2 C3=sr_mpc_3 IP1=10.236.0.1 IP2=10.236.0.2 IP3=10.236.0.3
@@ -93,7 +101,17 @@ check_run() {
   (( n == ranks )) || { tail -40 "$logf"; die "$name: counters of $n processes, want $ranks"; }
   local carried; carried=$(softrnic_bytes "$logf")
   log "$name: $ranks ranks, program moved $moved bytes; softrnic: $(paths_used "$logf")"
-  case $MODE in
+  if [[ $MODE == sealed ]]; then
+    # Every rank's QPs sealed, and nothing refused: no forged, replayed or
+    # plain packet among them.
+    (( $(counter_sum qps_sealed "$logf") > 0 )) || die "$name: no QP was sealed"
+    (( $(counter_sum rx_sealed_packets "$logf") > 0 )) || die "$name: no sealed packet opened"
+    local refused=$(( $(counter_sum rx_dropped_seal_auth "$logf") + $(counter_sum rx_dropped_unsealed "$logf") +
+                      $(counter_sum rx_dropped_seal_unexpected "$logf") ))
+    (( refused == 0 )) || die "$name: $refused packets refused by the seal"
+    log "$name: $(counter_sum qps_sealed "$logf") QPs sealed, $(counter_sum rx_sealed_packets "$logf") sealed packets opened"
+  fi
+  case $BASE in
     host) (( $(counter_sum shm_direct_bytes "$logf") + $(counter_sum shm_tx_bytes "$logf") > 0 )) ||
             die "$name: nothing through softrnic's shared memory" ;;
     netns) (( $(counter_sum udp_tx_bytes "$logf") >= moved )) ||
@@ -111,7 +129,7 @@ check_run() {
 launch() {
   local name=$1 logf=$2 prog=$3; shift 3
   local pre=("$SOFTRNIC_TOOL" run --) wrap=()
-  if [[ $MODE == netns ]]; then pre=(ip netns exec $A "${pre[@]}"); wrap=("$RANK_BIND"); fi
+  if [[ $BASE == netns ]]; then pre=(ip netns exec $A "${pre[@]}"); wrap=("$RANK_BIND"); fi
   if [[ $MODE == cluster ]]; then pre=(ip netns exec $A "${pre[@]}"); fi
   run_t 180 "${pre[@]}" "$@" "${wrap[@]}" "$prog" >"$logf" 2>&1 ||
     { # UCX's own error line comes before a long backtrace: show it first.
@@ -126,7 +144,8 @@ for ranks in "${RANKS[@]}"; do
   ompi=(mpirun.openmpi --allow-run-as-root --oversubscribe -np $ranks
         --mca pml ucx --mca osc ucx --mca btl self
         -x UCX_TLS -x UCX_NET_DEVICES -x SOFTRNIC_STATS -x SOFTRNIC_TRANSPORT)
-  [[ $MODE == netns ]] &&
+  [[ $MODE == sealed ]] && ompi+=(-x SOFTRNIC_SEAL -x SOFTRNIC_SEAL_KEY)
+  [[ $BASE == netns ]] &&
     ompi+=(--host "$IPA:$(( ranks / 2 )),$IPB:$(( ranks / 2 ))" --mca plm_rsh_agent "$AGENT"
            --mca oob_tcp_if_include "$NETNS_IFACE" --mca plm_rsh_no_tree_spawn 1)
   [[ $MODE == cluster ]] &&
@@ -135,8 +154,8 @@ for ranks in "${RANKS[@]}"; do
   launch "Open MPI $ranks ranks" "$SOFTRNIC_TMP/ompi-$ranks.log" "$SOFTRNIC_TMP/mpi_ompi" "${ompi[@]}"
   check_run "Open MPI" $ranks "$SOFTRNIC_TMP/ompi-$ranks.log"
   # ---- MPICH (hydra; Debian's MPICH has only the UCX device)
-  mpich=(mpiexec.mpich -n $ranks -genvlist UCX_TLS,UCX_NET_DEVICES,SOFTRNIC_STATS,SOFTRNIC_TRANSPORT)
-  [[ $MODE == netns ]] &&
+  mpich=(mpiexec.mpich -n $ranks -genvlist UCX_TLS,UCX_NET_DEVICES,SOFTRNIC_STATS,SOFTRNIC_TRANSPORT${SEAL_VARS:-})
+  [[ $BASE == netns ]] &&
     mpich+=(-hosts "$IPA:$(( ranks / 2 )),$IPB:$(( ranks / 2 ))" -launcher ssh -launcher-exec "$AGENT"
             -iface "$NETNS_IFACE")
   [[ $MODE == cluster ]] &&
