@@ -504,8 +504,12 @@ TEST_F(HostileTest, UnknownOpcodeAndBadTver) {
   p[0] = 0x1F;  // reserved RC opcode
   SendAndWait(p, &EngineStats::rx_dropped_parse);
   p = Write(qpn_, 0, Addr(b_, 0), rkey_, payload_);
-  p[1] |= 0x01;  // TVer 1
+  p[1] |= 0x02;  // TVer 2
   SendAndWait(p, &EngineStats::rx_dropped_parse);
+  // TVer 1 is a sealed packet (docs/sealed.md); this QP is not sealed.
+  p = Write(qpn_, 0, Addr(b_, 0), rkey_, payload_);
+  p[1] |= 0x01;
+  SendAndWait(p, &EngineStats::rx_dropped_seal_unexpected);
   EXPECT_TRUE(Untouched());
 }
 
