@@ -34,23 +34,10 @@ done
 OUT=${OUT:-$ROOT/bench/results/host_nic-latest.md}
 NA=sbhna NB=sbhnb IPA=10.249.0.1 IPB=10.249.0.2
 TMP=$(mktemp -d)
-
-down() {
-  local ns p
-  for ns in $NA $NB; do
-    for p in $(ip netns pids $ns 2>/dev/null); do kill -KILL $p 2>/dev/null; done
-    ip netns del $ns 2>/dev/null
-  done
-  rm -rf "$TMP"
-}
+source "$ROOT/bench/lib/netns_pair.sh"
+down() { bench_pair_down $NA $NB; rm -rf "$TMP"; }
 trap down EXIT
-down; TMP=$(mktemp -d)
-ip netns add $NA && ip netns add $NB &&
-  ip link add sbhva netns $NA type veth peer name sbhvb netns $NB &&
-  ip -n $NA addr add $IPA/24 dev sbhva && ip -n $NB addr add $IPB/24 dev sbhvb &&
-  ip -n $NA link set lo up && ip -n $NB link set lo up &&
-  ip -n $NA link set sbhva up && ip -n $NB link set sbhvb up || { echo "netns setup failed" >&2; exit 1; }
-for _ in $(seq 100); do ip netns exec $NA ping -c1 -W1 $IPB >/dev/null 2>&1 && break; sleep 0.1; done
+bench_pair_up $NA $NB $IPA $IPB || exit 1
 
 export LD_LIBRARY_PATH=$LIB_DIR
 unset SOFTRNIC_BIND SOFTRNIC_PORT SOFTRNIC_TRANSPORT SOFTRNIC_FAULTS

@@ -31,25 +31,12 @@ for t in ib_write_lat ib_write_bw openssl /usr/bin/time; do
   command -v $t >/dev/null || { echo "$t missing" >&2; exit 2; }
 done
 OUT=${OUT:-$ROOT/bench/results/sealed-latest.md}
-NA=sbsla NB=sbslb IPA=10.248.0.1 IPB=10.248.0.2
+NA=sbsla NB=sbslb IPA=10.247.0.1 IPB=10.247.0.2
 TMP=$(mktemp -d)
-
-down() {
-  local ns p
-  for ns in $NA $NB; do
-    for p in $(ip netns pids $ns 2>/dev/null); do kill -KILL $p 2>/dev/null; done
-    ip netns del $ns 2>/dev/null
-  done
-  rm -rf "$TMP"
-}
+source "$ROOT/bench/lib/netns_pair.sh"
+down() { bench_pair_down $NA $NB; rm -rf "$TMP"; }
 trap down EXIT
-down; TMP=$(mktemp -d)
-ip netns add $NA && ip netns add $NB &&
-  ip link add sbsva netns $NA type veth peer name sbsvb netns $NB &&
-  ip -n $NA addr add $IPA/24 dev sbsva && ip -n $NB addr add $IPB/24 dev sbsvb &&
-  ip -n $NA link set lo up && ip -n $NB link set lo up &&
-  ip -n $NA link set sbsva up && ip -n $NB link set sbsvb up || { echo "netns setup failed" >&2; exit 1; }
-for _ in $(seq 100); do ip netns exec $NA ping -c1 -W1 $IPB >/dev/null 2>&1 && break; sleep 0.1; done
+bench_pair_up $NA $NB $IPA $IPB || exit 1
 
 export LD_LIBRARY_PATH=$LIB_DIR
 unset SOFTRNIC_BIND SOFTRNIC_PORT SOFTRNIC_TRANSPORT SOFTRNIC_FAULTS SOFTRNIC_SEAL SOFTRNIC_SEAL_KEY

@@ -49,7 +49,23 @@ QpOptions Quick() {
   return o;
 }
 
-class SealedTest : public RcPairTest {};
+class SealedTest : public RcPairTest {
+ protected:
+  // A signalled 4 KiB WRITE of pattern `seed` from `from`'s buffer at `at`
+  // to the same offset of `to`'s, expected to fail: its completion status,
+  // after checking that no byte landed.
+  WcStatus RefusedWrite(Side& from, Side& to, size_t at, uint32_t seed) {
+    FillPattern(from.buf, at, 4096, seed);
+    Sge sge = SgeOf(from, at, 4096);
+    EXPECT_EQ(from.dev->PostSend(from.qp, MakeWr(WrOpcode::kRdmaWrite, seed, {&sge, 1},
+                                                 Addr(to, at), to.dev->MrRkey(to.mr))),
+              0);
+    const auto c = PollN(from, 1);
+    EXPECT_EQ(c.size(), 1u);
+    EXPECT_NE(std::memcmp(from.buf.data() + at, to.buf.data() + at, 4096), 0);
+    return c.empty() ? WcStatus::kSuccess : c[0].status;
+  }
+};
 
 TEST_F(SealedTest, EveryOperationRunsWithTheRightData) {
   OpenWith({}, Sealed(0, 0x5a), Sealed(1, 0x5a));
@@ -120,26 +136,10 @@ TEST_F(SealedTest, APlainPeerGetsNothingApplied) {
                     "(docs/sealed.md, \"Same host\")";
   OpenWith(Quick(), Sealed(0, 0x5a), TestConfig(1));
   // The plain side's WRITE to the sealed one is dropped there, every retry.
-  FillPattern(b_.buf, 0, 4096, 4);
-  Sge sge = SgeOf(b_, 0, 4096);
-  ASSERT_EQ(b_.dev->PostSend(b_.qp, MakeWr(WrOpcode::kRdmaWrite, 1, {&sge, 1}, Addr(a_, 0),
-                                           a_.dev->MrRkey(a_.mr))),
-            0);
-  auto c = PollN(b_, 1);
-  ASSERT_EQ(c.size(), 1u);
-  EXPECT_EQ(c[0].status, WcStatus::kRetryExcErr);
-  EXPECT_NE(std::memcmp(b_.buf.data(), a_.buf.data(), 4096), 0);
+  EXPECT_EQ(RefusedWrite(b_, a_, 0, 4), WcStatus::kRetryExcErr);
   EXPECT_TRUE(WaitFor([&] { return StatsOf(*a_.dev).rx_dropped_unsealed > 0; }));
   // The sealed side's WRITE is dropped by the plain one, which has no key.
-  FillPattern(a_.buf, 8192, 4096, 5);
-  Sge asge = SgeOf(a_, 8192, 4096);
-  ASSERT_EQ(a_.dev->PostSend(a_.qp, MakeWr(WrOpcode::kRdmaWrite, 2, {&asge, 1}, Addr(b_, 8192),
-                                           b_.dev->MrRkey(b_.mr))),
-            0);
-  c = PollN(a_, 1);
-  ASSERT_EQ(c.size(), 1u);
-  EXPECT_NE(c[0].status, WcStatus::kSuccess);
-  EXPECT_NE(std::memcmp(a_.buf.data() + 8192, b_.buf.data() + 8192, 4096), 0);
+  EXPECT_NE(RefusedWrite(a_, b_, 8192, 5), WcStatus::kSuccess);
   // B's progress thread may have left its socket to the test's polling
   // (SleepWhileAppPolls) while A's tries arrived: they are read, and
   // dropped, once it watches again.
@@ -149,15 +149,7 @@ TEST_F(SealedTest, APlainPeerGetsNothingApplied) {
 TEST_F(SealedTest, AnotherKeyFailsAuthentication) {
   if (!TransportIsUdp()) GTEST_SKIP() << "direct same-host operations carry no packets";
   OpenWith(Quick(), Sealed(0, 0x5a), Sealed(1, 0x5b));
-  FillPattern(a_.buf, 0, 4096, 6);
-  Sge sge = SgeOf(a_, 0, 4096);
-  ASSERT_EQ(a_.dev->PostSend(a_.qp, MakeWr(WrOpcode::kRdmaWrite, 1, {&sge, 1}, Addr(b_, 0),
-                                           b_.dev->MrRkey(b_.mr))),
-            0);
-  auto c = PollN(a_, 1);
-  ASSERT_EQ(c.size(), 1u);
-  EXPECT_EQ(c[0].status, WcStatus::kRetryExcErr);
-  EXPECT_NE(std::memcmp(a_.buf.data(), b_.buf.data(), 4096), 0);
+  EXPECT_EQ(RefusedWrite(a_, b_, 0, 6), WcStatus::kRetryExcErr);
   EXPECT_TRUE(WaitFor([&] { return StatsOf(*b_.dev).rx_dropped_seal_auth > 0; }));
   EXPECT_EQ(StatsOf(*b_.dev).rx_sealed_packets, 0u);
 }
