@@ -29,6 +29,8 @@ std::string CounterHelp(const std::string& name) {
       {"rx_dropped_unsealed", "Plain packets dropped: sent to a sealed queue pair."},
       {"rx_dropped_seal_unexpected", "Sealed packets dropped: sent to a queue pair that is not sealed."},
       {"tx_seal_errors", "Packets not sent because sealing failed (OpenSSL error)."},
+      {"cm_seal_exchanges", "rdma_cm connections sealed with keys from an X25519 exchange."},
+      {"cm_seal_declined", "rdma_cm peers that offered no seal (left plain under prefer)."},
       {"rx_dropped_invalid", "UC messages dropped: bad sequence, length or rights."},
       {"rx_duplicates", "Duplicate request packets received."},
       {"rx_out_of_sequence", "Out-of-sequence request packets received."},

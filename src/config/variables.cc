@@ -127,12 +127,14 @@ constexpr std::array kVariables = {
              "`away`: move the progress thread off a single-CPU-pinned application's CPU "
              "(docs/engine.md, progress item 7); `default`: leave it where it was created",
              "engine"},
-    Variable{"SOFTRNIC_SEAL", Kind::kChoice, "off", "off|require",
+    Variable{"SOFTRNIC_SEAL", Kind::kChoice, "off", "off|prefer|require",
              "Sealed RC (docs/sealed.md): `require` authenticates and encrypts every packet of "
-             "every RC and XRC queue pair (AES-256-GCM, keys from `SOFTRNIC_SEAL_KEY`) and drops "
-             "every plain packet sent to one; both ends need it and the same key. `off`: plain "
-             "RoCE v2. Any other value, or `require` without a usable key file, makes device "
-             "creation fail",
+             "every RC and XRC queue pair (AES-256-GCM; rdma_cm connections with fresh keys from "
+             "an X25519 exchange mixed with `SOFTRNIC_SEAL_KEY`, others with that key alone) and "
+             "drops every plain packet sent to one; both ends need it and the same key. `prefer`: "
+             "seal the rdma_cm connections whose peer offers it, leave the others plain (with a "
+             "key file, authenticated; without, encrypted only). `off`: plain RoCE v2. Any other "
+             "value, or `require` without a usable key file, makes device creation fail",
              "engine, seal"},
     Variable{"SOFTRNIC_SEAL_KEY", Kind::kText, "none",
              "the path of a file of 32 to 1024 secret bytes, owned by the user (or root), mode 600, "

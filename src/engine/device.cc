@@ -139,6 +139,13 @@ int Device::ClaimCmService(uint16_t port_space, uint16_t port, bool claim) {
   SpinLock lock(engine_->mu_);
   return engine_->ClaimCmServiceLocked(port_space, port, claim);
 }
+int Device::seal_mode() const { return engine_->seal_mode(); }
+int Device::SealQpByCm(Qp* qp, std::span<const uint8_t> exchanged,
+                       std::span<const uint8_t> transcript) {
+  if (qp == nullptr) return EINVAL;
+  SpinLock lock(engine_->mu_);
+  return engine_->SealQpByCmLocked(qp, exchanged, transcript);
+}
 
 const std::string& Device::name() const { return engine_->name(); }
 const DeviceAttr& Device::attr() const { return engine_->attr(); }

@@ -308,6 +308,11 @@ class Device {
   // and the claim of an rdma_cm service (Transport::ClaimCmService).
   int host_nic_lane() const;
   int ClaimCmService(uint16_t port_space, uint16_t port, bool claim);
+  // Sealed RC (docs/sealed.md): the device's mode (0 off, 1 prefer, 2
+  // require), and rdma_cm's key exchange for a QP before RTR
+  // (Engine::SealQpByCmLocked).
+  int seal_mode() const;
+  int SealQpByCm(Qp* qp, std::span<const uint8_t> exchanged, std::span<const uint8_t> transcript);
 
   // A consistent snapshot of the engine's and the transport's counters.
   EngineStats stats() const;

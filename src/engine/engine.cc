@@ -207,17 +207,25 @@ void Engine::Dropped(uint64_t& counter, const char* why, const transport::RxPack
                name_.c_str(), rx.src.gid.ToString().c_str(), unsigned{rx.src.port}, qpn, why);
 }
 
-seal::QpSeal* Engine::SealFor(uint32_t qpn) {
+seal::QpSeal* Engine::SealFor(uint32_t qpn, bool* known) {
+  *known = true;
   if (auto it = qps_.find(qpn); it != qps_.end()) return it->second->seal.get();
   for (Lingering& l : lingering_)
     if (l.qpn == qpn) return l.seal.get();
+  *known = false;
   return nullptr;
 }
 
 bool Engine::OpenSealed(const transport::RxPacket& arrived, transport::RxPacket* opened) {
   const uint8_t* bth = arrived.data;
   const uint32_t qpn = seal::DestQpnOf(bth);
-  seal::QpSeal* seal = SealFor(qpn);
+  bool known = false;
+  seal::QpSeal* seal = SealFor(qpn, &known);
+  if (!known) {
+    // A late packet of a QP destroyed meanwhile, or a blind one.
+    Dropped(stats_.rx_dropped_unknown_qp, "sealed, to no such QP", arrived, qpn);
+    return false;
+  }
   if (seal == nullptr) {
     Dropped(stats_.rx_dropped_seal_unexpected, "sealed, to a QP that is not sealed", arrived, qpn);
     return false;

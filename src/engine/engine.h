@@ -569,6 +569,15 @@ class Engine {
   // INIT -> RTR: the QP's seal when the device requires sealing; 0 or the
   // errno ibv_modify_qp returns.
   int SealAtRtr(Qp* qp) REQUIRES(mu_);
+ public:
+  // rdma_cm's key exchange (docs/sealed.md): before RTR, the X25519 output
+  // and the transcript (both public keys) of the QP's connection; empty
+  // `exchanged`: the peer offered no seal. 0 or an errno.
+  int SealQpByCmLocked(Qp* qp, std::span<const uint8_t> exchanged,
+                       std::span<const uint8_t> transcript) REQUIRES(mu_);
+  // 0 off, 1 prefer, 2 require.
+  int seal_mode() const { return config_.seal_required ? 2 : config_.seal_preferred ? 1 : 0; }
+ private:
   bool IsLingering(uint32_t qpn) const REQUIRES(mu_);
   // Answers a request for a lingering QPN; false if it is not one.
   bool AnswerLingering(const wire::Packet& pkt, const transport::RxPacket& rx) REQUIRES(mu_);
@@ -825,9 +834,10 @@ class Engine {
 
   // --- Receive dispatch (engine.cc) ---
   void DispatchPacket(const transport::RxPacket& arrived) REQUIRES(mu_);
-  // Sealed RC: the seal of QP `qpn` (live or lingering), or null; opens a
-  // sealed packet into *opened (false: dropped and counted).
-  seal::QpSeal* SealFor(uint32_t qpn) REQUIRES(mu_);
+  // Sealed RC: the seal of QP `qpn` (live or lingering), or null
+  // (*known: whether there is such a QP at all); opens a sealed packet into
+  // *opened (false: dropped and counted).
+  seal::QpSeal* SealFor(uint32_t qpn, bool* known) REQUIRES(mu_);
   bool OpenSealed(const transport::RxPacket& arrived, transport::RxPacket* opened) REQUIRES(mu_);
   uint16_t SourceIndex(const Qp* qp) const { return qp->attr.ah_attr.sgid_index; }
 

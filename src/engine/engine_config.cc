@@ -50,9 +50,11 @@ bool ReadSeal(const config::Environment& env, EngineConfig* c, std::string* erro
     return false;
   }
   c->seal_required = mode == "require";
-  if (!c->seal_required) return true;
+  c->seal_preferred = mode == "prefer";
+  if (!c->seal_required && !c->seal_preferred) return true;
   const std::string path = env.Text("SOFTRNIC_SEAL_KEY");
   if (path.empty() || path == "none") {
+    if (c->seal_preferred) return true;  // rdma_cm exchanges, unauthenticated
     *error = "SOFTRNIC_SEAL=require needs SOFTRNIC_SEAL_KEY (docs/sealed.md)";
     return false;
   }

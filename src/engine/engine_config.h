@@ -41,9 +41,12 @@ struct EngineConfig {
 
   // --- Sealed RC (docs/sealed.md) ---
   // SOFTRNIC_SEAL=require: every RC/XRC QP seals its packets with keys
-  // from seal_key (SOFTRNIC_SEAL_KEY). Required without a key (a test's
-  // device whose key file failed): such QPs refuse RTR with EACCES.
+  // from seal_key (SOFTRNIC_SEAL_KEY), mixed with an rdma_cm exchange where
+  // there was one. Required without a key (a test's device whose key file
+  // failed): such QPs refuse RTR with EACCES. prefer: only QPs whose
+  // rdma_cm exchange succeeded are sealed.
   bool seal_required = false;
+  bool seal_preferred = false;
   std::shared_ptr<const seal::PreSharedKey> seal_key;
 
   // --- Counters (Device::Get's process device only) ---

@@ -19,6 +19,7 @@
 #include "engine/queues.h"
 #include "engine/rtt_estimator.h"
 #include "engine/types.h"
+#include "seal/connection_secret.h"
 #include "seal/qp_seal.h"
 
 namespace softrnic::transport {
@@ -333,6 +334,10 @@ class Qp {
   // sealing; every packet the QP sends is sealed with it, and a packet to
   // it must open with it. Null: plain RoCE v2.
   std::unique_ptr<seal::QpSeal> seal;
+  // What rdma_cm's exchange gave this QP before RTR (Engine::SealQpByCm):
+  // a connection secret, or a peer that offered no seal (prefer: plain).
+  std::unique_ptr<seal::ConnectionSecret> cm_secret;
+  bool cm_declined_seal = false;
 
   // Send queue: a ring indexed by monotonically increasing counters.
   std::pmr::vector<SendWqe> sq;

@@ -318,19 +318,51 @@ void Engine::ResetQp(Qp* qp) {
   SrReleaseQp(qp);
   qp->cc = {};
   qp->seal.reset();
+  qp->cm_secret.reset();
+  qp->cm_declined_seal = false;
 }
 
 int Engine::SealAtRtr(Qp* qp) {
   // RC and XRC only (docs/sealed.md): UD and UC stay plain.
-  if (!config_.seal_required || qp->type == QpType::kUd || qp->type == QpType::kUc) return 0;
-  // Required without a key (the key file failed): refuse to connect rather
-  // than send in clear.
-  if (config_.seal_key == nullptr) return EACCES;
-  // Both directions' keys depend only on the two QPNs (and the key), so the
-  // responder can open and answer from RTR on (key_schedule.h).
-  qp->seal = seal::QpSeal::Create(config_.seal_key->bytes(), qp->qpn, qp->attr.dest_qp_num);
+  if (qp->type == QpType::kUd || qp->type == QpType::kUc) return 0;
+  if (!config_.seal_required && !config_.seal_preferred) return 0;
+  std::span<const uint8_t> secret;
+  if (qp->cm_secret != nullptr) {
+    secret = qp->cm_secret->bytes();  // rdma_cm's exchange
+  } else if (qp->cm_declined_seal || !config_.seal_required) {
+    return 0;  // prefer: the peer offered none, or no rdma_cm at all
+  } else if (config_.seal_key == nullptr) {
+    // Required without a key (the key file failed): refuse to connect
+    // rather than send in clear.
+    return EACCES;
+  } else {
+    secret = config_.seal_key->bytes();
+  }
+  // Both directions' keys depend only on the secret and the two QPNs, so
+  // the responder can open and answer from RTR on (key_schedule.h).
+  qp->seal = seal::QpSeal::Create(secret, qp->qpn, qp->attr.dest_qp_num);
   if (qp->seal == nullptr) return ENOMEM;
   ++stats_.qps_sealed;
+  return 0;
+}
+
+int Engine::SealQpByCmLocked(Qp* qp, std::span<const uint8_t> exchanged,
+                             std::span<const uint8_t> transcript) {
+  if (!config_.seal_required && !config_.seal_preferred) return EINVAL;
+  if (qp->attr.qp_state != QpState::kReset && qp->attr.qp_state != QpState::kInit) return EINVAL;
+  qp->cm_secret.reset();
+  qp->cm_declined_seal = exchanged.empty();
+  if (exchanged.empty()) {
+    ++stats_.cm_seal_declined;
+    return 0;
+  }
+  // The key file (when there is one) authenticates the exchange: a man in
+  // the middle without it derives other keys, and nothing opens.
+  const std::span<const uint8_t> key =
+      config_.seal_key != nullptr ? config_.seal_key->bytes() : std::span<const uint8_t>{};
+  qp->cm_secret = seal::ConnectionSecret::FromExchange(key, exchanged, transcript);
+  if (qp->cm_secret == nullptr) return ENOMEM;
+  ++stats_.cm_seal_exchanges;
   return 0;
 }
 

@@ -25,6 +25,8 @@ std::string FormatStats(const EngineStats& s, const transport::TransportCounters
   line("rx_dropped_unsealed", s.rx_dropped_unsealed);
   line("rx_dropped_seal_unexpected", s.rx_dropped_seal_unexpected);
   line("tx_seal_errors", s.tx_seal_errors);
+  line("cm_seal_exchanges", s.cm_seal_exchanges);
+  line("cm_seal_declined", s.cm_seal_declined);
   line("tx_multicast_packets", s.tx_multicast_packets);
   line("rx_multicast_packets", s.rx_multicast_packets);
   line("rx_dropped_invalid", s.rx_dropped_invalid);

@@ -42,6 +42,7 @@
 #include "rdmacm/cm_send_slots.h"
 #include "rdmacm/cm_transitions.h"
 #include "rdmacm/mad.h"
+#include "seal/connection_secret.h"
 
 namespace softrnic::rdmacm {
 
@@ -163,6 +164,12 @@ struct Id {
   ibv_gid dgid{};  // the peer: every MAD of this connection comes from it
   uint32_t local_comm_id = 0, remote_comm_id = 0;
   uint32_t local_psn = 0;
+  // Sealed RC's exchange (cm_seal.cc, docs/sealed.md): our ephemeral key
+  // (the active side's from its REQ on; the passive side's from its REP),
+  // and the peer's public key when its REQ offered one.
+  std::unique_ptr<softrnic::seal::EphemeralX25519> seal_key;
+  std::array<uint8_t, softrnic::seal::kX25519Bytes> seal_peer{};
+  bool seal_offered = false;
   uint32_t remote_qpn = 0, remote_psn = 0;
   // Connection parameters as this side applies them to its QP.
   uint8_t resp_res = 1, init_depth = 1, retry_cnt = 7, rnr_retry = 7;
@@ -368,6 +375,18 @@ int RouteSource(uint32_t dst, uint32_t* src);
 void QpToErr(Id* id);
 int InitQpAttr(Id* id, ibv_qp_attr* a, int* mask);
 int ModifyTo(Id* id, ibv_qp_state s);
+// Sealed RC's key exchange in the CM's private data (cm_seal.cc,
+// docs/sealed.md "The exchange"). Active side: SealOffer adds the offer to
+// a REQ's private data (room permitting, on a sealing device) and
+// SealTakeAnswer keys the QP from the REP before RTR. Passive side:
+// SealNoteOffer remembers a REQ's offer; SealAnswer keys the QP and adds
+// the answer to the REP. SealHideBlock zeroes the block in the private
+// data an application is handed.
+void SealOffer(Id* id, CmMsg* req, size_t user_len);
+void SealTakeAnswer(Id* id, const CmMsg& rep);
+void SealNoteOffer(Id* id, const CmMsg& req);
+void SealAnswer(Id* id, CmMsg* rep, size_t user_len);
+void SealHideBlock(uint8_t* pdata, size_t field_len);
 int QpToRts(Id* id);
 
 // ---------------------------------------------------------------- QP1 and the CM thread (cm_qp1.cc)

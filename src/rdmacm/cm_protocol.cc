@@ -389,6 +389,7 @@ Event* EventFor(Id* id, const CmTransition& t, const CmMsg& m) {
   const bool established = t.deliver == RDMA_CM_EVENT_ESTABLISHED || t.deliver == RDMA_CM_EVENT_CONNECT_RESPONSE;
   if (m.attr == kAttrRep && established) {
     SetConnPdata(e, m.pdata, kRepPdata);
+    SealHideBlock(e->pdata, kRepPdata);
     SetConnParam(&e->ev.param.conn, m);
   } else if (m.attr == kAttrRej) {
     // The QP is the application's: it moves it (rdma_disconnect) or destroys it,
@@ -546,7 +547,9 @@ void HandleReq(const CmMsg& m, int sgid, const ibv_gid& peer, const ibv_gid& loc
     ah.grh.hop_limit = 64;
     ah.port_num = 1;
   } else {
+    SealNoteOffer(c, m);
     SetConnPdata(e, m.pdata + kCmaHdr, kReqPdata - kCmaHdr);
+    SealHideBlock(e->pdata, kReqPdata - kCmaHdr);
     SetConnParam(&e->ev.param.conn, m);
     e->ev.param.conn.retry_count = m.retry_count;  // a REP carries none
   }
@@ -597,6 +600,7 @@ const CmTransition* RunCmAction(Id* id, const CmTransition& t, const CmMsg& m) {
       // Our initiator depth cannot exceed what the peer will serve.
       id->init_depth = std::min(id->init_depth, m.responder_resources);
       if (!id->id.qp) return &t;
+      SealTakeAnswer(id, m);  // before RTR
       if (QpToRts(id) != 0) {
         const CmTransition* failed = FindTransition(id->st, CmEvent::kRepQpFailed);
         return failed ? RunCmAction(id, *failed, m) : &t;

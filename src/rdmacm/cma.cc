@@ -242,6 +242,7 @@ CMA_EXPORT int rdma_connect(rdma_cm_id* cid, rdma_conn_param* param) {
         SendOrDefer(id, m, Timer::kSidr, defer);
       } else {
         m.attr = kAttrReq;
+        SealOffer(id, &m, param ? param->private_data_len : 0);
         m.tid = softrnic::SecureRandom64();  // names nothing about this process (IBA 13.4.6.4)
         id->local_psn = NewPsn();
         m.starting_psn = id->local_psn;
@@ -333,6 +334,7 @@ CMA_EXPORT int rdma_accept(rdma_cm_id* cid, rdma_conn_param* param) {
     }
     id->resp_res = ClampRd(param ? param->responder_resources : kMaxRdAtomic);
     id->init_depth = ClampRd(param ? param->initiator_depth : kMaxRdAtomic);
+    SealAnswer(id, &m, param ? param->private_data_len : 0);  // before RTR
     if (id->id.qp) {
       if (int rc = QpToRts(id)) return Fail(rc);
     }

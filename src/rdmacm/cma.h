@@ -13,6 +13,11 @@ ibv_qp* softrnic_create_gsi_qp(ibv_pd* pd, ibv_cq* send_cq, ibv_cq* recv_cq, ibv
 // (0 or an errno).
 int softrnic_cm_lane(ibv_context* ctx);
 int softrnic_claim_cm_service(ibv_context* ctx, uint16_t port_space, uint16_t port, int claim);
+// Sealed RC (docs/sealed.md): the device's mode (0 off, 1 prefer, 2
+// require), and the exchange's result for a QP before RTR.
+int softrnic_seal_mode(ibv_context* ctx);
+int softrnic_seal_qp(ibv_qp* qp, const uint8_t* exchanged, size_t exchanged_len,
+                     const uint8_t* transcript, size_t transcript_len);
 }
 
 #define CMA_EXPORT extern "C" __attribute__((visibility("default")))

@@ -39,6 +39,24 @@ SOFTRNIC_EXPORT int softrnic_cm_lane(ibv_context* ctx) {
   return DevOf(ctx)->host_nic_lane();
 }
 
+// Sealed RC (docs/sealed.md): the device's mode (0 off, 1 prefer, 2
+// require, -1 no device), and rdma_cm's X25519 exchange for a QP before RTR
+// (exchanged_len 0: the peer offered no seal).
+SOFTRNIC_EXPORT int softrnic_seal_mode(ibv_context* ctx) {
+  if (!ctx) return -1;
+  return DevOf(ctx)->seal_mode();
+}
+
+SOFTRNIC_EXPORT int softrnic_seal_qp(ibv_qp* qp, const uint8_t* exchanged, size_t exchanged_len,
+                                     const uint8_t* transcript, size_t transcript_len) {
+  if (!qp || (exchanged_len > 0 && !exchanged) || (transcript_len > 0 && !transcript))
+    return EINVAL;
+  return NoThrow<int>(EIO, [&] {
+    return DevOf(qp->context)
+        ->SealQpByCm(ToQp(qp)->e, {exchanged, exchanged_len}, {transcript, transcript_len});
+  });
+}
+
 SOFTRNIC_EXPORT int softrnic_claim_cm_service(ibv_context* ctx, uint16_t port_space, uint16_t port,
                                               int claim) {
   if (!ctx) return EINVAL;

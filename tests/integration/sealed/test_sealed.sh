@@ -6,8 +6,13 @@
 #      scapy's ICRC check and tshark's decode, and rping's text ("rdma-ping-")
 #      appears nowhere in the capture. The same run unsealed shows the text
 #      in the capture: the search can find it.
+#      Its rdma_cm connection was keyed by the X25519 exchange (the
+#      server's cm_seal_exchanges).
 #   2. ibv_rc_pingpong -c (out-of-band exchange, every buffer checked) and
 #      perftest over rdma_cm (ib_write_bw -R, ib_read_lat -R) complete.
+#   2b. prefer: two preferring ends without any key file seal by the
+#      exchange alone; a preferring server and a plain client stay plain
+#      (cm_seal_declined), and rping completes both ways.
 #   3. What must not connect does not: a plain client to a sealed server,
 #      a client with another key (each counted by reason at the server), a
 #      key file other users may read (the device is refused, with why).
@@ -35,7 +40,7 @@ rping_pair() {
   while [[ $1 != -- ]]; do senv+=("$1"); shift; done
   shift
   cenv=("$@")
-  start_bg "rps-$tag" 60 run_in_ns $B "${senv[@]}" rping -s -a $IPB -p 19501 -C 20 -S 1024 -V
+  start_bg "rps-$tag" 60 run_in_ns $B "${senv[@]}" SOFTRNIC_STATS=1 rping -s -a $IPB -p 19501 -C 20 -S 1024 -V
   sleep 1  # rping listens through rdma_cm: no socket to wait for
   run_in_ns $A "${cenv[@]}" rping -c -a $IPB -p 19501 -C 20 -S 1024 -V \
     >"$SOFTRNIC_TMP/rpc-$tag.log" 2>&1
@@ -72,6 +77,27 @@ plain_non_mad=$(tshark -r "$PCAP" -Y 'udp.dstport == 4791 && infiniband.bth.tver
 check "no plain packet but CM MADs ($plain_non_mad)" test "$plain_non_mad" -eq 0
 "$SOFTRNIC_PYTHON" "$JUDGE" "$PCAP" --min-packets 40 ||
   die "the sealed capture failed the ICRC / tshark judge"
+stat_of() { awk -v n="$2" '$1 == "softrnic" && $2 == n {v = $3} END {print v + 0}' "$1"; }
+check "the sealed rping's connection was keyed by the rdma_cm exchange" \
+  test "$(stat_of "$(bg_log_file rps-sealed)" cm_seal_exchanges)" -ge 1
+
+# --- 1b. prefer, no key file anywhere: sealed by the exchange alone; a
+# plain client of a preferring server: plain, and counted.
+PREF_PCAP=$SOFTRNIC_TMP/prefer.pcap
+capture_start $NETNS_IFACE "$PREF_PCAP" $B udp port 4791 || die "capture"
+rping_pair prefer env SOFTRNIC_SEAL=prefer -- env SOFTRNIC_SEAL=prefer ||
+  { cat "$SOFTRNIC_TMP/rpc-prefer.log"; bg_log rps-prefer; die "preferring rping failed"; }
+wait_bg rps-prefer 30 || { bg_log rps-prefer; die "preferring rping server failed"; }
+capture_stop
+check "two preferring ends sealed by the exchange (no key file)" \
+  test "$(stat_of "$(bg_log_file rps-prefer)" cm_seal_exchanges)" -ge 1
+check "and no rping text is in their capture" test "$(in_capture "$PREF_PCAP")" -eq 0
+rping_pair mixed env SOFTRNIC_SEAL=prefer -- env ||
+  { cat "$SOFTRNIC_TMP/rpc-mixed.log"; bg_log rps-mixed; die "preferring server, plain client: rping failed"; }
+wait_bg rps-mixed 30 || { bg_log rps-mixed; die "preferring server with a plain client failed"; }
+check "a preferring server left a plain client's connection plain (cm_seal_declined)" \
+  test "$(stat_of "$(bg_log_file rps-mixed)" cm_seal_declined)" -ge 1
+check "and sealed nothing" test "$(stat_of "$(bg_log_file rps-mixed)" qps_sealed)" -eq 0
 
 # --- 2. Out-of-band exchange and perftest over rdma_cm, sealed.
 start_bg pps 60 run_in_ns $B "${SEALED[@]}" ibv_rc_pingpong -g 0 -c -n 200 -s 4096 -p 19502
@@ -79,7 +105,6 @@ sleep 0.5
 run_in_ns $A "${SEALED[@]}" SOFTRNIC_STATS=1 ibv_rc_pingpong -g 0 -c -n 200 -s 4096 -p 19502 $IPB \
   >"$SOFTRNIC_TMP/ppc.log" 2>&1 || { cat "$SOFTRNIC_TMP/ppc.log"; die "sealed ibv_rc_pingpong failed"; }
 wait_bg pps 30 || { bg_log pps; die "sealed ibv_rc_pingpong server failed"; }
-stat_of() { awk -v n="$2" '$1 == "softrnic" && $2 == n {v = $3} END {print v + 0}' "$1"; }
 check "the pingpong's QP was sealed" test "$(stat_of "$SOFTRNIC_TMP/ppc.log" qps_sealed)" -ge 1
 check "and its packets opened ($(stat_of "$SOFTRNIC_TMP/ppc.log" rx_sealed_packets))" \
   test "$(stat_of "$SOFTRNIC_TMP/ppc.log" rx_sealed_packets)" -gt 200

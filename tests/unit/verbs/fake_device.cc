@@ -177,6 +177,8 @@ std::span<const Gid> Device::gids() const { return F().gids; }
 // No host NIC in the fake: no lane, nothing to claim.
 int Device::host_nic_lane() const { return -1; }
 int Device::ClaimCmService(uint16_t, uint16_t, bool) { return 0; }
+int Device::seal_mode() const { return 0; }
+int Device::SealQpByCm(Qp*, std::span<const uint8_t>, std::span<const uint8_t>) { return EINVAL; }
 
 int Device::AllocPd(void* handle, Pd** out) {
   Fake& f = F();
