@@ -54,6 +54,12 @@ std::string CounterHelp(const std::string& name) {
       {"tx_sacks", "Selective ACKs sent."},
       {"acks_piggybacked", "Acknowledgements sent together with a request of the same QP."},
       {"acks_delay_expired", "Delayed acknowledgements sent alone after the whole delay."},
+      {"acks_flushed_at_poll",
+       "Delayed acknowledgements sent when the application polled the receive completion of "
+       "the message they acknowledge."},
+      {"ack_wakes_expired",
+       "Acknowledgements sent quietly into a shared-memory ring at a poll whose peer was woken "
+       "alone after the delay (no request of the QP rang its doorbell)."},
       {"posts_batched", "Posts whose packets waited for a later flush."},
       {"rx_sacks", "Selective ACKs received."},
       {"rx_sacks_invalid", "Selective ACKs ignored: range outside what is outstanding."},

@@ -6,12 +6,17 @@
 // parent posts SIZE-byte WRITEs, DEPTH at a time, into SLOTS consecutive
 // slots of the child's region, which starts OFFSET bytes past a page
 // boundary; the child only waits. Both buffers are offset alike, as an
-// application's malloc'd buffers are. Prints one line:
+// application's malloc'd buffers are. With IMM=1 they are WRITE_WITH_IMMs,
+// and the child polls its CQ for their receive completions (checking each
+// immediate; 20 us naps while it is empty) and posts receives again: its
+// CPU figure then includes its polling.
+// Prints one line:
 //   offset <o> size <s> gbps <GB/s> child_cpu_ms_per_gb <ms> parent_cpu_ms_per_gb <ms>
 //
 //   cc -O2 -o /tmp/placed_write_bw bench/shm/placed_write_bw.c -libverbs
-//   LD_LIBRARY_PATH=build/lib [MTU=4096] /tmp/placed_write_bw OFFSET [SIZE] [ITERS]
+//   LD_LIBRARY_PATH=build/lib [MTU=4096] [IMM=1] /tmp/placed_write_bw OFFSET [SIZE] [ITERS]
 // (bench/shm/run_placed.sh alternates aligned and unaligned runs.)
+#include <arpa/inet.h>
 #include <infiniband/verbs.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -23,7 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { kSlots = 16, kDepth = 32 };
+enum { kSlots = 16, kDepth = 32, kRecvs = 2 * kDepth };
 
 struct Info {
   uint32_t qpn, rkey;
@@ -70,9 +75,9 @@ static void setup(struct Side* s, size_t offset, size_t size) {
   if (mtu && atoi(mtu) == 4096) s->mtu = IBV_MTU_4096;
   if (mtu && atoi(mtu) == 2048) s->mtu = IBV_MTU_2048;
   s->pd = ibv_alloc_pd(s->ctx);
-  s->cq = ibv_create_cq(s->ctx, 2 * kDepth, NULL, NULL, 0);
+  s->cq = ibv_create_cq(s->ctx, kDepth + kRecvs, NULL, NULL, 0);
   struct ibv_qp_init_attr qa = {.send_cq = s->cq, .recv_cq = s->cq, .qp_type = IBV_QPT_RC,
-                                .cap = {.max_send_wr = kDepth, .max_recv_wr = 1,
+                                .cap = {.max_send_wr = kDepth, .max_recv_wr = kRecvs,
                                         .max_send_sge = 1, .max_recv_sge = 1}};
   s->qp = ibv_create_qp(s->pd, &qa);
   if (!s->pd || !s->cq || !s->qp) die("resources");
@@ -132,6 +137,7 @@ int main(int argc, char** argv) {
   const size_t offset = strtoul(argv[1], NULL, 0);
   const size_t size = argc > 2 ? strtoul(argv[2], NULL, 0) : 65536;
   const long iters = argc > 3 ? strtol(argv[3], NULL, 0) : 20000;
+  const int imm = getenv("IMM") && atoi(getenv("IMM")) != 0;
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) die("socketpair");
   const pid_t child = fork();
@@ -146,7 +152,26 @@ int main(int argc, char** argv) {
   connect_qp(&s, &peer);
   char c = 'r';
   if (child == 0) {  // the target: connected, then waits until the parent is done
+    struct ibv_recv_wr rwr = {.num_sge = 0}, *rbad;
+    for (int i = 0; imm && i < kRecvs; ++i)
+      if (ibv_post_recv(s.qp, &rwr, &rbad)) die("ibv_post_recv");
     xfer(fd, &c, 1, 1);
+    for (long got = 0; imm && got < iters;) {
+      struct ibv_wc wc[kDepth];
+      const int n = ibv_poll_cq(s.cq, kDepth, wc);
+      if (n < 0) die("ibv_poll_cq");
+      if (n == 0) usleep(20);  // leave the CPUs to the requester and the engines
+      for (int i = 0; i < n; ++i, ++got) {
+        if (wc[i].status != IBV_WC_SUCCESS || wc[i].opcode != IBV_WC_RECV_RDMA_WITH_IMM ||
+            wc[i].byte_len != size || ntohl(wc[i].imm_data) != (uint32_t)got) {
+          fprintf(stderr, "receive %ld: %s, opcode %d, %u bytes, immediate %u\n", got,
+                  ibv_wc_status_str(wc[i].status), wc[i].opcode, wc[i].byte_len,
+                  ntohl(wc[i].imm_data));
+          _exit(1);
+        }
+        if (ibv_post_recv(s.qp, &rwr, &rbad)) die("ibv_post_recv");
+      }
+    }
     xfer(fd, &c, 1, 0);
     double ms = cpu_ms(RUSAGE_SELF);
     xfer(fd, &ms, sizeof(ms), 1);
@@ -163,7 +188,9 @@ int main(int argc, char** argv) {
       struct ibv_sge sge = {.addr = (uintptr_t)(s.buf + slot), .length = (uint32_t)size,
                             .lkey = s.mr->lkey};
       struct ibv_send_wr wr = {.wr_id = (uint64_t)posted, .sg_list = &sge, .num_sge = 1,
-                               .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
+                               .opcode = imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE,
+                               .send_flags = IBV_SEND_SIGNALED,
+                               .imm_data = htonl((uint32_t)posted),
                                .wr.rdma = {.remote_addr = peer.addr + slot, .rkey = peer.rkey}};
       struct ibv_send_wr* bad;
       if (ibv_post_send(s.qp, &wr, &bad)) die("ibv_post_send");
@@ -186,7 +213,9 @@ int main(int argc, char** argv) {
   xfer(fd, &c, 1, 1);
   double child_ms = 0;
   xfer(fd, &child_ms, sizeof(child_ms), 0);
-  waitpid(child, NULL, 0);
+  int status = 0;
+  waitpid(child, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 1;
   const double secs = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
   const double gb = (double)iters * (double)size / 1e9;
   printf("offset %zu size %zu gbps %.2f child_cpu_ms_per_gb %.1f parent_cpu_ms_per_gb %.1f\n",

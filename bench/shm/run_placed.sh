@@ -7,8 +7,10 @@
 # requester, its engine thread and the target's engine thread share the
 # two CPUs as the scheduler likes.
 #
-#   [MTU=4096] bench/shm/run_placed.sh [BUILD_DIR] [RUNS] [SIZE]
+#   [MTU=4096] [IMM=1] bench/shm/run_placed.sh [BUILD_DIR] [RUNS] [SIZE]
 # MTU: the QPs' path MTU (default the port's active MTU, as perftest).
+# IMM=1: WRITE_WITH_IMMs, whose target polls their receive completions
+# (its CPU figure is then its polling loop's).
 # Prints one line per run and the medians (GB/s, and CPU ms per GB moved
 # of each process).
 set -u

@@ -16,14 +16,28 @@
 // 14 gives 67 ms), so a requester configured like this QP does not
 // retransmit because of it.
 //
-// The deferral must not outlive the QP or the process: the application has
-// seen the completion of the request being acknowledged, and may destroy
-// the QP or exit at once (a client that gets its last reply and ends). A
-// deferred ACK goes out when its QP moves to Error or Reset or is
-// destroyed, and at exit() (device.cc). Only an abrupt end (_exit, a
-// signal) within the delay still loses it: the peer then retries its last
-// request into IBV_WC_RETRY_EXC_ERR, as it would had the process died
-// before the request arrived.
+// The deferral must not outlive the application's view of the request
+// being acknowledged: having seen it, the application may destroy the QP
+// or exit at once (a client that gets its last reply and ends; fio's rdma
+// engine, whose target polls the receive completion of the closing SEND
+// and calls _exit()). So a deferred ACK goes out when its QP moves to
+// Error or Reset or is destroyed, at exit() (device.cc), and before
+// ibv_poll_cq hands out a receive completion (SEND, WRITE_WITH_IMM) of its
+// QP (SendAcksOfPolledReceives): the application never sees a message its
+// peer may still have to resend. A WRITE's arrival shows only in memory,
+// which the application may read before anything tells the engine; its
+// ACK still waits, and an abrupt end (_exit, a signal) within the delay
+// after such a WRITE loses it: the peer retries into
+// IBV_WC_RETRY_EXC_ERR, as it would had the process died before the
+// WRITE arrived.
+//
+// Where ACKs are deferred only to spare a peer's doorbell (shared-memory
+// rings, QPs on completion channels), the ACK sent at the poll goes quietly
+// (Transport::SetQuiet): into the peer's ring, which survives this process,
+// without waking it; the application's answer rings the doorbell for both,
+// as when the ACK rode along. If no request follows within the delay, the
+// owed wake-up is rung alone (Transport::WakePeer), so a one-way stream's
+// sender, asleep until its completions come, waits no longer than before.
 //
 // A QP whose ACKs keep waiting the whole delay (a one-way stream, a
 // responder that answers on another QP) stops deferring for a while, so the
@@ -69,11 +83,17 @@ bool Engine::DeferAck(Qp* qp, uint8_t syndrome) {
   }
   if (!qp->ack_delay.ack_deferred) {
     qp->ack_delay.ack_deferred = true;
+    ++acks_deferred_;
     WatchTimers(qp);
     // The peer's Local ACK Timeout is not known here; its own (ibv_modify_qp
     // sets both sides alike in practice) bounds the wait to an eighth.
     const Clock::duration cap = LocalAckTimeout(qp->attr.timeout) / 8;
-    qp->ack_delay.ack_deadline = Clock::now() + std::min<Clock::duration>(ack_delay_, cap);
+    const Clock::time_point deadline = Clock::now() + std::min<Clock::duration>(ack_delay_, cap);
+    // A wake-up still owed for an earlier ACK sent quietly is this ACK's
+    // now (it covers that one), and no later.
+    qp->ack_delay.ack_deadline =
+        qp->ack_delay.wake_owed ? std::min(qp->ack_delay.ack_deadline, deadline) : deadline;
+    qp->ack_delay.wake_owed = false;
     ack_deadline_min_ = std::min(ack_deadline_min_, qp->ack_delay.ack_deadline);
     // A sleeping progress thread must wake in time to send it alone.
     WakeProgressThreadFor(qp->ack_delay.ack_deadline);
@@ -92,7 +112,7 @@ void Engine::ExpireDeferredAcks(Clock::time_point now) {
   // Every QP with a deferred ACK is on the timer list (DeferAck lists it).
   for (size_t i = 0; i < timer_list_.size(); ++i) {
     Qp* qp = timer_list_[i];
-    if (!qp->ack_delay.ack_deferred) continue;
+    if (!qp->ack_delay.ack_deferred && !qp->ack_delay.wake_owed) continue;
     if (qp->ack_delay.ack_deadline > now) {
       next = std::min(next, qp->ack_delay.ack_deadline);
       continue;
@@ -101,6 +121,12 @@ void Engine::ExpireDeferredAcks(Clock::time_point now) {
     // that pauses: perftest -a between sizes); a second miss in a row, or
     // a first one, backs off.
     qp->ack_delay.ack_delay_score = qp->ack_delay.ack_delay_score > 0 ? 0 : -kBackoff;
+    if (qp->ack_delay.wake_owed) {
+      // Sent quietly at the poll; no request rang the doorbell since.
+      ++stats_.ack_wakes_expired;
+      WakeOwedPeer(qp);
+      continue;
+    }
     ++stats_.acks_delay_expired;
     FlushAck(qp);
   }
@@ -109,6 +135,47 @@ void Engine::ExpireDeferredAcks(Clock::time_point now) {
 
 void Engine::SendDeferredAck(Qp* qp) {
   if (qp->ack_delay.ack_deferred) FlushAck(qp);
+  if (qp->ack_delay.wake_owed) WakeOwedPeer(qp);
+}
+
+void Engine::WakeOwedPeer(Qp* qp) {
+  qp->ack_delay.wake_owed = false;
+  transport_->WakePeer(transport::Endpoint{qp->attr.ah_attr.dgid, udp_port_},
+                       qp->attr.dest_qp_num);
+}
+
+void Engine::AckWakeCarried(Qp* qp) {
+  // A request of the QP was pushed with its doorbell: the ACK rode along
+  // after all (it is ahead of the request in the ring).
+  qp->ack_delay.wake_owed = false;
+  qp->ack_delay.ack_delay_score = std::min(qp->ack_delay.ack_delay_score + 1, kScoreCap);
+}
+
+void Engine::SendAcksOfPolledReceives(const Completion* c, int n) {
+  // Where ACKs wait only to spare doorbells (DeferAck), they go quietly and
+  // owe the peer its wake-up; over UDP the datagram is the wake-up.
+  const bool quiet = !transport_->delayed_acks_save_wakeups();
+  bool sent = false;
+  for (int i = 0; i < n && acks_deferred_ > 0; ++i) {
+    if (c[i].opcode != WcOpcode::kRecv && c[i].opcode != WcOpcode::kRecvRdmaWithImm) continue;
+    const auto it = qps_.find(c[i].qp_num);
+    if (it == qps_.end()) continue;
+    Qp* qp = it->second.get();
+    // Held for this QP: it covers the message (the responder queued the
+    // ACK of the message in the same step that completed its receive,
+    // and a held ACK only grows to later PSNs).
+    if (!qp->ack_delay.ack_deferred) continue;
+    if (!sent && tx_.count() > 0) FlushTx();  // nothing else goes quietly
+    ++stats_.acks_flushed_at_poll;
+    FlushAck(qp);
+    // Its deadline and its place on the timer list stay, for the wake-up.
+    if (quiet) qp->ack_delay.wake_owed = true;
+    sent = true;
+  }
+  if (!sent || tx_.count() == 0) return;
+  if (quiet) transport_->SetQuiet(true);
+  FlushTx();
+  if (quiet) transport_->SetQuiet(false);
 }
 
 void Engine::FlushDeferredAcksLocked() {

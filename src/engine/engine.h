@@ -151,6 +151,8 @@ class Engine {
       REQUIRES(mu_);
   // ibv_poll_cq: held-back packets leave, a pass runs if the CQ holds
   // fewer than n, and the progress thread learns that an application polls.
+  // The ACKs still held for the messages whose receive completions it
+  // hands out leave before it returns (ack_delay.cc).
   int PollCqLocked(Cq* cq, int n, Completion* out) REQUIRES(mu_);
   // ibv_req_notify_cq: the arm, and the progress thread told to watch for
   // responses when the caller will block on a channel.
@@ -412,6 +414,9 @@ class Engine {
   std::chrono::microseconds ack_delay_{20};
   // No deferred ACK is due before this (may be stale-early, never late).
   Clock::time_point ack_deadline_min_ = Clock::time_point::max();
+  // QPs whose ACK is deferred now (AckDelayState::ack_deferred set): while
+  // none is, a poll hands out receive completions without looking up QPs.
+  uint32_t acks_deferred_ GUARDED_BY(mu_) = 0;
 
   // --- Transmit (packet_builder.h) ---
   // Builds a packet into the transmit batch (sending a full batch first):
@@ -784,6 +789,15 @@ class Engine {
   void ExpireDeferredAcks(Clock::time_point now) REQUIRES(mu_);
   // qp leaves service (error, reset, destroy): its deferred ACK goes now.
   void SendDeferredAck(Qp* qp) REQUIRES(mu_);
+  // The application is about to see these completions (ibv_poll_cq): the
+  // ACKs held for the QPs of the receive completions among them (SEND,
+  // WRITE_WITH_IMM) are sent now, the transmit batch with them.
+  void SendAcksOfPolledReceives(const Completion* c, int n) REQUIRES(mu_);
+  // The wake-up an ACK sent quietly owes its peer: rung now
+  // (Transport::WakePeer), or carried by a request of the QP pushed with
+  // its doorbell (SendNextPacket).
+  void WakeOwedPeer(Qp* qp) REQUIRES(mu_);
+  void AckWakeCarried(Qp* qp) REQUIRES(mu_);
   void ResponderError(Qp* qp, wire::NakCode code, uint32_t psn, WcStatus recv_status) REQUIRES(mu_);
   void SendReadResponses(Qp* qp, uint32_t first_psn, uint64_t va, uint32_t rkey, uint32_t length,
                          uint32_t skip_packets) REQUIRES(mu_);

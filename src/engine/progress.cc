@@ -197,6 +197,7 @@ void Engine::WatchTimers(Qp* qp) {
 
 bool Engine::TimersArmed(const Qp* qp) {
   return qp->comp.rnr_waiting || qp->comp.retransmit_armed || qp->ack_delay.ack_deferred ||
+         qp->ack_delay.wake_owed ||
          (qp->type == QpType::kRc && qp->comp.comp_psn != qp->req.sq_psn);
 }
 
@@ -221,7 +222,8 @@ Clock::time_point Engine::NextDeadlineLocked() const {
     if (qp->comp.rnr_waiting) next = std::min(next, qp->comp.rnr_deadline);
     else if (qp->comp.retransmit_armed) next = std::min(next, qp->comp.retransmit_deadline);
     if (qp->sr.peer_sr) next = std::min(next, SrProbeDeadline(qp));
-    if (qp->ack_delay.ack_deferred) next = std::min(next, qp->ack_delay.ack_deadline);
+    if (qp->ack_delay.ack_deferred || qp->ack_delay.wake_owed)
+      next = std::min(next, qp->ack_delay.ack_deadline);
   }
   // Packets the transport holds (the fault lab's delayed, rate-limited or
   // paused ones, fault_transport.h) leave in a pass when due: the sleeper

@@ -201,6 +201,11 @@ struct RespState {
 // until ack_deadline at most, for a request this QP sends back to carry it.
 struct AckDelayState {
   bool ack_deferred = false;
+  // The ACK went quietly (a shared-memory ring without its doorbell) when
+  // the application polled the completion it acknowledges: the peer's
+  // wake-up is still owed, to its next request's doorbell or, at
+  // ack_deadline, to Transport::WakePeer (ack_delay.cc).
+  bool wake_owed = false;
   Clock::time_point ack_deadline{};
   // >= 0: defer; each ACK that did ride along raises it (to a cap); one
   // that had to be sent alone by the timer sets it to 0 if it was above,

@@ -49,6 +49,9 @@ int Engine::PollCqLocked(Cq* cq, int n, Completion* out) {
   }
   NoteAppActivity();
   const int got = cq->Poll(n, out);
+  // The application sees these now and may exit at once (_exit, no
+  // handler): what it saw must be acknowledged before (ack_delay.cc).
+  if (acks_deferred_ > 0 && got > 0) SendAcksOfPolledReceives(out, got);
   app_waiting_.store(got == 0, std::memory_order_relaxed);
   return got;
 }

@@ -294,6 +294,8 @@ bool Engine::SendNextPacket(Qp* qp, SendWqe& w, uint64_t index) {
   if (qp->type == QpType::kRc) SrOnTransmit(qp, qp->req.sq_psn, psns_consumed, payload);
   CommitPacket(av.sgid_index, av.dgid, direct, qp->seal.get());
   CountTx(qp);
+  // Its doorbell wakes the peer for the ACK sent quietly before it.
+  if (qp->ack_delay.wake_owed) AckWakeCarried(qp);
 
   qp->req.sq_psn = wire::PsnAdd(qp->req.sq_psn, psns_consumed);
   if (last) {

@@ -168,7 +168,10 @@ void Engine::QueueAck(Qp* qp, uint8_t syndrome, uint32_t psn, bool may_defer) {
 }
 
 void Engine::FlushAck(Qp* qp) {
-  qp->ack_delay.ack_deferred = false;
+  if (qp->ack_delay.ack_deferred) {
+    qp->ack_delay.ack_deferred = false;
+    --acks_deferred_;
+  }
   if (qp->sr_store.peer_sr_req && (qp->sr_store.sack_pending || qp->resp.ack_pending)) {
     // Selective peer: while anything is kept, every acknowledgement is a
     // SACK (it carries the cumulative part too); with nothing kept, a plain

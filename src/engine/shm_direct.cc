@@ -319,15 +319,20 @@ bool Engine::TryDirect(Qp* qp, SendWqe& w, uint64_t index) {
   const WrOpcodeInfo& op = GetWrOpcodeInfo(w.opcode);
   const uint32_t right = op.remote_right;
   // SEND and SEND_WITH_IMM go into the target's receive queue
-  // (TryDirectSend); WRITE_WITH_IMM and SEND_WITH_INV go as packets.
+  // (TryDirectSend). A WRITE_WITH_IMM is only ever placed: its last packet
+  // carries the immediate through the ring, and the target's engine makes
+  // the receive completion from it (shm_placed.h). SEND_WITH_INV goes as
+  // packets.
   const bool send = w.opcode == WrOpcode::kSend || w.opcode == WrOpcode::kSendWithImm;
-  if (!send && (right == 0 || op.consumes_recv_wqe)) return false;
+  const bool with_imm = w.opcode == WrOpcode::kRdmaWriteWithImm;
+  if (!send && (right == 0 || (op.consumes_recv_wqe && !with_imm))) return false;
   // RC ordering: only when nothing of this QP is in flight, or, for a
   // WRITE whose shared pages are placed and whose packets go through the
   // ring, when only such WRITEs to the same region are (shm_placed.h).
   if (w.started || w.placed_end != w.placed_begin || (!send && w.length == 0)) return false;
   const bool idle = qp->sq_next == qp->sq_head;
-  const bool may_place = w.opcode == WrOpcode::kRdmaWrite && qp->shm.ring_barrier <= qp->sq_head &&
+  const bool may_place = (w.opcode == WrOpcode::kRdmaWrite || with_imm) &&
+                         qp->shm.ring_barrier <= qp->sq_head &&
                          (idle || qp->shm.placed_rkey == w.rkey);
   if (!idle && !may_place) return false;
   DirectTarget t;
@@ -373,9 +378,10 @@ bool Engine::TryDirect(Qp* qp, SendWqe& w, uint64_t index) {
   // memory that is not shared go through the ring.
   const bool whole = share_len != 0 && target >= share_start &&
                      target - share_start <= share_len && len <= share_len - (target - share_start);
-  if (!whole || !idle) {
-    // Partly shared, or placed WRITEs in flight: the shared part is placed
-    // here and the WRITE goes as packets carrying the rest.
+  if (!whole || !idle || with_imm) {
+    // Partly shared, placed WRITEs in flight, or an immediate to deliver:
+    // the shared part (for a WRITE_WITH_IMM in whole shared pages, all of
+    // it) is placed here and the WRITE goes as packets carrying the rest.
     if (!may_place) return false;
     const uint64_t a = std::max(target, share_start);
     const uint64_t b = std::min(target + len, share_start + share_len);

@@ -50,6 +50,8 @@ std::string FormatStats(const EngineStats& s, const transport::TransportCounters
   line("tx_sacks", s.tx_sacks);
   line("acks_piggybacked", s.acks_piggybacked);
   line("acks_delay_expired", s.acks_delay_expired);
+  line("acks_flushed_at_poll", s.acks_flushed_at_poll);
+  line("ack_wakes_expired", s.ack_wakes_expired);
   line("posts_batched", s.posts_batched);
   line("rx_sacks", s.rx_sacks);
   line("rx_sacks_invalid", s.rx_sacks_invalid);

@@ -73,6 +73,8 @@ struct EngineStats {
   // Delayed acknowledgements (ack_delay.cc).
   uint64_t acks_piggybacked = 0;       // sent together with a request of the same QP
   uint64_t acks_delay_expired = 0;     // waited the whole delay, then sent alone
+  uint64_t acks_flushed_at_poll = 0;   // sent when the application polled the receive completion
+  uint64_t ack_wakes_expired = 0;      // of those sent quietly, peers woken alone after the delay
   uint64_t posts_batched = 0;          // posts whose packets waited for a later flush
   // Completion events a thread blocked in ibv_get_cq_event made in its own
   // pass and took without the channel's pipe (event_wait.cc).

@@ -81,6 +81,8 @@ class FaultTransport final : public Transport {
   bool PrepareToSleep() override { return inner_->PrepareToSleep(); }
   void WokeUp() override { inner_->WokeUp(); }
   bool WaitWhenBusy() const override { return inner_->WaitWhenBusy(); }
+  void SetQuiet(bool quiet) override { inner_->SetQuiet(quiet); }
+  void WakePeer(const Endpoint& dst, uint32_t dest_qpn) override { inner_->WakePeer(dst, dest_qpn); }
   int JoinMulticast(const Gid& group) override { return inner_->JoinMulticast(group); }
   void LeaveMulticast(const Gid& group) override { inner_->LeaveMulticast(group); }
   uint32_t max_multicast_groups() const override { return inner_->max_multicast_groups(); }

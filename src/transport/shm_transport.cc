@@ -321,6 +321,11 @@ void ShmTransport::PublishDirty() {
   for (ShmRingPeer* p : dirty_) {
     p->dirty = false;
     p->producer.Publish();
+    // Only quiet packets (SetQuiet): published, where the peer's next pass
+    // finds them (a peer about to sleep re-checks its rings after raising
+    // its flag), but a sleeping peer is left asleep.
+    if (!p->wake) continue;
+    p->wake = false;
     // Dekker with the target's PrepareToSleep: our tail store, then its flag;
     // its flag store, then our tail. seq_cst on both sides means at least one
     // of us sees the other.
@@ -362,6 +367,15 @@ void ShmTransport::SendDoorbellDatagram(uint32_t ip, uint16_t port) const {
 void ShmTransport::SendDoorbell(uint32_t ip, uint16_t port) {
   SendDoorbellDatagram(ip, port);
   ++counters_.doorbells_sent;
+}
+
+void ShmTransport::WakePeer(const Endpoint& dst, uint32_t dest_qpn) {
+  Route* r = Lookup(dst, dest_qpn);
+  if (r == nullptr || !r->peer) return;  // UDP: the datagram woke it
+  // Dekker with the target's PrepareToSleep, as in PublishDirty: the quiet
+  // packet's tail was published before.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  RingDoorbellIfSleeping(r->peer.get());
 }
 
 void ShmTransport::NotifyDirectRecv(ShmPeer& peer) {
@@ -449,6 +463,7 @@ int ShmTransport::SendBurst(const TxPacket* packets, int n) {
       peer->dirty = true;
       dirty_.push_back(peer);
     }
+    if (!quiet_) peer->wake = true;
     ++i;
   }
   PublishDirty();

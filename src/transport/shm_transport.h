@@ -46,6 +46,7 @@ struct ShmRingPeer : ShmPeer {
   int ring = -1;  // the ring this device claimed in the peer's segment
   ShmRingProducer producer;
   bool dirty = false;  // slots written, not yet published
+  bool wake = false;   // some of them not quiet: ring the doorbell if it sleeps
   int pidfd = -1;
   bool death_polled = false;  // no pidfd in peer_deaths_fd_: CheckPeers asks the pid
   // Whether the peer reads its rings (DeliveryPending): its packets_read
@@ -91,6 +92,8 @@ class ShmTransport final : public Transport, public PeerMemory {
   // runs now or was just woken by the doorbell: worth waiting for, like a
   // lossless link (RoCE expects PFC), rather than dropping UC messages.
   bool WaitWhenBusy() const override { return ring_full_; }
+  void SetQuiet(bool quiet) override { quiet_ = quiet; }
+  void WakePeer(const Endpoint& dst, uint32_t dest_qpn) override;
   // A packet for `dest_qpn` still unread in our ring in the peer's segment
   // while the peer reads its rings, or a packet for `local_qpn` unread in
   // the peer's ring in ours (or in the backlog).
@@ -242,6 +245,7 @@ class ShmTransport final : public Transport, public PeerMemory {
   uint64_t direct_recvs_slept_ = 0;
   bool warned_ = false;
   bool ring_full_ = false;  // the last SendBurst stopped at a full ring
+  bool quiet_ = false;      // SetQuiet: pushes ring no doorbell
   std::atomic<bool> has_peers_{false};
   // Set by WokeUp, which the progress thread calls without the engine lock.
   std::atomic<bool> force_udp_{true};

@@ -174,6 +174,16 @@ class Transport {
   // engine lock: an implementation may only touch atomics here.
   virtual void WokeUp() {}
 
+  // Quiet sends (engine/ack_delay.cc: an ACK sent when the application
+  // polls the completion it acknowledges, which the peer needs only when
+  // it next looks): while set, SendBurst wakes no sleeping peer; a packet
+  // put in a shared-memory ring is published there, where the peer finds
+  // it at its next pass, but its doorbell is not rung. A datagram is sent
+  // as always (its arrival is the peer's wake-up). WakePeer rings what a
+  // quiet packet did not: `dst`'s doorbell, if it sleeps.
+  virtual void SetQuiet(bool quiet) { (void)quiet; }
+  virtual void WakePeer(const Endpoint& dst, uint32_t dest_qpn) { (void)dst, (void)dest_qpn; }
+
   // After SendBurst returned short: true if the receiver is known to drain
   // soon, so the caller should keep offering for a while (bounded) instead
   // of giving up after a few tries as for a full socket buffer.

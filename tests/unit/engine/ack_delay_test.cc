@@ -2,7 +2,15 @@
 // delay, for a request of the same QP to carry it; one that waited the whole
 // delay makes the QP acknowledge at once for a while. Tests set a long delay
 // so that a loaded machine cannot turn a carried ACK into an expired one.
+//
+// The deferral never outlives the application's view of a message: the ACK
+// of a SEND or a WRITE_WITH_IMM leaves at the latest when its receive
+// completion is polled. The ping-pongs that show the ACK riding along are
+// therefore of RDMA WRITEs (ib_write_lat's: the receiver sees the message
+// in memory, no completion), and SENDs are tested for that flush.
 #include <chrono>
+#include <cstring>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -34,6 +42,46 @@ class AckDelayTest : public RcPairTest {
     Sge sge = SgeOf(from, 0, 8);
     ASSERT_EQ(from.dev->PostSend(from.qp, MakeWr(WrOpcode::kSend, id, {&sge, 1})), 0);
   }
+  // A WRITE of `id` + 1 (8 bytes, inline) from `from` into `to`'s
+  // mailbox: a message only memory shows (ib_write_lat's), no completion.
+  void Write(Side& from, Side& to, uint64_t id) {
+    const uint64_t value = id + 1;
+    Sge sge{reinterpret_cast<uint64_t>(&value), 8, 0};
+    ASSERT_EQ(from.dev->PostSend(from.qp, MakeWr(WrOpcode::kRdmaWrite, id, {&sge, 1},
+                                                 Addr(to, kMailbox), to.dev->MrRkey(to.mr),
+                                                 kSignaled | kInline)),
+              0);
+  }
+  // s's mailbox, read under its engine's lock (its progress thread may be
+  // writing it).
+  static uint64_t Mailbox(Side& s) {
+    std::lock_guard lock(s.dev->engine().mu_);
+    uint64_t v;
+    std::memcpy(&v, s.buf.data() + kMailbox, 8);
+    return v;
+  }
+  // Polls s's CQ (running its engine) until its mailbox holds `id` + 1;
+  // completions are kept for Await. Fails the test after 10 s.
+  void AwaitMailbox(Side& s, uint64_t id) {
+    std::vector<Completion>& kept = &s == &a_ ? kept_a_ : kept_b_;
+    const auto deadline = std::chrono::steady_clock::now() + milliseconds(10000);
+    while (Mailbox(s) != id + 1) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ADD_FAILURE() << "WRITE " << id << " did not arrive";
+        return;
+      }
+      Completion wc[4];
+      const int got = s.dev->PollCq(s.cq, 4, wc);
+      kept.insert(kept.end(), wc, wc + std::max(got, 0));
+    }
+  }
+  // A WRITE from `from` to `to`, arrived; its sender's completion (the ACK)
+  // is left to the caller.
+  void WriteOne(Side& from, Side& to, uint64_t id) {
+    Write(from, to, id);
+    AwaitMailbox(to, id);
+  }
+  static constexpr size_t kMailbox = 8192;
   // Polls s's CQ until a completion of `opcode` arrives (others are kept
   // for later calls); fails the test after 10 s.
   Completion Await(Side& s, WcOpcode opcode) {
@@ -69,17 +117,18 @@ class AckDelayTest : public RcPairTest {
     o.timeout = 20;
     return o;
   }
-  // `rounds` of: A asks, B answers (ids from `id`). B's ACK of a question
-  // waits for B's answer, A's ACK of an answer for A's next question; the
-  // last answer's ACK is left waiting (its completion is not awaited).
+  // `rounds` of: A asks, B answers (ids from `id`), with WRITEs. B's ACK of
+  // a question waits for B's answer, A's ACK of an answer for A's next
+  // question; the last answer's ACK is left waiting (its completion is not
+  // awaited).
   void PingPong(int rounds, uint64_t id) {
     for (int i = 0; i < rounds; ++i) {
-      SendOne(a_, b_, id + 2 * i);
+      WriteOne(a_, b_, id + 2 * i);
       if (i > 0) {
-        EXPECT_EQ(Await(b_, WcOpcode::kSend).wr_id, id + 2 * i - 1);
+        EXPECT_EQ(Await(b_, WcOpcode::kRdmaWrite).wr_id, id + 2 * i - 1);
       }
-      SendOne(b_, a_, id + 2 * i + 1);
-      EXPECT_EQ(Await(a_, WcOpcode::kSend).wr_id, id + 2 * i);
+      WriteOne(b_, a_, id + 2 * i + 1);
+      EXPECT_EQ(Await(a_, WcOpcode::kRdmaWrite).wr_id, id + 2 * i);
     }
   }
   std::vector<Completion> kept_a_, kept_b_;
@@ -92,7 +141,7 @@ TEST_F(AckDelayTest, PingPongAcksRideOnTheAnswer) {
   PingPong(rounds, 0);
   // Nothing carries A's last ACK: it leaves when the delay is over.
   const auto start = std::chrono::steady_clock::now();
-  EXPECT_EQ(Await(b_, WcOpcode::kSend).wr_id, uint64_t(2 * rounds - 1));
+  EXPECT_EQ(Await(b_, WcOpcode::kRdmaWrite).wr_id, uint64_t(2 * rounds - 1));
   EXPECT_GE(std::chrono::steady_clock::now() - start, delay / 2);
   const EngineStats sa = StatsOf(*a_.dev);
   const EngineStats sb = StatsOf(*b_.dev);
@@ -102,6 +151,7 @@ TEST_F(AckDelayTest, PingPongAcksRideOnTheAnswer) {
   EXPECT_EQ(sb.acks_delay_expired, 0u);
   EXPECT_EQ(sa.acks_piggybacked, uint64_t(rounds - 1));
   EXPECT_EQ(sa.acks_delay_expired, 1u);
+  EXPECT_EQ(sa.acks_flushed_at_poll + sb.acks_flushed_at_poll, 0u);  // no receive completions
   // Below the Local ACK Timeout. (The last 200 ms wait does draw
   // selective retransmission's tail-loss probes, from 1 ms on; the default
   // delay, 20 us and at most 500 us, stays below them.)
@@ -114,11 +164,11 @@ TEST_F(AckDelayTest, PingPongAcksRideOnTheAnswer) {
 TEST_F(AckDelayTest, APingPongThatPausesKeepsDeferring) {
   OpenWithDelays(milliseconds(50), milliseconds(50));
   PingPong(10, 0);
-  EXPECT_EQ(Await(b_, WcOpcode::kSend).wr_id, 19u);  // A's ACK expired
+  EXPECT_EQ(Await(b_, WcOpcode::kRdmaWrite).wr_id, 19u);  // A's ACK expired
   const EngineStats before = StatsOf(*a_.dev);
   EXPECT_EQ(before.acks_delay_expired, 1u);
   PingPong(10, 100);
-  EXPECT_EQ(Await(b_, WcOpcode::kSend).wr_id, 119u);
+  EXPECT_EQ(Await(b_, WcOpcode::kRdmaWrite).wr_id, 119u);
   const EngineStats after = StatsOf(*a_.dev);
   EXPECT_EQ(after.acks_piggybacked - before.acks_piggybacked, 9u);
   EXPECT_EQ(after.acks_delay_expired, 2u);
@@ -127,11 +177,11 @@ TEST_F(AckDelayTest, APingPongThatPausesKeepsDeferring) {
 TEST_F(AckDelayTest, AnAckNobodyCarriesLeavesAfterTheDelay) {
   const auto delay = milliseconds(100);
   OpenWithDelays(std::nullopt, delay);
-  SendOne(b_, a_, 1);  // B has sent once: its ACKs may now wait
-  Await(b_, WcOpcode::kSend);
+  WriteOne(b_, a_, 1);  // B has sent once: its ACKs may now wait
+  Await(b_, WcOpcode::kRdmaWrite);
   const auto start = std::chrono::steady_clock::now();
-  SendOne(a_, b_, 2);  // B never answers
-  Await(a_, WcOpcode::kSend);
+  WriteOne(a_, b_, 2);  // B never answers
+  Await(a_, WcOpcode::kRdmaWrite);
   const auto waited = std::chrono::steady_clock::now() - start;
   EXPECT_GE(waited, delay);
   EXPECT_LT(waited, delay + milliseconds(5000));
@@ -142,30 +192,30 @@ TEST_F(AckDelayTest, AnAckNobodyCarriesLeavesAfterTheDelay) {
 TEST_F(AckDelayTest, AfterAnExpiredDelayTheQpAcknowledgesAtOnce) {
   const auto delay = milliseconds(300);
   OpenWithDelays(std::nullopt, delay);
-  SendOne(b_, a_, 1);
-  Await(b_, WcOpcode::kSend);
-  SendOne(a_, b_, 2);  // waits the whole delay
-  Await(a_, WcOpcode::kSend);
+  WriteOne(b_, a_, 1);
+  Await(b_, WcOpcode::kRdmaWrite);
+  WriteOne(a_, b_, 2);  // waits the whole delay
+  Await(a_, WcOpcode::kRdmaWrite);
   // A one-way stream now: its ACKs must not wait.
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < 10; ++i) {
-    SendOne(a_, b_, 10 + i);
-    Await(a_, WcOpcode::kSend);
+    WriteOne(a_, b_, 10 + i);
+    Await(a_, WcOpcode::kRdmaWrite);
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, delay);
   EXPECT_EQ(StatsOf(*b_.dev).acks_delay_expired, 1u);
   EXPECT_EQ(StatsOf(*b_.dev).acks_piggybacked, 0u);
 }
 
-// The application saw the completion of the request B's ACK is waiting
-// for; a QP it then takes out of service (destroy, or Error as
-// rdma_disconnect does) sends that ACK at once, not after the delay, nor
-// never (ack_delay.cc). Without it, a client that destroys its QP right
-// after its last reply leaves the server retrying into RETRY_EXC_ERR.
+// The application saw the message B's ACK is waiting for (in memory); a QP
+// it then takes out of service (destroy, or Error as rdma_disconnect does)
+// sends that ACK at once, not after the delay, nor never (ack_delay.cc).
+// Without it, a client that destroys its QP right after its last reply
+// leaves the server retrying into RETRY_EXC_ERR.
 class AckDelayLeaveTest : public AckDelayTest {
  protected:
-  // B's ACK of A's SEND deferred (a delay of 5 s; a Local ACK Timeout of
-  // 69 s caps it at 8.6 s), then `leave` on B: A's SEND completes well
+  // B's ACK of A's WRITE deferred (a delay of 5 s; a Local ACK Timeout of
+  // 69 s caps it at 8.6 s), then `leave` on B: A's WRITE completes well
   // before the delay, without a retransmission.
   template <typename Leave>
   void ExpectAckSentWhen(Leave leave) {
@@ -173,12 +223,12 @@ class AckDelayLeaveTest : public AckDelayTest {
     QpOptions o;
     o.timeout = 24;
     OpenWithDelays(std::nullopt, delay, o);
-    SendOne(b_, a_, 1);  // B has sent once: its ACKs may now wait
-    Await(b_, WcOpcode::kSend);
-    SendOne(a_, b_, 2);  // B's ACK waits for B's next request
+    WriteOne(b_, a_, 1);  // B has sent once: its ACKs may now wait
+    Await(b_, WcOpcode::kRdmaWrite);
+    WriteOne(a_, b_, 2);  // B's ACK waits for B's next request
     const auto start = std::chrono::steady_clock::now();
     leave();
-    EXPECT_EQ(Await(a_, WcOpcode::kSend).wr_id, 2u);
+    EXPECT_EQ(Await(a_, WcOpcode::kRdmaWrite).wr_id, 2u);
     EXPECT_LT(std::chrono::steady_clock::now() - start, delay / 2);
     EXPECT_EQ(StatsOf(*b_.dev).acks_delay_expired, 0u);
     EXPECT_EQ(StatsOf(*a_.dev).retransmit_timeouts, 0u);
@@ -199,6 +249,105 @@ TEST_F(AckDelayLeaveTest, AQpMovedToErrorSendsItsDeferredAck) {
     ASSERT_EQ(b_.dev->ModifyQp(b_.qp, err, kQpState), 0);
   });
 }
+
+// A receive completion is the application's view of a SEND or a
+// WRITE_WITH_IMM, and the application may end right after polling it
+// without calling anything else: fio's rdma engine (--verb=read) ends with
+// a SEND whose target polls it and calls _exit(). So the ACK B holds for
+// that QP leaves before B's poll hands the completion out, not with B's
+// next request or after the delay: here B's engine is destroyed at once
+// after the poll (nothing flushes there, as at _exit), and A's message
+// still completes, successfully. Held, the ACK was lost: A retried against
+// a dead peer into RETRY_EXC_ERR.
+class AckDelayPollTest : public AckDelayTest,
+                         public ::testing::WithParamInterface<WrOpcode> {
+ protected:
+  // B's ACKs may wait 5 s, capped to an eighth of the Local ACK Timeout
+  // (`timeout`); A retries `retry_cnt` times.
+  void OpenForPoll(uint8_t timeout, uint8_t retry_cnt) {
+    QpOptions o;
+    o.timeout = timeout;
+    o.retry_cnt = retry_cnt;
+    OpenWithDelays(std::nullopt, milliseconds(5000), o);
+    WriteOne(b_, a_, 1);  // B has sent once: its ACKs may now wait
+    Await(b_, WcOpcode::kRdmaWrite);
+  }
+  // A's message `id` of the parameter's opcode, to a receive B posted;
+  // returns B's receive completion, polled.
+  Completion Deliver(uint64_t id) {
+    Sge rsge = SgeOf(b_, 4096, 64);
+    EXPECT_EQ(b_.dev->PostRecv(b_.qp, RecvWr{id, {&rsge, 1}}), 0);
+    Sge sge = SgeOf(a_, 0, 8);
+    SendWr wr = MakeWr(GetParam(), id, {&sge, 1}, Addr(b_, 4096), b_.dev->MrRkey(b_.mr));
+    wr.imm_data = 0x5eed0000u + static_cast<uint32_t>(id);
+    EXPECT_EQ(a_.dev->PostSend(a_.qp, wr), 0);
+    const Completion c = Await(b_, GetParam() == WrOpcode::kRdmaWriteWithImm
+                                       ? WcOpcode::kRecvRdmaWithImm
+                                       : WcOpcode::kRecv);
+    EXPECT_EQ(c.wr_id, id);
+    return c;
+  }
+  // A's completion of `opcode`, whatever its status; fails after 5 s.
+  Completion AwaitAny(WcOpcode opcode) {
+    const auto deadline = std::chrono::steady_clock::now() + milliseconds(5000);
+    while (std::chrono::steady_clock::now() < deadline) {
+      Completion wc;
+      if (a_.dev->PollCq(a_.cq, 1, &wc) == 1 && wc.opcode == opcode) return wc;
+    }
+    ADD_FAILURE() << "no completion of opcode " << int(opcode);
+    return Completion{};
+  }
+  WcOpcode SenderOpcode() const {
+    return GetParam() == WrOpcode::kSend ? WcOpcode::kSend : WcOpcode::kRdmaWrite;
+  }
+};
+
+TEST_P(AckDelayPollTest, TheAckLeavesBeforeThePollReturnsTheReceive) {
+  // A Local ACK Timeout of 537 ms (17) caps B's delay to 67 ms; A retries
+  // once: without the ACK, A's WQE fails within ~1.1 s.
+  OpenForPoll(17, 1);
+  Deliver(2);
+  // Nothing of B runs any more: no pass, no timer, no exit handler.
+  b_.dev.reset();
+  const auto start = std::chrono::steady_clock::now();
+  const Completion c = AwaitAny(SenderOpcode());
+  EXPECT_EQ(c.wr_id, 2u);
+  EXPECT_EQ(c.status, WcStatus::kSuccess) << WcStatusName(c.status);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(500));
+  EXPECT_EQ(StatsOf(*a_.dev).retransmit_timeouts, 0u);
+}
+
+// The same for every message of a ping-pong: the ACK held for B's QP goes
+// when B polls the receive, once per message, and never waits out the delay.
+TEST_P(AckDelayPollTest, EachReceivePolledSendsTheHeldAck) {
+  OpenForPoll(24, 7);  // B's delay: the whole 5 s
+  const uint64_t flushed0 = StatsOf(*b_.dev).acks_flushed_at_poll;
+  for (uint64_t i = 0; i < 10; ++i) {
+    const Completion r = Deliver(10 + i);
+    if (GetParam() == WrOpcode::kRdmaWriteWithImm) {
+      EXPECT_EQ(r.imm_data, 0x5eed0000u + 10 + i);
+      EXPECT_EQ(r.byte_len, 8u);
+    }
+    // Already acknowledged: A's completion does not wait for B's answer
+    // (nor for the delay).
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(Await(a_, SenderOpcode()).wr_id, 10 + i);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(2500));
+    WriteOne(b_, a_, 100 + i);  // the answer
+    Await(b_, WcOpcode::kRdmaWrite);
+  }
+  const EngineStats sb = StatsOf(*b_.dev);
+  EXPECT_EQ(sb.acks_flushed_at_poll - flushed0, 10u);
+  EXPECT_EQ(sb.acks_delay_expired, 0u);
+  EXPECT_EQ(StatsOf(*a_.dev).retransmit_timeouts, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Receives, AckDelayPollTest,
+                         ::testing::Values(WrOpcode::kSend, WrOpcode::kRdmaWriteWithImm),
+                         [](const ::testing::TestParamInfo<WrOpcode>& p) {
+                           return std::string(p.param == WrOpcode::kSend ? "Send"
+                                                                         : "WriteWithImm");
+                         });
 
 TEST_F(AckDelayTest, ZeroDelayNeverDefers) {
   OpenWithDelays(std::chrono::microseconds(0), std::chrono::microseconds(0));

@@ -252,17 +252,79 @@ TEST(EventWait, OverSharedMemoryOnlyQpsOnChannelsDelayTheirAcks) {
     // Every SEND completes (the last ACKs leave after the delay).
     EXPECT_EQ(PollN(a.side, size_t(20 - sent[0])).size(), size_t(20 - sent[0]));
     EXPECT_EQ(PollN(b.side, size_t(20 - sent[1])).size(), size_t(20 - sent[1]));
-    // Deferred ACKs: those that rode along with the next SEND and those
-    // whose delay ran out first (a loaded machine: the test thread may take
-    // longer than the delay to answer, and one expiry backs the QP off for
-    // the next 64 ACKs, ack_delay.cc). Either shows the ACK was held.
+    // Deferred ACKs: those sent when the receiver polled the SEND's
+    // completion (ack_delay.cc: the ACK is held no longer), those that rode
+    // along with the next SEND and those whose delay ran out first (a
+    // loaded machine: one expiry backs the QP off for the next 64 ACKs).
+    // Any shows the ACK was held.
     const auto held = [](const EngineStats& st) {
-      return st.acks_piggybacked + st.acks_delay_expired;
+      return st.acks_flushed_at_poll + st.acks_piggybacked + st.acks_delay_expired;
     };
     return held(StatsOf(*a.side.dev)) + held(StatsOf(*b.side.dev));
   };
   EXPECT_EQ(acks_held(false), 0u);
   EXPECT_GT(acks_held(true), 0u);
+}
+
+// Over shared memory the ACK a channel QP held leaves when the receiver's
+// application polls the receive (ack_delay.cc), quietly: into the peer's
+// ring, the doorbell left for the answer to ring, as when the ACK rode
+// along. Here no answer comes: the sender, blocked in ibv_get_cq_event for
+// its send completion, stays asleep at the poll and is woken when the delay
+// is over (not by its Local ACK Timeout, 69 s here).
+TEST(EventWait, OverSharedMemoryAnAckSentAtThePollWakesItsPeerAfterTheDelay) {
+  if (TransportIsUdp()) GTEST_SKIP() << "over UDP the ACK's datagram wakes the peer";
+  QpOptions o;
+  o.timeout = 24;  // caps the delay at 8.6 s
+  const auto delay = std::chrono::milliseconds(400);
+  const auto device = [&](int which) {
+    EngineConfig c = TestConfig(which);
+    c.shm_direct = false;  // SENDs through the rings: direct ones have no ACK
+    c.selective = false;   // no tail-loss probe wakes the sender early
+    c.ack_delay = delay;
+    return MakeDevice(c);
+  };
+  ChannelSide a, b;
+  SetupChannelSide(a, device(0), o);
+  SetupChannelSide(b, device(1), o);
+  Connect(a.side, b.side, o);
+  Connect(b.side, a.side, o);
+  PostSendTo(b.side, a.side, 1);  // B has sent once: its ACKs may wait
+  ASSERT_EQ(PollN(a.side, 1).size(), 1u);
+  ASSERT_EQ(PollN(b.side, 1).size(), 1u);
+  Device& dev = *a.side.dev;
+  dev.engine().StopProgressThread();  // A's only sleeper: the waiter
+  auto* shm = dynamic_cast<transport::ShmTransport*>(&EngineTestPeer::transport(dev.engine()));
+  ASSERT_NE(shm, nullptr);
+  ASSERT_EQ(dev.ArmCq(a.side.cq, false), 0);
+  PostSendTo(a.side, b.side, 2);
+  auto waiter = std::async(std::launch::async, [&] {
+    void* handle = nullptr;
+    return dev.GetCqEvent(a.channel, &handle);
+  });
+  for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+       shm->sleepers() == 0 && std::chrono::steady_clock::now() < until;)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(shm->sleepers(), 1);
+  const uint64_t rung = TransportCountersOf(*b.side.dev).doorbells_sent;
+  ASSERT_EQ(PollN(b.side, 1).size(), 1u);  // the receive: B's ACK leaves now
+  const auto polled = std::chrono::steady_clock::now();
+  EXPECT_EQ(StatsOf(*b.side.dev).acks_flushed_at_poll, 1u);
+  EXPECT_EQ(waiter.wait_for(delay / 4), std::future_status::timeout)
+      << "the ACK rang the doorbell at the poll";
+  EXPECT_EQ(TransportCountersOf(*b.side.dev).doorbells_sent, rung);
+  ASSERT_EQ(waiter.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(waiter.get(), 0);
+  dev.AckCqEvents(a.side.cq, 1);
+  EXPECT_GE(std::chrono::steady_clock::now() - polled, delay / 4);
+  EXPECT_EQ(StatsOf(*b.side.dev).ack_wakes_expired, 1u);
+  EXPECT_EQ(TransportCountersOf(*b.side.dev).doorbells_sent, rung + 1);
+  const auto c = PollN(a.side, 1);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(c[0].opcode, WcOpcode::kSend);
+  EXPECT_EQ(StatsOf(*a.side.dev).retransmit_timeouts, 0u);
+  dev.engine().StartProgressThread();
 }
 
 // Two events the waiter's one pass makes for its channel (two CQs on it):

@@ -312,6 +312,41 @@ TEST_F(PlacedPacketTest, PlacedSuffixLandsAtTheEndOfItsRange) {
   EXPECT_EQ(b_.dev->GetQpState(b_.qp), QpState::kRts);
 }
 
+// A placed WRITE_WITH_IMM (docs/shm.md, "Partly shared targets"): its
+// ONLY packet carries the suffix of the range and the immediate; the
+// receive completes with the RETH's whole length and the immediate.
+TEST_F(PlacedPacketTest, PlacedWriteWithImmediateCompletesTheReceive) {
+  Sge rsge = SgeOf(b_, 0, 64);
+  ASSERT_EQ(b_.dev->PostRecv(b_.qp, RecvWr{77, {&rsge, 1}}), 0);
+  const uint32_t dma = static_cast<uint32_t>(payload_.size()) + 600;  // one PMTU at most
+  std::vector<uint8_t> pkt = Build(wire::op::kRcWriteOnlyImm, qpn_, 0,
+                                   [&](uint8_t* p, const wire::OpcodeInfo& info) {
+                                     wire::Reth r;
+                                     r.set_va(Addr(b_, 4096));
+                                     r.set_rkey(rkey_);
+                                     r.set_dma_length(dma);
+                                     std::memcpy(p + info.reth_offset, r.b.data(), sizeof(r));
+                                     wire::ImmDt imm;
+                                     imm.set_raw(0xfeedbeefu);
+                                     std::memcpy(p + info.imm_offset, imm.b.data(), sizeof(imm));
+                                   },
+                                   payload_);
+  pkt[8] = static_cast<uint8_t>(pkt[8] | 0x30);  // placed, suffix
+  FromRing(std::move(pkt));
+  EXPECT_EQ(FirstDiff(b_.buf.data() + 4096 + 600, payload_.data(), payload_.size()), -1);
+  EXPECT_TRUE(AllBytes(b_.buf.data(), 4096 + 600, kGuard))
+      << "neither the placed prefix nor the receive buffer is written";
+  EXPECT_EQ(StatsOf(*b_.dev).shm_placed_rx_packets, 1u);
+  const auto c = PollN(b_, 1, std::chrono::milliseconds(2000));
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(c[0].opcode, WcOpcode::kRecvRdmaWithImm);
+  EXPECT_EQ(c[0].wr_id, 77u);
+  EXPECT_EQ(c[0].byte_len, dma);
+  EXPECT_EQ(c[0].imm_data, 0xfeedbeefu);
+  EXPECT_EQ(b_.dev->GetQpState(b_.qp), QpState::kRts);
+}
+
 TEST_F(PlacedPacketTest, RunCarryingDataIsRefused) {
   // A WRITE FIRST of an 8 KiB message: as a run of 4 PMTUs it must be empty.
   std::vector<uint8_t> pkt = Build(wire::op::kRcWriteFirst, qpn_, 0,

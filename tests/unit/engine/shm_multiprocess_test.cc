@@ -42,7 +42,8 @@ struct Info {
 };
 
 enum class Mode : char {
-  kSleep = 's', kStop = 'z', kErrors = 'e', kKill = 'k', kReceive = 'n', kPlaced = 'p'
+  kSleep = 's', kStop = 'z', kErrors = 'e', kKill = 'k', kReceive = 'n', kPlaced = 'p',
+  kPlacedImm = 'i'
 };
 
 // kPlaced: WRITEs over the target's whole big region, whose first and last
@@ -60,6 +61,15 @@ std::vector<PlacedWrite> PlacedWrites() {
   w.push_back({1000, kBig - 5000, 5000});  // the partial last page
   w.push_back({2000, kBig - 70000, 70000});
   return w;
+}
+// kPlacedImm: the same WRITEs, every other one (the first, the whole
+// region, among them) a WRITE_WITH_IMM whose immediate is its index; the
+// target posts a receive for each and checks their completions.
+bool PlacedWithImm(size_t i) { return i % 2 == 0; }
+size_t PlacedImmCount() {
+  size_t n = 0;
+  for (size_t i = 0; i < PlacedWrites().size(); ++i) n += PlacedWithImm(i);
+  return n;
 }
 std::vector<uint8_t> PlacedSource() {
   std::vector<uint8_t> src(kBig);
@@ -171,6 +181,13 @@ int TargetMain(int sock, Mode mode, const std::string& address, uint16_t port) {
       if (t.dev->PostRecv(t.qp[0], RecvWr{static_cast<uint64_t>(i), {&s[i], 1}})) return 14;
     }
   }
+  if (mode == Mode::kPlacedImm) {
+    // WRITE_WITH_IMM writes nothing into a receive buffer: any will do.
+    for (size_t i = 0; i < PlacedImmCount(); ++i) {
+      Sge s{reinterpret_cast<uint64_t>(t.buf[1].data()), 64, t.dev->MrLkey(t.mr[1])};
+      if (t.dev->PostRecv(t.qp[0], RecvWr{static_cast<uint64_t>(i), {&s, 1}})) return 14;
+    }
+  }
   if (mode == Mode::kReceive) {
     for (int i = 0; i < kRecvs; ++i) {
       Sge s{reinterpret_cast<uint64_t>(t.buf[0].data()) + kWriteOff + size_t(i) * kRecvLen,
@@ -207,11 +224,37 @@ int TargetMain(int sock, Mode mode, const std::string& address, uint16_t port) {
       }
     }
     if (got != kRecvs) code = 42;
-  } else if (mode == Mode::kPlaced) {
+  } else if (mode == Mode::kPlaced || mode == Mode::kPlacedImm) {
     const std::vector<uint8_t> expect = AfterPlacedWrites();
     // The partly carried packets came in through the ring.
     if (t.dev->stats().shm_placed_rx_packets == 0) code = 51;
     if (FirstDiff(t.buf[0].data(), expect.data(), kBig) != -1) code = 50;
+    // Each WRITE_WITH_IMM completed a receive, in order, with its length
+    // and its immediate (the index of the WRITE), and nothing else did.
+    const std::vector<PlacedWrite> writes = PlacedWrites();
+    std::vector<size_t> imm_writes;
+    for (size_t i = 0; mode == Mode::kPlacedImm && i < writes.size(); ++i)
+      if (PlacedWithImm(i)) imm_writes.push_back(i);
+    size_t got = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (code == 0 && got < imm_writes.size() && std::chrono::steady_clock::now() < deadline) {
+      Completion wc[8];
+      const int n = t.dev->PollCq(t.cq, 8, wc);
+      for (int i = 0; i < n && code == 0; ++i, ++got) {
+        if (got >= imm_writes.size()) {
+          code = 52;
+          break;
+        }
+        const size_t w = imm_writes[got];
+        if (wc[i].status != WcStatus::kSuccess || wc[i].opcode != WcOpcode::kRecvRdmaWithImm ||
+            wc[i].wr_id != got || wc[i].byte_len != writes[w].len ||
+            wc[i].imm_data != static_cast<uint32_t>(w) || !(wc[i].wc_flags & kWcWithImm))
+          code = 53;
+      }
+    }
+    if (code == 0 && got != imm_writes.size()) code = 54;
+    Completion extra;
+    if (code == 0 && t.dev->PollCq(t.cq, 1, &extra) != 0) code = 55;
   } else if (mode == Mode::kSleep || mode == Mode::kStop) {
     std::vector<uint8_t> expect(kLen);
     FillPattern(expect, 0, kLen, 1);
@@ -282,6 +325,8 @@ class ShmMultiProcessTest : public ::testing::Test {
   }
 
   void SignalledTargetEndsSendsWithRetryExceeded(int signal);
+  // WritesToPartlySharedRegions...: kPlaced or kPlacedImm.
+  void PlacedWritesInOrder(Mode mode);
 
   // SIGSTOP, and waits until the target is stopped for sure (a signal is
   // delivered asynchronously; its engine may run on meanwhile).
@@ -417,7 +462,20 @@ TEST_F(ShmMultiProcessTest, TargetStoppedWithSigstopReceivesSendsInItsPostedBuff
 // posted back to back overlap, and the target finds the last one's bytes
 // everywhere, as if each had landed whole in posting order.
 TEST_F(ShmMultiProcessTest, WritesToPartlySharedRegionsPlaceTheSharedPagesInOrder) {
-  Start(Mode::kPlaced);
+  PlacedWritesInOrder(Mode::kPlaced);
+}
+
+// The same with every other WRITE a WRITE_WITH_IMM: each is placed too (one
+// in whole shared pages entirely: it cannot complete without the target's
+// engine, which makes the receive completion from its last packet), and the
+// target finds the bytes, then a receive completion per WRITE_WITH_IMM with
+// its immediate, in order.
+TEST_F(ShmMultiProcessTest, WritesWithImmediateToPartlySharedRegionsArePlacedToo) {
+  PlacedWritesInOrder(Mode::kPlacedImm);
+}
+
+void ShmMultiProcessTest::PlacedWritesInOrder(Mode mode) {
+  Start(mode);
   const EngineStats stats0 = p_.dev->stats();
   const std::vector<uint8_t> src = PlacedSource();
   std::copy(src.begin(), src.end(), p_.buf[0].begin());  // the registered buffer stays
@@ -441,9 +499,11 @@ TEST_F(ShmMultiProcessTest, WritesToPartlySharedRegionsPlaceTheSharedPagesInOrde
   for (size_t i = 0; i < writes.size(); ++i) {
     Sge s = Local(writes[i].src, writes[i].len);
     const uint64_t to = peer_.addr[0] + writes[i].dst;
-    ASSERT_EQ(p_.dev->PostSend(p_.qp[0],
-                               MakeWr(WrOpcode::kRdmaWrite, i, {&s, 1}, to, peer_.rkey[0])),
-              0);
+    const bool imm = mode == Mode::kPlacedImm && PlacedWithImm(i);
+    SendWr wr = MakeWr(imm ? WrOpcode::kRdmaWriteWithImm : WrOpcode::kRdmaWrite, i, {&s, 1}, to,
+                       peer_.rkey[0]);
+    wr.imm_data = static_cast<uint32_t>(i);
+    ASSERT_EQ(p_.dev->PostSend(p_.qp[0], wr), 0);
     const uint64_t a = std::max(to, shared_begin), b = std::min(to + writes[i].len, shared_end);
     shared_bytes += b > a ? b - a : 0;
   }
@@ -454,10 +514,11 @@ TEST_F(ShmMultiProcessTest, WritesToPartlySharedRegionsPlaceTheSharedPagesInOrde
     EXPECT_EQ(c[i].wr_id, uint64_t(i));
   }
   // Every shared byte went directly: placed, or whole WRITEs done directly
-  // when nothing was in flight; the first WRITE is always placed.
+  // when nothing was in flight; the first WRITE is always placed, and so
+  // is every WRITE_WITH_IMM (never done wholly directly).
   const EngineStats stats1 = p_.dev->stats();
   const uint64_t placed = stats1.shm_placed_write_ops - stats0.shm_placed_write_ops;
-  EXPECT_GE(placed, 1u);
+  EXPECT_GE(placed, mode == Mode::kPlacedImm ? PlacedImmCount() : 1u);
   EXPECT_EQ(placed + stats1.shm_direct_write_ops - stats0.shm_direct_write_ops, writes.size());
   EXPECT_EQ(stats1.shm_placed_write_bytes - stats0.shm_placed_write_bytes +
                 stats1.shm_direct_write_bytes - stats0.shm_direct_write_bytes,

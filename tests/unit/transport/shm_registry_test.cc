@@ -211,6 +211,46 @@ TEST(ShmTransport, PacketsGoThroughTheRingAndTheDoorbellWakesASleeper) {
   EXPECT_FALSE(b->PrepareToSleep());
 }
 
+// Quiet packets (Transport::SetQuiet: an ACK sent when the application
+// polls the completion it acknowledges, engine/ack_delay.cc) are published
+// in the ring, where the peer's next pass finds them, but ring no doorbell;
+// WakePeer rings it, once, and only for a sleeper.
+TEST(ShmTransport, QuietPacketsRingNoDoorbellUntilWakePeer) {
+  auto a = MakeShm(48);
+  auto b = MakeShm(49);
+  ASSERT_TRUE(a && b);
+  std::vector<uint8_t> pkt(100, 7);
+  TxPacket tx;
+  tx.data = pkt.data();
+  tx.length = 100;
+  tx.local_index = 0;
+  tx.dst = b->locals()[0];
+  ASSERT_EQ(a->SendBurst(&tx, 1), 1);  // the ring is set up
+  RxPacket rx[8];
+  ASSERT_EQ(b->RecvBurst(rx, 8), 1);
+  ASSERT_TRUE(b->PrepareToSleep());
+  a->SetQuiet(true);
+  ASSERT_EQ(a->SendBurst(&tx, 1), 1);
+  a->SetQuiet(false);
+  EXPECT_EQ(a->counters().doorbells_sent, 0u);
+  EXPECT_EQ(a->counters().shm_tx_packets, 2u);
+  a->WakePeer(b->locals()[0], 0);
+  a->WakePeer(b->locals()[0], 0);  // the sleeper's flag is down now
+  EXPECT_EQ(a->counters().doorbells_sent, 1u);
+  b->WokeUp();
+  int got = 0;
+  for (int i = 0; i < 10 && got < 1; ++i) got += b->RecvBurst(rx, 8);
+  EXPECT_EQ(got, 1) << "the quiet packet was in the ring";
+  // Not quiet any more: a sleeper's doorbell rings with the packet.
+  ASSERT_TRUE(b->PrepareToSleep());
+  ASSERT_EQ(a->SendBurst(&tx, 1), 1);
+  EXPECT_EQ(a->counters().doorbells_sent, 2u);
+  b->WokeUp();
+  // Nobody sleeps: WakePeer rings nothing.
+  a->WakePeer(b->locals()[0], 0);
+  EXPECT_EQ(a->counters().doorbells_sent, 2u);
+}
+
 // Two sleepers of one process (the progress thread and an application
 // thread blocked for a completion event): the last one out takes the
 // `sleeping` flag down. If the other announced its sleep (flag up, rings
