@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <vector>
@@ -191,6 +192,50 @@ TEST(QpSeal, CountersStartAtRandomPlaces) {
   ASSERT_TRUE(a && b);
   EXPECT_NE(a->next_counter(), b->next_counter());
   EXPECT_LT(a->next_counter(), uint64_t{1} << 62);
+}
+
+}  // namespace
+}  // namespace softrnic::seal
+
+namespace softrnic::seal {
+namespace {
+
+// Issue 43's nonce check: over 2^20 packets with a re-key every 4,096, the
+// counters on the wire never repeat (so no key meets a nonce twice: the
+// nonce is the direction's salt and the counter, the key the counter's
+// epoch), every key change is followed by the receiver, and a second QP
+// with the very same keys sends from a counter range of its own.
+TEST(QpSeal, NoNonceRepeatsOverAMillionPacketsWithRekeys) {
+  constexpr unsigned kShift = 12;  // a new key every 4,096 packets
+  constexpr uint64_t kPackets = uint64_t{1} << 20;
+  const std::vector<uint8_t> key(32, 0x21);
+  auto a = QpSeal::Create(key, kQpnA, kQpnB, kShift);
+  auto b = QpSeal::Create(key, kQpnB, kQpnA, kShift);
+  auto twin = QpSeal::Create(key, kQpnA, kQpnB, kShift);  // same secret, same QPNs
+  ASSERT_TRUE(a && b && twin);
+  std::vector<uint64_t> counters;
+  counters.reserve(kPackets);
+  uint64_t last = 0;
+  for (uint64_t i = 0; i < kPackets; ++i) {
+    Packet p = MakeWrite(kQpnB, {});  // an ACK-sized packet: headers only
+    ASSERT_TRUE(a->Seal(p.bytes.data(), kHeader, nullptr, 0, 0));
+    uint64_t c = 0;
+    for (int k = 0; k < 8; ++k) c = (c << 8) | p.bytes[kHeader + k];
+    ASSERT_TRUE(i == 0 || c == last + 1) << "packet " << i;  // strictly one up
+    last = c;
+    counters.push_back(c);
+    // The receiver follows every key change (every 64th packet opened).
+    if (i % 64 == 0) {
+      uint32_t opened = 0;
+      ASSERT_EQ(b->Open(p.bytes.data(), p.length(), kHeader, &opened), OpenResult::kOk) << i;
+    }
+  }
+  std::sort(counters.begin(), counters.end());
+  EXPECT_EQ(std::adjacent_find(counters.begin(), counters.end()), counters.end());
+  EXPECT_GE(a->epochs_sent(), kPackets >> kShift);  // 256 keys or more
+  // The twin's counters lie outside the first QP's range.
+  const uint64_t t = twin->next_counter();
+  EXPECT_TRUE(t + kPackets <= counters.front() || t > counters.back());
 }
 
 }  // namespace
