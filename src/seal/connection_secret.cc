@@ -20,7 +20,7 @@ std::unique_ptr<ConnectionSecret> ConnectionSecret::FromExchange(
   // (after the 32 bytes the result takes), then wiped.
   uint8_t* ikm = s->page_.data() + kKeyBytes;
   if (!key.empty()) std::memcpy(ikm, key.data(), key.size());
-  std::memcpy(ikm + key.size(), exchanged.data(), exchanged.size());
+  if (!exchanged.empty()) std::memcpy(ikm + key.size(), exchanged.data(), exchanged.size());
   std::vector<uint8_t> info(2 + transcript.size());
   info[0] = 'c';
   info[1] = 'm';

@@ -39,7 +39,7 @@ Packet MakeWrite(uint32_t dest_qpn, const std::vector<uint8_t>& payload) {
   p.bytes[7] = static_cast<uint8_t>(dest_qpn);
   p.bytes[11] = 7;  // PSN
   for (uint32_t i = 12; i < kHeader; ++i) p.bytes[i] = static_cast<uint8_t>(i * 3);
-  std::memcpy(p.bytes.data() + kHeader, payload.data(), payload.size());
+  if (!payload.empty()) std::memcpy(p.bytes.data() + kHeader, payload.data(), payload.size());
   return p;
 }
 
