@@ -25,9 +25,7 @@ std::unique_ptr<ConnectionSecret> ConnectionSecret::FromExchange(
   info[0] = 'c';
   info[1] = 'm';
   if (!transcript.empty()) std::memcpy(info.data() + 2, transcript.data(), transcript.size());
-  static constexpr char kSalt[] = "softrnic sealed RC v1";
-  const bool ok = Hkdf({ikm, key.size() + exchanged.size()},
-                       {reinterpret_cast<const uint8_t*>(kSalt), sizeof kSalt - 1}, info,
+  const bool ok = Hkdf({ikm, key.size() + exchanged.size()}, HkdfSalt(), info,
                        {s->page_.data(), kKeyBytes});
   OPENSSL_cleanse(ikm, key.size() + exchanged.size());
   return ok ? std::move(s) : nullptr;

@@ -10,7 +10,6 @@
 namespace softrnic::seal {
 namespace {
 
-// Domain separation: every HKDF of this format names the format's version.
 constexpr char kSalt[] = "softrnic sealed RC v1";
 
 void PutBe(uint8_t* out, uint64_t v, int bytes) {
@@ -18,6 +17,10 @@ void PutBe(uint8_t* out, uint64_t v, int bytes) {
 }
 
 }  // namespace
+
+std::span<const uint8_t> HkdfSalt() {
+  return {reinterpret_cast<const uint8_t*>(kSalt), sizeof kSalt - 1};
+}
 
 bool Hkdf(std::span<const uint8_t> ikm, std::span<const uint8_t> salt,
           std::span<const uint8_t> info, std::span<uint8_t> out) {
@@ -50,8 +53,7 @@ bool DeriveDirection(std::span<const uint8_t> secret, uint32_t sender_qpn, uint3
   PutBe(info + 9, sender_qpn & 0xFFFFFF, 3);
   PutBe(info + 12, receiver_qpn & 0xFFFFFF, 3);
   uint8_t okm[kKeyBytes + kSaltBytes];
-  const bool ok = Hkdf(secret, {reinterpret_cast<const uint8_t*>(kSalt), sizeof kSalt - 1},
-                       info, okm);
+  const bool ok = Hkdf(secret, HkdfSalt(), info, okm);
   if (ok) {
     std::memcpy(out->base, okm, kKeyBytes);
     std::memcpy(out->salt, okm + kKeyBytes, kSaltBytes);
@@ -64,8 +66,7 @@ bool DeriveEpochKey(const DirectionSecret& direction, uint32_t epoch, uint8_t ke
   uint8_t info[5 + 4];
   std::memcpy(info, "epoch", 5);
   PutBe(info + 5, epoch, 4);
-  return Hkdf(direction.base, {reinterpret_cast<const uint8_t*>(kSalt), sizeof kSalt - 1}, info,
-              {key, kKeyBytes});
+  return Hkdf(direction.base, HkdfSalt(), info, {key, kKeyBytes});
 }
 
 void MakeNonce(const DirectionSecret& direction, uint64_t counter, uint8_t nonce[kNonceBytes]) {

@@ -22,6 +22,9 @@ struct DirectionSecret {
   uint8_t salt[kSaltBytes] = {};
 };
 
+// The salt of every HKDF of this format: it names the format's version.
+std::span<const uint8_t> HkdfSalt();
+
 // HKDF-SHA256(ikm, salt, info) -> out (at most 255 * 32 bytes). False on an
 // OpenSSL error.
 bool Hkdf(std::span<const uint8_t> ikm, std::span<const uint8_t> salt,

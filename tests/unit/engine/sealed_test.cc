@@ -125,7 +125,9 @@ TEST_F(SealedTest, EveryOperationRunsWithTheRightData) {
     // Every packet either side sent was sealed. Over UDP everything is
     // packets; over shared memory every operation here may go direct (a
     // SEND into whole shared pages too), with no packet at all.
-    if (TransportIsUdp()) EXPECT_GT(st.tx_sealed_packets, 0u);
+    if (TransportIsUdp()) {
+      EXPECT_GT(st.tx_sealed_packets, 0u);
+    }
     EXPECT_EQ(st.tx_sealed_packets, st.tx_packets);
     EXPECT_EQ(st.rx_sealed_packets, st.rx_packets);
   }
