@@ -58,9 +58,11 @@ Engine::Engine(std::unique_ptr<transport::Transport> transport, DeviceAttr attr,
   // softrnic sends with Don't Fragment; loopback and jumbo frames: 4096,
   // a quarter of the packets per byte). Like a NIC's MTU, both ends must
   // agree.
-  // Sealed packets carry a trailer more (seal/format.h).
-  attr_.active_mtu = config.mtu.value_or(ActiveMtuForLink(
-      transport_->link_mtu(), config.seal_required ? seal::kTrailerBytes : 0));
+  // Sealed packets carry a trailer more (seal/format.h): under prefer too,
+  // whose rdma_cm connections may be sealed.
+  const bool may_seal = config.seal_required || config.seal_preferred;
+  attr_.active_mtu = config.mtu.value_or(
+      ActiveMtuForLink(transport_->link_mtu(), may_seal ? seal::kTrailerBytes : 0));
   // The same GUIDs in every process of this host and network namespace, as
   // a NIC's (device_identity.h, shared with `softrnic run`'s sysfs view).
   attr_.node_guid = NodeGuid(CurrentHostIdentity(), kDeviceName);
