@@ -31,6 +31,7 @@ std::string CounterHelp(const std::string& name) {
       {"tx_seal_errors", "Packets not sent because sealing failed (OpenSSL error)."},
       {"cm_seal_exchanges", "rdma_cm connections sealed with keys from an X25519 exchange."},
       {"cm_seal_declined", "rdma_cm peers that offered no seal (left plain under prefer)."},
+      {"cm_seal_refused", "rdma_cm peers that offered no seal, refused with a REJ under require."},
       {"rx_dropped_invalid", "UC messages dropped: bad sequence, length or rights."},
       {"rx_duplicates", "Duplicate request packets received."},
       {"rx_out_of_sequence", "Out-of-sequence request packets received."},

@@ -351,6 +351,13 @@ int Engine::SealQpByCmLocked(Qp* qp, std::span<const uint8_t> exchanged,
   if (!config_.seal_required && !config_.seal_preferred) return EINVAL;
   if (qp->attr.qp_state != QpState::kReset && qp->attr.qp_state != QpState::kInit) return EINVAL;
   qp->cm_secret.reset();
+  if (exchanged.empty() && config_.seal_required) {
+    // require: a peer that offered or answered no exchange is plain (or
+    // cannot make room for the exchange); rdma_cm refuses the connection
+    // with a REJ rather than leave it to time out (docs/sealed.md).
+    ++stats_.cm_seal_refused;
+    return EACCES;
+  }
   qp->cm_declined_seal = exchanged.empty();
   if (exchanged.empty()) {
     ++stats_.cm_seal_declined;

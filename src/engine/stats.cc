@@ -27,6 +27,7 @@ std::string FormatStats(const EngineStats& s, const transport::TransportCounters
   line("tx_seal_errors", s.tx_seal_errors);
   line("cm_seal_exchanges", s.cm_seal_exchanges);
   line("cm_seal_declined", s.cm_seal_declined);
+  line("cm_seal_refused", s.cm_seal_refused);
   line("tx_multicast_packets", s.tx_multicast_packets);
   line("rx_multicast_packets", s.rx_multicast_packets);
   line("rx_dropped_invalid", s.rx_dropped_invalid);

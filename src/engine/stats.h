@@ -34,6 +34,7 @@ struct EngineStats {
   uint64_t tx_seal_errors = 0;              // OpenSSL failed: packet not sent
   uint64_t cm_seal_exchanges = 0;           // rdma_cm connections keyed by an X25519 exchange
   uint64_t cm_seal_declined = 0;            // rdma_cm peers that offered no seal (prefer: plain)
+  uint64_t cm_seal_refused = 0;             // rdma_cm peers without a seal refused (require)
   // UD multicast (multicast.h): datagrams sent to a group, and datagrams
   // received for a group (once each, whatever the number of QPs attached).
   uint64_t tx_multicast_packets = 0;

@@ -380,12 +380,16 @@ int ModifyTo(Id* id, ibv_qp_state s);
 // a REQ's private data (room permitting, on a sealing device) and
 // SealTakeAnswer keys the QP from the REP before RTR. Passive side:
 // SealNoteOffer remembers a REQ's offer; SealAnswer keys the QP and adds
-// the answer to the REP. SealHideBlock zeroes the block in the private
-// data an application is handed.
-void SealOffer(Id* id, CmMsg* req, size_t user_len);
-void SealTakeAnswer(Id* id, const CmMsg& rep);
+// the answer to the REP. Each returns 0 or why the connection must be
+// refused (require: EACCES for a peer without the exchange, EMSGSIZE for
+// private data that leaves no room for the offer); the refusing side sends
+// a REJ carrying kSealRefusal. SealHideBlock zeroes the block in the
+// private data an application is handed.
+inline constexpr char kSealRefusal[] = "softrnic: sealed RC required (SOFTRNIC_SEAL=require)";
+int SealOffer(Id* id, CmMsg* req, size_t user_len);
+int SealTakeAnswer(Id* id, const CmMsg& rep);
 void SealNoteOffer(Id* id, const CmMsg& req);
-void SealAnswer(Id* id, CmMsg* rep, size_t user_len);
+int SealAnswer(Id* id, CmMsg* rep, size_t user_len);
 void SealHideBlock(uint8_t* pdata, size_t field_len);
 int QpToRts(Id* id);
 

@@ -600,7 +600,10 @@ const CmTransition* RunCmAction(Id* id, const CmTransition& t, const CmMsg& m) {
       // Our initiator depth cannot exceed what the peer will serve.
       id->init_depth = std::min(id->init_depth, m.responder_resources);
       if (!id->id.qp) return &t;
-      SealTakeAnswer(id, m);  // before RTR
+      if (SealTakeAnswer(id, m) != 0) {  // before RTR
+        const CmTransition* refused = FindTransition(id->st, CmEvent::kRepSealRefused);
+        return refused ? RunCmAction(id, *refused, m) : &t;
+      }
       if (QpToRts(id) != 0) {
         const CmTransition* failed = FindTransition(id->st, CmEvent::kRepQpFailed);
         return failed ? RunCmAction(id, *failed, m) : &t;
@@ -616,13 +619,18 @@ const CmTransition* RunCmAction(Id* id, const CmTransition& t, const CmMsg& m) {
     case CmAction::kResendReply:
       if (id->have_last) SendRaw(id->sgid_index, id->dgid, id->last_mad);
       return &t;
-    case CmAction::kRejectRep: {
+    case CmAction::kRejectRep:
+    case CmAction::kRefuseUnsealedRep: {
       CmMsg r;
       r.attr = kAttrRej;
       r.local_comm_id = id->local_comm_id;
       r.remote_comm_id = id->remote_comm_id;
       r.msg_rejected = 1;
       r.reason = kRejConsumer;
+      if (t.action == CmAction::kRefuseUnsealedRep) {  // the peer's application learns why
+        std::memcpy(r.pdata, kSealRefusal, sizeof kSealRefusal);
+        r.pdata_len = sizeof kSealRefusal;
+      }
       SendMsg(id->sgid_index, id->dgid, r);
       return &t;
     }

@@ -5,8 +5,9 @@
 // answer's) to its device for the QP before RTR (softrnic_seal_qp), where
 // the key file, if any, is mixed in. A REQ or REP without the block (a
 // plain or older peer, or an application's private data that leaves no
-// room) leaves the QP to the device's default: the key file under
-// `require`, plain under `prefer`.
+// room) is plain under `prefer`; under `require` the connection is
+// refused with a REJ whose private data says why (SealRefusalPdata), and
+// the refusing side's call or event fails with EACCES.
 #include <cstring>
 
 #include <openssl/crypto.h>
@@ -38,38 +39,48 @@ void PutBlock(uint8_t* pdata, size_t field_len, const uint8_t* key) {
   std::memcpy(b + sizeof kMagic, key, seal::kX25519Bytes);
 }
 
+constexpr int kPrefer = 1, kRequire = 2;  // softrnic_seal_mode's values
+
 // Keys the QP from our key and the peer's: transcript = offer, answer.
-void KeyQp(Id* id, const uint8_t* peer, bool we_offered) {
+int KeyQp(Id* id, const uint8_t* peer, bool we_offered) {
   uint8_t shared[seal::kX25519Bytes];
   uint8_t transcript[2 * seal::kX25519Bytes];
   const uint8_t* mine = id->seal_key->public_key();
   std::memcpy(transcript, we_offered ? mine : peer, seal::kX25519Bytes);
   std::memcpy(transcript + seal::kX25519Bytes, we_offered ? peer : mine, seal::kX25519Bytes);
-  if (id->seal_key->Derive(peer, shared))
-    (void)softrnic_seal_qp(id->id.qp, shared, sizeof shared, transcript, sizeof transcript);
+  // An all-zero X25519 output (a low-order point from the peer) fails
+  // Derive: under require that refuses, under prefer the QP's RTR then
+  // finds neither a secret nor a declined seal and stays plain.
+  int rc = id->seal_key->Derive(peer, shared)
+               ? softrnic_seal_qp(id->id.qp, shared, sizeof shared, transcript, sizeof transcript)
+               : (ModeOf(id) == kRequire ? EACCES : 0);
   OPENSSL_cleanse(shared, sizeof shared);
+  return rc;
 }
 
-// The peer offered or answered nothing: under prefer the QP stays plain.
-void Declined(Id* id) {
-  if (ModeOf(id) == 1) (void)softrnic_seal_qp(id->id.qp, nullptr, 0, nullptr, 0);
-}
+// The peer offered or answered nothing: plain under prefer; the device
+// refuses it (EACCES, counted as cm_seal_refused) under require.
+int Declined(Id* id) { return softrnic_seal_qp(id->id.qp, nullptr, 0, nullptr, 0); }
 
 }  // namespace
 
-void SealOffer(Id* id, CmMsg* req, size_t user_len) {
-  if (ModeOf(id) <= 0 || kCmaHdr + user_len + kBlock > kReqPdata) return;
+int SealOffer(Id* id, CmMsg* req, size_t user_len) {
+  const int mode = ModeOf(id);
+  if (mode <= 0) return 0;
+  // Under require a REQ without the offer could only be refused.
+  if (kCmaHdr + user_len + kBlock > kReqPdata) return mode == kRequire ? EMSGSIZE : 0;
   auto key = std::make_unique<seal::EphemeralX25519>();
-  if (!key->ok()) return;
+  if (!key->ok()) return mode == kRequire ? EIO : 0;
   PutBlock(req->pdata, kReqPdata, key->public_key());
   req->pdata_len = kReqPdata;
   id->seal_key = std::move(key);
+  return 0;
 }
 
-void SealTakeAnswer(Id* id, const CmMsg& rep) {
-  if (id->id.qp == nullptr || ModeOf(id) <= 0) return;
+int SealTakeAnswer(Id* id, const CmMsg& rep) {
+  if (id->id.qp == nullptr || ModeOf(id) <= 0) return 0;
   if (id->seal_key == nullptr || !HasBlock(rep.pdata, kRepPdata)) return Declined(id);
-  KeyQp(id, BlockIn(rep.pdata, kRepPdata) + sizeof kMagic, /*we_offered=*/true);
+  return KeyQp(id, BlockIn(rep.pdata, kRepPdata) + sizeof kMagic, /*we_offered=*/true);
 }
 
 void SealNoteOffer(Id* id, const CmMsg& req) {
@@ -79,15 +90,16 @@ void SealNoteOffer(Id* id, const CmMsg& req) {
                 seal::kX25519Bytes);
 }
 
-void SealAnswer(Id* id, CmMsg* rep, size_t user_len) {
-  if (id->id.qp == nullptr || ModeOf(id) <= 0) return;
+int SealAnswer(Id* id, CmMsg* rep, size_t user_len) {
+  if (id->id.qp == nullptr || ModeOf(id) <= 0) return 0;
   // No offer, or no room for the answer (the peer then sees none either).
   if (!id->seal_offered || user_len + kBlock > kRepPdata) return Declined(id);
   id->seal_key = std::make_unique<seal::EphemeralX25519>();
   if (!id->seal_key->ok()) return Declined(id);
-  KeyQp(id, id->seal_peer.data(), /*we_offered=*/false);
+  if (int rc = KeyQp(id, id->seal_peer.data(), /*we_offered=*/false)) return rc;
   PutBlock(rep->pdata, kRepPdata, id->seal_key->public_key());
   rep->pdata_len = kRepPdata;
+  return 0;
 }
 
 void SealHideBlock(uint8_t* pdata, size_t field_len) {

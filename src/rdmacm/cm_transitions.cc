@@ -80,6 +80,10 @@ CmTable BuildTransitionTable() {
       .Stop().Do(A::kTakeRep).Deliver(RDMA_CM_EVENT_CONNECT_RESPONSE).Spec("12.6.8 REP");
   row(St::kReqSent, E::kRepQpFailed, St::kError)
       .Stop().Do(A::kRejectRep).Deliver(RDMA_CM_EVENT_CONNECT_ERROR, -EINVAL).Spec("12.6.7 REJ to a REP");
+  // Sealed RC under require: the peer's REP carries no answer to our offer
+  // (a plain peer). Refused: REJ with the reason as private data.
+  row(St::kReqSent, E::kRepSealRefused, St::kError)
+      .Stop().Do(A::kRefuseUnsealedRep).Deliver(RDMA_CM_EVENT_CONNECT_ERROR, -EACCES).Spec("12.6.7 REJ to a REP");
   row(St::kRepRcvd, E::kEstablish, St::kConnected).Do(A::kSendRtu).Spec("12.6.9 RTU");
   // A REP again: our RTU was lost (the peer is still in REP Sent).
   row(St::kConnected, E::kRep, St::kConnected).Do(A::kSendRtu).Spec("12.6.9 RTU");
@@ -213,6 +217,7 @@ const char* CmEventName(CmEvent e) {
     case CmEvent::kRep: return "REP (QP)";
     case CmEvent::kRepNoQp: return "REP (no QP)";
     case CmEvent::kRepQpFailed: return "REP, QP failed";
+    case CmEvent::kRepSealRefused: return "REP, no seal (require)";
     case CmEvent::kRtu: return "RTU";
     case CmEvent::kRej: return "REJ";
     case CmEvent::kRejInvalidSid: return "REJ invalid SID (retry)";
@@ -243,6 +248,7 @@ const char* CmActionName(CmAction a) {
     case CmAction::kSendRtu: return "send RTU";
     case CmAction::kResendReply: return "resend stored reply";
     case CmAction::kRejectRep: return "send REJ";
+    case CmAction::kRefuseUnsealedRep: return "send REJ (sealed RC required)";
     case CmAction::kRetryReqSoon: return "REQ again soon";
     case CmAction::kSendDrep: return "send DREP";
     case CmAction::kDisconnectQp: return "QP to ERR, send DREQ (retried)";

@@ -65,6 +65,7 @@ enum class CmEvent : uint8_t {
   kRep,             // REP, the id has a QP: it moves to RTS
   kRepNoQp,         // REP, no QP: the application calls rdma_establish
   kRepQpFailed,     // REP whose parameters the QP did not take
+  kRepSealRefused,  // REP without the seal's answer, refused under require
   kRtu,
   kRej,
   kRejInvalidSid,   // REJ "invalid service ID" while the REQ may be retried
@@ -81,7 +82,7 @@ enum class CmEvent : uint8_t {
   kLookupFailed,    // same-host destination: no listener registered, RC
   kLookupFailedUd,  // ... UD
 };
-constexpr int kCmEvents = 35;
+constexpr int kCmEvents = 36;
 
 // What the CM does on a row, besides stopping the timer and delivering the
 // event (CmTransition). Those marked (API) are done by the rdma_* call with
@@ -98,6 +99,7 @@ enum class CmAction : uint8_t {
   kSendRtu,          // RTU (rdma_establish; a duplicate REP: our RTU was lost)
   kResendReply,      // the stored REP / REJ / SIDR_REP again (duplicate REQ)
   kRejectRep,        // REJ to a REP the QP did not take
+  kRefuseUnsealedRep,  // REJ saying sealed RC is required (docs/sealed.md)
   kRetryReqSoon,     // REQ again after kLookupMs (a listener being set up)
   kSendDrep,         // DREP (every DREQ of a known connection is answered)
   kDisconnectQp,     // (API) QP to ERR, DREQ retransmitted until the DREP

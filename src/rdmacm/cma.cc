@@ -242,7 +242,7 @@ CMA_EXPORT int rdma_connect(rdma_cm_id* cid, rdma_conn_param* param) {
         SendOrDefer(id, m, Timer::kSidr, defer);
       } else {
         m.attr = kAttrReq;
-        SealOffer(id, &m, param ? param->private_data_len : 0);
+        if (int rc = SealOffer(id, &m, param ? param->private_data_len : 0)) return Fail(rc);
         m.tid = softrnic::SecureRandom64();  // names nothing about this process (IBA 13.4.6.4)
         id->local_psn = NewPsn();
         m.starting_psn = id->local_psn;
@@ -307,6 +307,33 @@ CMA_EXPORT int rdma_listen(rdma_cm_id* cid, int backlog) {
   return 0;
 }
 
+// A REJ (or UD's SIDR_REP reject) to the peer's request: rdma_reject,
+// and rdma_accept when sealed RC refuses the peer. G().mu is held.
+static int RejectLocked(Id* id, const void* pdata, size_t len) {
+  const bool ud = id->id.qp_type == IBV_QPT_UD;
+  const CmTransition* t = FindTransition(id->st, ud ? CmEvent::kRejectUd : CmEvent::kReject);
+  if (!t) return EINVAL;
+  CmMsg m;
+  size_t max = ud ? kSidrRepPdata : kRejPdata;
+  if (len > max) return EINVAL;
+  if (len && pdata) std::memcpy(m.pdata, pdata, len);
+  m.pdata_len = len;
+  if (ud) {
+    m.attr = kAttrSidrRep;
+    m.local_comm_id = id->remote_comm_id;
+    m.sidr_status = kSidrReject;
+  } else {
+    m.attr = kAttrRej;
+    m.local_comm_id = id->local_comm_id;
+    m.remote_comm_id = id->remote_comm_id;
+    m.msg_rejected = 0;
+    m.reason = kRejConsumer;
+  }
+  SendMsg(id->sgid_index, id->dgid, m, id);
+  Apply(id, *t);
+  return 0;
+}
+
 CMA_EXPORT int rdma_accept(rdma_cm_id* cid, rdma_conn_param* param) {
   if (!cid) return Fail(EINVAL);
   Id* id = ToId(cid);
@@ -334,7 +361,12 @@ CMA_EXPORT int rdma_accept(rdma_cm_id* cid, rdma_conn_param* param) {
     }
     id->resp_res = ClampRd(param ? param->responder_resources : kMaxRdAtomic);
     id->init_depth = ClampRd(param ? param->initiator_depth : kMaxRdAtomic);
-    SealAnswer(id, &m, param ? param->private_data_len : 0);  // before RTR
+    if (int rc = SealAnswer(id, &m, param ? param->private_data_len : 0)) {  // before RTR
+      // Refused (require, a plain peer): the peer learns it from a REJ
+      // that says why, the application from the EACCES (docs/sealed.md).
+      RejectLocked(id, kSealRefusal, sizeof kSealRefusal);
+      return Fail(rc);
+    }
     if (id->id.qp) {
       if (int rc = QpToRts(id)) return Fail(rc);
     }
@@ -358,30 +390,9 @@ CMA_EXPORT int rdma_accept(rdma_cm_id* cid, rdma_conn_param* param) {
 
 static int RejectImpl(rdma_cm_id* cid, const void* pdata, uint8_t len) {
   if (!cid) return Fail(EINVAL);
-  Id* id = ToId(cid);
   std::lock_guard<std::mutex> l(G().mu);
-  const bool ud = id->id.qp_type == IBV_QPT_UD;
-  const CmTransition* t = FindTransition(id->st, ud ? CmEvent::kRejectUd : CmEvent::kReject);
-  if (!t) return Fail(EINVAL);
-  CmMsg m;
-  size_t max = ud ? kSidrRepPdata : kRejPdata;
-  if (len > max) return Fail(EINVAL);
-  if (len && pdata) std::memcpy(m.pdata, pdata, len);
-  m.pdata_len = len;
-  if (ud) {
-    m.attr = kAttrSidrRep;
-    m.local_comm_id = id->remote_comm_id;
-    m.sidr_status = kSidrReject;
-  } else {
-    m.attr = kAttrRej;
-    m.local_comm_id = id->local_comm_id;
-    m.remote_comm_id = id->remote_comm_id;
-    m.msg_rejected = 0;
-    m.reason = kRejConsumer;
-  }
-  SendMsg(id->sgid_index, id->dgid, m, id);
-  Apply(id, *t);
-  return 0;
+  int rc = RejectLocked(ToId(cid), pdata, len);
+  return rc ? Fail(rc) : 0;
 }
 
 CMA_EXPORT int rdma_reject(rdma_cm_id* cid, const void* private_data, uint8_t private_data_len) {

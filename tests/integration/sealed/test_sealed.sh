@@ -13,9 +13,12 @@
 #   2b. prefer: two preferring ends without any key file seal by the
 #      exchange alone; a preferring server and a plain client stay plain
 #      (cm_seal_declined), and rping completes both ways.
-#   3. What must not connect does not: a plain client to a sealed server,
-#      a client with another key (each counted by reason at the server), a
-#      key file other users may read (the device is refused, with why).
+#   3. What must not connect does not: a plain rdma_cm peer of a require
+#      end, either side (refused by a REJ with a clear error on both
+#      sides, counted as cm_seal_refused); out of band, a plain client to a
+#      sealed server and a client with another key (each counted by reason
+#      at the server); a key file other users may read (the device is
+#      refused, with why).
 set -u
 source "$SOFTRNIC_INTEGRATION_LIB/common.sh"
 softrnic_require_root
@@ -129,6 +132,36 @@ live_stat() {  # live_stat BG_NAME COUNTER
   [[ -n "$pid" ]] || { echo 0; return; }
   "$TOOL" stat -p "$pid" -r 2>/dev/null | awk -v n="$2" '$3 == n {v = $4} END {print v + 0}'
 }
+# require against a plain rdma_cm peer: refused when the connection is made,
+# with a clear error on both sides (a REJ, not retries that run out).
+# Sealed server, plain client: rdma_accept fails with EACCES, the client
+# is REJECTED (consumer reject, 28).
+rping_pair refuse-srv "${SEALED[@]}" -- env &&
+  die "a plain rping client connected to a require server"
+wait_bg rps-refuse-srv 30 && die "the require server's rping succeeded with a plain client"
+log "plain client: $(grep -m1 -E 'cma event|error' "$SOFTRNIC_TMP/rpc-refuse-srv.log")"
+log "require server: $(grep -m1 -E 'rdma_accept|error' "$(bg_log_file rps-refuse-srv)")"
+check "the plain client was rejected (REJECTED, consumer reject)" \
+  grep -q "RDMA_CM_EVENT_REJECTED, error 28" "$SOFTRNIC_TMP/rpc-refuse-srv.log"
+check "the require server's rdma_accept failed with EACCES" \
+  grep -q "rdma_accept.*Permission denied" "$(bg_log_file rps-refuse-srv)"
+check "and counted the refusal (cm_seal_refused)" \
+  test "$(stat_of "$(bg_log_file rps-refuse-srv)" cm_seal_refused)" -ge 1
+check "and sealed no QP" test "$(stat_of "$(bg_log_file rps-refuse-srv)" qps_sealed)" -eq 0
+# Plain server, sealed client: the client's REP had no answer, so it gets
+# CONNECT_ERROR (-EACCES) and sends a REJ; the server is REJECTED.
+rping_pair refuse-cli env -- "${SEALED[@]}" SOFTRNIC_STATS=1 &&
+  die "a require rping client connected to a plain server"
+wait_bg rps-refuse-cli 30 && die "the plain server's rping succeeded with a require client"
+log "require client: $(grep -m1 -E 'cma event|error' "$SOFTRNIC_TMP/rpc-refuse-cli.log")"
+log "plain server: $(grep -m1 -E 'cma event|error' "$(bg_log_file rps-refuse-cli)")"
+check "the require client refused the plain server's REP (CONNECT_ERROR, -EACCES)" \
+  grep -q "RDMA_CM_EVENT_CONNECT_ERROR, error -13" "$SOFTRNIC_TMP/rpc-refuse-cli.log"
+check "and counted it (cm_seal_refused)" \
+  test "$(stat_of "$SOFTRNIC_TMP/rpc-refuse-cli.log" cm_seal_refused)" -ge 1
+check "the plain server was rejected (REJECTED)" \
+  grep -q "RDMA_CM_EVENT_REJECTED" "$(bg_log_file rps-refuse-cli)"
+
 # A plain client to a sealed server: the client's packets are dropped at the
 # server (counted), the server's at the client; nothing completes.
 start_bg refuse 40 run_in_ns $B "${SEALED[@]}" ibv_rc_pingpong -g 0 -n 5 -p 19504

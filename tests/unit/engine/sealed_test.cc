@@ -219,5 +219,31 @@ TEST_F(SealedTest, RequiredWithoutAKeyRefusesToConnect) {
             EACCES);
 }
 
+// rdma_cm hands the device an empty exchange when the peer offered or
+// answered none (src/rdmacm/cm_seal.cc): require refuses it (the CM then
+// sends a REJ) and counts it; prefer leaves the QP plain and counts that.
+TEST_F(SealedTest, AnRdmaCmPeerWithoutTheExchangeIsRefusedUnderRequireOnly) {
+  auto required = MakeDevice(Sealed(0, 0x11));
+  EngineConfig pc = TestConfig(1);
+  pc.seal_preferred = true;
+  auto preferred = MakeDevice(pc);
+  ASSERT_NE(required, nullptr);
+  ASSERT_NE(preferred, nullptr);
+  Side r, p;
+  SetupSide(r, required, {});
+  SetupSide(p, preferred, {});
+  EXPECT_EQ(required->SealQpByCm(r.qp, {}, {}), EACCES);
+  EXPECT_EQ(preferred->SealQpByCm(p.qp, {}, {}), 0);
+  const EngineStats rs = StatsOf(*required), ps = StatsOf(*preferred);
+  EXPECT_EQ(rs.cm_seal_refused, 1u);
+  EXPECT_EQ(rs.cm_seal_declined, 0u);
+  EXPECT_EQ(ps.cm_seal_refused, 0u);
+  EXPECT_EQ(ps.cm_seal_declined, 1u);
+  // An exchange is taken under either policy.
+  const uint8_t exchanged[32] = {1, 2, 3}, transcript[64] = {4, 5, 6};
+  EXPECT_EQ(required->SealQpByCm(r.qp, exchanged, transcript), 0);
+  EXPECT_EQ(StatsOf(*required).cm_seal_exchanges, 1u);
+}
+
 }  // namespace
 }  // namespace softrnic::engine::testing
