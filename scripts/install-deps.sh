@@ -18,8 +18,9 @@ REQUIRED=(
   build-essential cmake g++ ninja-build pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
   libisal-dev zlib1g-dev
-  # HMAC-SHA256 of the device GUIDs (src/engine/device_identity.cc).
-  libssl-dev
+  # HMAC-SHA256 of the device GUIDs (src/engine/device_identity.cc); sealed
+  # RC's ciphers (src/seal: OpenSSL, and libsodium for short packets).
+  libssl-dev libsodium-dev
   # Fault-lab scenario files (src/faults/scenario_parse.cc), and the JSON
   # schema check of its traces (tests/integration/faults).
   libtomlplusplus-dev python3-jsonschema

@@ -2,10 +2,29 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <sodium.h>
 
 #include <climits>
+#include <cstring>
 
 namespace softrnic::seal {
+namespace {
+
+static_assert(sizeof(crypto_aead_aes256gcm_state) == kShortStateBytes);
+static_assert(alignof(crypto_aead_aes256gcm_state) <= kShortStateAlign);
+
+// libsodium's AES-256-GCM needs AES-NI and CLMUL; sodium_init is
+// idempotent and thread-safe, and picks the implementations once.
+bool SodiumAesAvailable() {
+  static const bool available = sodium_init() >= 0 && crypto_aead_aes256gcm_is_available() == 1;
+  return available;
+}
+
+crypto_aead_aes256gcm_state* AsState(uint8_t* storage) {
+  return reinterpret_cast<crypto_aead_aes256gcm_state*>(storage);
+}
+
+}  // namespace
 
 Aes256Gcm::Aes256Gcm() : enc_(EVP_CIPHER_CTX_new()), dec_(EVP_CIPHER_CTX_new()) {}
 
@@ -21,6 +40,8 @@ bool Aes256Gcm::SetKey(const uint8_t key[kKeyBytes]) {
   // The default nonce length of GCM in OpenSSL is 12 bytes (kNonceBytes).
   if (EVP_EncryptInit_ex(enc_, EVP_aes_256_gcm(), nullptr, key, nullptr) != 1) return false;
   if (EVP_DecryptInit_ex(dec_, EVP_aes_256_gcm(), nullptr, key, nullptr) != 1) return false;
+  short_keyed_ = short_state_ != nullptr && SodiumAesAvailable() &&
+                 crypto_aead_aes256gcm_beforenm(AsState(short_state_), key) == 0;
   keyed_ = true;
   return true;
 }
@@ -28,6 +49,23 @@ bool Aes256Gcm::SetKey(const uint8_t key[kKeyBytes]) {
 bool Aes256Gcm::Seal(const uint8_t nonce[kNonceBytes], const uint8_t* aad, size_t aad_length,
                      const Span* pieces, int count, uint8_t tag[kTagBytes]) {
   if (!keyed_ || aad_length > INT_MAX) return false;
+  size_t total = 0;
+  bool contiguous = true;
+  for (int i = 0; i < count; ++i) {
+    total += pieces[i].length;
+    if (i > 0 && pieces[i].out != pieces[i - 1].out + pieces[i - 1].length) contiguous = false;
+  }
+  if (Short(total) && contiguous) {
+    // libsodium takes one message: the pieces are gathered into their
+    // (adjacent) places first, then encrypted there.
+    for (int i = 0; i < count; ++i)
+      if (pieces[i].length > 0 && pieces[i].in != pieces[i].out)
+        std::memmove(pieces[i].out, pieces[i].in, pieces[i].length);
+    uint8_t* message = count > 0 ? pieces[0].out : nullptr;
+    return crypto_aead_aes256gcm_encrypt_detached_afternm(message, tag, nullptr, message, total, aad,
+                                                          aad_length, nullptr, nonce,
+                                                          AsState(short_state_)) == 0;
+  }
   int n = 0;
   if (EVP_EncryptInit_ex(enc_, nullptr, nullptr, nullptr, nonce) != 1) return false;
   if (aad_length > 0 &&
@@ -47,6 +85,9 @@ bool Aes256Gcm::Seal(const uint8_t nonce[kNonceBytes], const uint8_t* aad, size_
 bool Aes256Gcm::Open(const uint8_t nonce[kNonceBytes], const uint8_t* aad, size_t aad_length,
                      uint8_t* data, size_t length, const uint8_t tag[kTagBytes]) {
   if (!keyed_ || aad_length > INT_MAX || length > INT_MAX) return false;
+  if (Short(length))  // checks the tag in constant time; zeroes `data` if it fails
+    return crypto_aead_aes256gcm_decrypt_detached_afternm(data, nullptr, data, length, tag, aad,
+                                                          aad_length, nonce, AsState(short_state_)) == 0;
   int n = 0;
   if (EVP_DecryptInit_ex(dec_, nullptr, nullptr, nullptr, nonce) != 1) return false;
   if (aad_length > 0 &&

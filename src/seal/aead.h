@@ -1,7 +1,16 @@
-// AES-256-GCM for sealed packets, through OpenSSL's EVP interface (AES-NI
-// and CLMUL where the CPU has them). One object holds one key's expanded
-// schedule; each packet only sets its nonce, so the per-packet cost is the
-// cipher itself (docs/sealed.md, "Cost").
+// AES-256-GCM for sealed packets, by two implementations of the same
+// cipher (one wire format): OpenSSL's EVP interface (AES-NI, and on this
+// project's machines its VAES/AVX-512 code) for packets of kShortMessage
+// bytes or more, and libsodium's for shorter ones (ACKs, small SENDs and
+// WRITEs: the latency path). Measured per packet on one core
+// (bench/sealed/aead_bench.cc, docs/benchmarks.md "Sealed RC"): OpenSSL
+// costs ~270 ns + 0.2 ns/byte, most of the fixed part in OpenSSL 3's
+// parameter handling; libsodium ~145 ns + 0.43 ns/byte; they cross near
+// 550 bytes. One object holds one key's expanded schedule (both
+// implementations'); each packet only sets its nonce.
+//
+// Where the schedules live: OpenSSL's in its own heap objects; libsodium's
+// (ShortState) in memory the owner gives, a SecretPage (secret_page.h).
 //
 // Thread-safety: not synchronised; one owner (a QP's seal, under the engine
 // lock).
@@ -23,12 +32,23 @@ struct Span {
   size_t length = 0;
 };
 
+// Messages shorter than this go through libsodium (when the owner gave a
+// ShortState and the CPU has AES-NI and CLMUL).
+inline constexpr size_t kShortMessage = 512;
+// The size and alignment of libsodium's crypto_aead_aes256gcm_state.
+inline constexpr size_t kShortStateBytes = 512, kShortStateAlign = 16;
+
 class Aes256Gcm {
  public:
   Aes256Gcm();
   ~Aes256Gcm();
   Aes256Gcm(const Aes256Gcm&) = delete;
   Aes256Gcm& operator=(const Aes256Gcm&) = delete;
+
+  // Memory for libsodium's expanded key (kShortStateBytes, aligned to
+  // kShortStateAlign), kept by the owner until this object is keyed anew or
+  // destroyed; null (the default): OpenSSL for every size. Before SetKey.
+  void set_short_state(uint8_t* storage) { short_state_ = storage; }
 
   // False if OpenSSL refused (out of memory): the caller must not seal.
   bool SetKey(const uint8_t key[kKeyBytes]);
@@ -44,9 +64,14 @@ class Aes256Gcm {
             uint8_t* data, size_t length, const uint8_t tag[kTagBytes]);
 
  private:
+  // True when this message goes through libsodium.
+  bool Short(size_t length) const { return short_keyed_ && length < kShortMessage; }
+
   EVP_CIPHER_CTX* enc_ = nullptr;
   EVP_CIPHER_CTX* dec_ = nullptr;
   bool keyed_ = false;
+  uint8_t* short_state_ = nullptr;
+  bool short_keyed_ = false;
 };
 
 }  // namespace softrnic::seal
