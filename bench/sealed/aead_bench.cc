@@ -117,43 +117,43 @@ void OpensslAes256Gcm(benchmark::State& state) { Evp(state, EVP_aes_256_gcm()); 
 void OpensslChaCha20Poly1305(benchmark::State& state) { Evp(state, EVP_chacha20_poly1305()); }
 
 #ifdef SOFTRNIC_BENCH_SODIUM
-void SodiumAes256Gcm(benchmark::State& state) {
-  if (sodium_init() < 0 || crypto_aead_aes256gcm_is_available() == 0)
-    return state.SkipWithError("libsodium has no AES-256-GCM on this CPU");
+// One libsodium AEAD per packet: `encrypt(buf, len, tag, aad, nonce)`.
+template <class Encrypt>
+void SodiumLoop(benchmark::State& state, Encrypt encrypt) {
   const auto len = static_cast<size_t>(state.range(0));
-  crypto_aead_aes256gcm_state st;
-  const uint8_t key[32] = {7};
-  crypto_aead_aes256gcm_beforenm(&st, key);
   uint8_t nonce[12] = {}, aad[kHeader] = {}, tag[16];
   std::vector<uint8_t> buf(len, 0x5A);
   uint32_t counter = 0;
   for (auto _ : state) {
     ++counter;
     std::memcpy(nonce + 8, &counter, sizeof counter);
-    unsigned long long tag_len = 0;
-    crypto_aead_aes256gcm_encrypt_detached_afternm(buf.data(), tag, &tag_len, buf.data(), len, aad,
-                                                   sizeof aad, nullptr, nonce, &st);
+    encrypt(buf.data(), len, tag, aad, nonce);
     benchmark::DoNotOptimize(tag);
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * len));
 }
 
+void SodiumAes256Gcm(benchmark::State& state) {
+  if (sodium_init() < 0 || crypto_aead_aes256gcm_is_available() == 0)
+    return state.SkipWithError("libsodium has no AES-256-GCM on this CPU");
+  crypto_aead_aes256gcm_state st;
+  const uint8_t key[32] = {7};
+  crypto_aead_aes256gcm_beforenm(&st, key);
+  SodiumLoop(state, [&st](uint8_t* buf, size_t len, uint8_t* tag, const uint8_t* aad,
+                          const uint8_t* nonce) {
+    crypto_aead_aes256gcm_encrypt_detached_afternm(buf, tag, nullptr, buf, len, aad, kHeader,
+                                                   nullptr, nonce, &st);
+  });
+}
+
 void SodiumChaCha20Poly1305Ietf(benchmark::State& state) {
   if (sodium_init() < 0) return state.SkipWithError("sodium_init failed");
-  const auto len = static_cast<size_t>(state.range(0));
   const uint8_t key[32] = {7};
-  uint8_t nonce[12] = {}, aad[kHeader] = {}, tag[16];
-  std::vector<uint8_t> buf(len, 0x5A);
-  uint32_t counter = 0;
-  for (auto _ : state) {
-    ++counter;
-    std::memcpy(nonce + 8, &counter, sizeof counter);
-    unsigned long long tag_len = 0;
-    crypto_aead_chacha20poly1305_ietf_encrypt_detached(buf.data(), tag, &tag_len, buf.data(), len,
-                                                       aad, sizeof aad, nullptr, nonce, key);
-    benchmark::DoNotOptimize(tag);
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * len));
+  SodiumLoop(state, [&key](uint8_t* buf, size_t len, uint8_t* tag, const uint8_t* aad,
+                           const uint8_t* nonce) {
+    crypto_aead_chacha20poly1305_ietf_encrypt_detached(buf, tag, nullptr, buf, len, aad, kHeader,
+                                                       nullptr, nonce, key);
+  });
 }
 #endif
 
