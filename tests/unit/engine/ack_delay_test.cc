@@ -8,11 +8,13 @@
 // completion is polled. The ping-pongs that show the ACK riding along are
 // therefore of RDMA WRITEs (ib_write_lat's: the receiver sees the message
 // in memory, no completion), and SENDs are tested for that flush.
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "rc_pair.h"
 
@@ -156,6 +158,53 @@ TEST_F(AckDelayTest, PingPongAcksRideOnTheAnswer) {
   // selective retransmission's tail-loss probes, from 1 ms on; the default
   // delay, 20 us and at most 500 us, stays below them.)
   EXPECT_EQ(sa.retransmit_timeouts + sb.retransmit_timeouts, 0u);
+}
+
+// The ACK rides *behind* the WRITE that carries it: a peer that polls
+// until its own WRITE completes finds the answer already in its memory.
+// ib_write_lat's peer stops polling at that completion and spins on
+// memory; with the ACK ahead, a peer polling on another CPU took the ACK
+// alone, and the answer was left to its progress thread (53 us one-way
+// over UDP instead of 5). Here A polls in a thread of its own while B
+// answers, as in ib_write_lat. Over UDP the WRITE reaches the request
+// socket before the ACK reaches the reply socket, and a pass reads every
+// ready socket: the order is exact, not a race.
+TEST_F(AckDelayTest, TheAnswerIsInMemoryWhenTheAckItCarriesCompletesTheQuestion) {
+  OpenWithDelays(milliseconds(200), milliseconds(200));
+  const int rounds = 200;
+  std::atomic<int> asked{-1}, stale{0}, done{-1};
+  std::thread poller([&] {
+    for (int i = 0; i < rounds; ++i) {
+      while (asked.load() < i) std::this_thread::yield();
+      // Poll A's CQ, and nothing else, until the question's completion.
+      const auto deadline = std::chrono::steady_clock::now() + milliseconds(10000);
+      bool completed = false;
+      while (!completed && std::chrono::steady_clock::now() < deadline) {
+        Completion wc[4];
+        const int got = a_.dev->PollCq(a_.cq, 4, wc);
+        for (int k = 0; k < got; ++k) completed |= wc[k].wr_id == uint64_t(2 * i);
+      }
+      EXPECT_TRUE(completed) << "question " << i;
+      if (Mailbox(a_) != uint64_t(2 * i + 2)) ++stale;
+      done.store(i);
+    }
+  });
+  for (int i = 0; i < rounds; ++i) {
+    const uint64_t question = 2 * i, answer = 2 * i + 1;
+    Write(a_, b_, question);  // carries A's ACK of the last answer
+    AwaitMailbox(b_, question);
+    if (i > 0) {
+      EXPECT_EQ(Await(b_, WcOpcode::kRdmaWrite).wr_id, answer - 2);
+    }
+    asked.store(i);  // A polls from now on
+    Write(b_, a_, answer);  // carries B's ACK of the question
+    while (done.load() < i) std::this_thread::yield();
+  }
+  poller.join();
+  EXPECT_EQ(stale.load(), 0) << "of " << rounds
+                             << " questions completed before their answer was in memory";
+  // B had sent nothing before the first question: that ACK went at once.
+  EXPECT_EQ(StatsOf(*b_.dev).acks_piggybacked, uint64_t(rounds - 1));
 }
 
 // perftest -a pauses between sizes: the last ACK of each size waits the
