@@ -61,7 +61,9 @@ bool Aes256Gcm::Seal(const uint8_t nonce[kNonceBytes], const uint8_t* aad, size_
     for (int i = 0; i < count; ++i)
       if (pieces[i].length > 0 && pieces[i].in != pieces[i].out)
         std::memmove(pieces[i].out, pieces[i].in, pieces[i].length);
-    uint8_t* message = count > 0 ? pieces[0].out : nullptr;
+    // libsodium declares its buffers non-null, even for an empty message.
+    uint8_t none = 0;
+    uint8_t* message = count > 0 && pieces[0].out != nullptr ? pieces[0].out : &none;
     return crypto_aead_aes256gcm_encrypt_detached_afternm(message, tag, nullptr, message, total, aad,
                                                           aad_length, nullptr, nonce,
                                                           AsState(short_state_)) == 0;
@@ -85,9 +87,12 @@ bool Aes256Gcm::Seal(const uint8_t nonce[kNonceBytes], const uint8_t* aad, size_
 bool Aes256Gcm::Open(const uint8_t nonce[kNonceBytes], const uint8_t* aad, size_t aad_length,
                      uint8_t* data, size_t length, const uint8_t tag[kTagBytes]) {
   if (!keyed_ || aad_length > INT_MAX || length > INT_MAX) return false;
-  if (Short(length))  // checks the tag in constant time; zeroes `data` if it fails
-    return crypto_aead_aes256gcm_decrypt_detached_afternm(data, nullptr, data, length, tag, aad,
+  if (Short(length)) {  // checks the tag in constant time; zeroes `data` if it fails
+    uint8_t none = 0;  // libsodium declares its buffers non-null, even for no bytes
+    uint8_t* message = data != nullptr ? data : &none;
+    return crypto_aead_aes256gcm_decrypt_detached_afternm(message, nullptr, message, length, tag, aad,
                                                           aad_length, nonce, AsState(short_state_)) == 0;
+  }
   int n = 0;
   if (EVP_DecryptInit_ex(dec_, nullptr, nullptr, nullptr, nonce) != 1) return false;
   if (aad_length > 0 &&
