@@ -6,7 +6,7 @@
 // the key file, if any, is mixed in. A REQ or REP without the block (a
 // plain or older peer, or an application's private data that leaves no
 // room) is plain under `prefer`; under `require` the connection is
-// refused with a REJ whose private data says why (SealRefusalPdata), and
+// refused with a REJ whose private data says why (kSealRefusal), and
 // the refusing side's call or event fails with EACCES.
 #include <cstring>
 
@@ -39,7 +39,7 @@ void PutBlock(uint8_t* pdata, size_t field_len, const uint8_t* key) {
   std::memcpy(b + sizeof kMagic, key, seal::kX25519Bytes);
 }
 
-constexpr int kPrefer = 1, kRequire = 2;  // softrnic_seal_mode's values
+constexpr int kRequire = 2;  // softrnic_seal_mode: 0 off, 1 prefer, 2 require
 
 // Keys the QP from our key and the peer's: transcript = offer, answer.
 int KeyQp(Id* id, const uint8_t* peer, bool we_offered) {
