@@ -238,7 +238,9 @@ _softrnic_kill_all_bg() {
 children_of() {
   local f line rest ppid pid
   for f in /proc/[0-9]*/stat; do
-    read -r line <"$f" 2>/dev/null || continue
+    # (The braces: a pid gone since the glob is a redirection error, which
+    # a 2> on the command itself would not silence.)
+    { read -r line <"$f"; } 2>/dev/null || continue
     rest=${line##*) }          # after "pid (comm) "
     read -r _ ppid _ <<<"$rest"
     if [[ "$ppid" == "$1" ]]; then pid=${f#/proc/}; echo "${pid%/stat}"; fi
