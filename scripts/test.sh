@@ -123,6 +123,21 @@ fi
 if grep -q 'The following tests FAILED' "$log"; then
   echo "failed tests:"
   sed -n '/The following tests FAILED/,$p' "$log" | grep -E '^\s+[0-9]+ - ' | sed -E 's/^\s+/  /'
+  # Why, in a few lines per test: the lines of its output (printed under
+  # its status line by --output-on-failure) that name a failure. A report
+  # that keeps only the end of this output still says what went wrong.
+  echo "why they failed (first lines of each that name a failure):"
+  awk '
+    /Test +#[0-9]+: / {
+      cur = ""
+      if ($0 ~ /\*\*\*(Failed|Timeout|Exception)/) { cur = $4; n = 0 }
+      next
+    }
+    /^ *Start +[0-9]+: / { next }
+    cur != "" && n < 6 && /FAIL|Failure|FAILED|error:|Error|Timeout|Sanitizer|runtime error|Segmentation|Aborted|Expected|Which is/ {
+      line = substr($0, 1, 240); sub(/^ +/, "", line)
+      print "  " cur ": " line; n++
+    }' "$log"
 fi
 if [[ -n "$total" ]]; then
   f=${failed:-0}; s=${skipped:-0}

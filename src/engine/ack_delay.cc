@@ -96,7 +96,7 @@ bool Engine::DeferAck(Qp* qp, uint8_t syndrome) {
     qp->ack_delay.wake_owed = false;
     ack_deadline_min_ = std::min(ack_deadline_min_, qp->ack_delay.ack_deadline);
     // A sleeping progress thread must wake in time to send it alone.
-    WakeProgressThreadFor(qp->ack_delay.ack_deadline);
+    progress_.TimerArmed(qp->ack_delay.ack_deadline);
   }
   return true;
 }

@@ -40,6 +40,9 @@ Engine::Engine(std::unique_ptr<transport::Transport> transport, DeviceAttr attr,
     : config_(config),
       attr_(std::move(attr)),
       transport_(std::move(transport)),
+      progress_(*this, *transport_,
+                ProgressSettings{std::chrono::microseconds(config.spin_us), config.progress_realtime,
+                                 config.placement_away}),
       peer_memory_(transport_->peer_memory()),
       udp_port_(config.udp.port) {
   if (peer_memory_ != nullptr && config.shm_direct)
@@ -68,7 +71,6 @@ Engine::Engine(std::unique_ptr<transport::Transport> transport, DeviceAttr attr,
   attr_.node_guid = NodeGuid(CurrentHostIdentity(), kDeviceName);
   attr_.sys_image_guid = attr_.node_guid;
   async_queues_.emplace(Device::kDeviceAsyncQueue, std::make_unique<AsyncQueue>());
-  spin_us_ = config.spin_us;
   ack_delay_ = config.ack_delay;
   split_tx_ = transport_->accepts_split_payload() && config.zerocopy_tx;
   hold_tx_ = config.tx_batch;

@@ -31,6 +31,7 @@
 #include "engine/multicast.h"
 #include "engine/packet_builder.h"
 #include "engine/pass_clock.h"
+#include "engine/progress/progress.h"
 #include "engine/shm_direct.h"
 #include "engine/qp.h"
 #include "engine/spin_mutex.h"
@@ -45,7 +46,7 @@
 
 namespace softrnic::engine {
 
-class Engine {
+class Engine : private ProgressHost {
  public:
   // The transport is the engine's; its capabilities (peer memory, split
   // payloads, multicast groups) shape the device (engine.cc).
@@ -56,6 +57,7 @@ class Engine {
   // What the device was created with (engine_config.h).
   const EngineConfig& config() const { return config_; }
 
+  // The progress thread (engine/progress/progress.h).
   void StartProgressThread();
   void StopProgressThread();
 
@@ -102,7 +104,7 @@ class Engine {
     return transport_->counters();
   }
 
-  // One progress pass (progress.cc): receive a burst, dispatch, flush ACKs,
+  // One pass (pass.cc): receive a burst, dispatch, flush ACKs,
   // run timers and requesters, transmit. Returns true if it did any work.
   // Device::ProgressInline runs one from an application thread.
   bool PollOnceLocked() REQUIRES(mu_);
@@ -298,56 +300,11 @@ class Engine {
 
   // Hands n received packets to capture_ (REQUIRES: capture_).
   void RecordReceived(const transport::RxPacket* rx, int n) REQUIRES(mu_);
-  void ProgressThreadMain();
-  // One epoll wait of the progress thread (nullptr: no timeout); drains
-  // wake_fd_ if it fired.
-  void WaitForEvents(const timespec* timeout);
+  // ProgressHost: a pass of the progress thread (pass.cc).
+  PassResult ProgressThreadPass(bool may_sleep) override EXCLUDES(mu_);
+  PassResult ProgressThreadPassLocked(bool may_sleep) REQUIRES(mu_);
+  bool EngineBusy() const override;
   Clock::time_point NextDeadlineLocked() const REQUIRES(mu_);
-  std::atomic<bool> stop_{false};
-  std::atomic<bool> sleeping_{false};
-  // Bumped by application threads that poll or post (no clock read: a
-  // clock_gettime per poll is a measurable part of a sub-microsecond poll
-  // loop). The progress thread treats a change within its last window as
-  // "an application is polling".
-  std::atomic<uint64_t> app_activity_{0};
-  void NoteAppActivity() {
-    app_activity_.store(app_activity_.load(std::memory_order_relaxed) + 1,
-                        std::memory_order_relaxed);
-  }
-  // When an application thread last ran a pass from PollCq (steady_clock
-  // ticks; the pass's own clock read, so polling costs no extra one).
-  std::atomic<Clock::rep> app_polled_at_{0};
-  // Whether that poll found nothing: the application is waiting in a poll
-  // loop and will be back at once (it left if it got a completion).
-  std::atomic<bool> app_waiting_{false};
-  // A CQ with a completion channel was armed: its thread will block, and
-  // this thread must watch every socket. Set by ArmCq, recomputed by the
-  // progress thread's locked passes.
-  std::atomic<bool> channel_armed_{false};
-  // app_activity_ when a CQ with a channel was last armed. An application
-  // that arms and then blocks polls a few times in between (the poll that
-  // closes the race with a completion); one that arms some CQs and keeps
-  // polling others (UCP arms the CQs of the interfaces it does not use, so
-  // that traffic on them wakes its worker) is not about to block.
-  std::atomic<uint64_t> activity_at_arm_{0};
-  // A thread will block on a channel soon (AppAboutToBlock in progress.cc).
-  bool AppAboutToBlock() const;
-  // Application threads blocked in AwaitChannelEvent, which wait for the
-  // transport's descriptors and run the engine's passes and timers
-  // themselves: while there are any, the progress thread leaves the
-  // packets to them as to a polling application (event_wait.cc).
-  std::atomic<int> blocked_waiters_{0};
-  // Whether the progress thread may leave the packets to such threads.
-  bool WaitersTakePackets() const;
-  // How many times a thread blocked there (a waiter that wakes for each
-  // event is back within microseconds: still the one taking the packets).
-  std::atomic<uint64_t> waiter_blocks_{0};
-  // Whether the calling thread has blocked in AwaitChannelEvent.
-  static bool ThreadWaitsForEvents();
-  // The progress thread left the request sockets to a polling application
-  // (progress.cc, "leaving packets to the application").
-  std::atomic<bool> app_owns_packets_{false};
-  bool watching_requests_ = true;  // progress thread only
   // Whether PostSend may leave a streaming QP's packets in the transmit
   // batch (device.cc, doorbell batching): only while that saves system
   // calls (Transport::batching_saves_syscalls), SOFTRNIC_TX_BATCH=0 turns
@@ -358,12 +315,8 @@ class Engine {
   // SOFTRNIC_ZEROCOPY_TX=0 turns it off.
   bool split_tx_ = false;
   bool MayHoldTx() const {
-    return hold_tx_ && app_owns_packets_.load(std::memory_order_relaxed) &&
-           transport_->batching_saves_syscalls();
+    return hold_tx_ && progress_.app_owns_packets() && transport_->batching_saves_syscalls();
   }
-  void WatchRequests(bool on);     // progress thread only
-  // Sleeps while an application polls; returns whether it still does.
-  bool SleepWhileAppPolls(std::chrono::nanoseconds period);
   Clock::time_point last_pass_ GUARDED_BY(mu_){};
   PassClock pass_clock_ GUARDED_BY(mu_);  // a pass's time (pass_clock.h)
   // What a pass receives into (PollOnceLocked). A member, not a local: a
@@ -371,32 +324,13 @@ class Engine {
   // of a UCX tag_lat client's CPU, which runs a pass per ibv_poll_cq.
   static constexpr int kRxBurst = 32;
   std::array<transport::RxPacket, kRxBurst> rx_burst_ GUARDED_BY(mu_);
-  int wake_fd_ = -1;   // eventfd to wake a sleeping progress thread
-  int epoll_fd_ = -1;
-  std::thread progress_thread_;
-  cpu_set_t app_cpus_;  // the creating thread's CPUs (see PlaceAwayFromApplication)
-  void WakeProgressThread();
-  // Wakes the sleeping progress thread only if `deadline` (a timer just
-  // armed) is due before the thread wakes by itself.
-  void WakeProgressThreadFor(Clock::time_point deadline);
-  // When the sleeping progress thread wakes by itself (steady_clock ticks).
-  std::atomic<Clock::rep> sleep_until_{0};
   // Whether the progress thread must also wait for responses (the
   // transport's reply_pollable_fd): an armed CQ with a completion channel,
   // or a send queue holding WQEs that only a response can let go. Otherwise
   // whoever waits for a response polls its CQ, and the response need not
   // wake this thread (a cross-core wake-up costs tens of microseconds).
-  // REQUIRES: mu_.
   bool RepliesNeededLocked() const REQUIRES(mu_);
   bool ChannelArmedLocked() const REQUIRES(mu_);
-  // Set by the progress thread; read by threads that may make replies
-  // needed while it sleeps (ArmCq, PostSend), which then wake it.
-  std::atomic<bool> watching_replies_{false};
-  int reply_fd_ = -1;
-  // Busy-poll time after the last work before sleeping. 0 by default: on the
-  // 2-vCPU machines this targets, a spinning engine thread steals the core
-  // an application thread needs (docs/progress.md).
-  unsigned spin_us_ = 0;
   // SOFTRNIC_RETRANSMIT=gbn|selective (default selective): whether QPs
   // created from now on offer selective retransmission (docs/loss.md).
   // Read when a QP enters RTR/RTS (EngineConfig::selective).
@@ -407,7 +341,7 @@ class Engine {
   CcSettings cc_settings_;
   Clock::time_point next_timer_check_ GUARDED_BY(mu_){};
   // The first pass that put the due timers off because received packets
-  // were still waiting (progress.cc); {} while none is.
+  // were still waiting (pass.cc); {} while none is.
   Clock::time_point timers_deferred_since_ GUARDED_BY(mu_){};
   // SOFTRNIC_ACK_DELAY_US: how long a plain ACK may wait for a request of
   // its QP to carry it (ack_delay.cc); 0 = never.
@@ -439,10 +373,13 @@ class Engine {
     // The fault transport may now hold a packet due before the progress
     // thread's next wake-up (a delay rule, fault_transport.h): wake it for
     // it. Nullopt (every other transport) costs a virtual call.
-    if (const auto due = transport_->next_deadline()) WakeProgressThreadFor(*due);
+    if (const auto due = transport_->next_deadline()) progress_.TimerArmed(*due);
   }
   TxBatch tx_ GUARDED_BY(mu_);
   std::unique_ptr<transport::Transport> transport_;
+  // Who runs passes, and when: the progress thread and its policy
+  // (engine/progress/progress.h). After transport_, which it watches.
+  Progress progress_;
   // SOFTRNIC_CAPTURE (capture.h): every packet sent and received, and the
   // direct operations as the packets they replace; null when off.
   std::unique_ptr<PacketCapture> capture_ GUARDED_BY(mu_);
@@ -595,7 +532,7 @@ class Engine {
   void MarkWork(Qp* qp) REQUIRES(mu_);
   void RunWorkList() REQUIRES(mu_);
 
-  // Timer list (progress.cc): the QPs that may have a timer running (Local
+  // Timer list (pass.cc): the QPs that may have a timer running (Local
   // ACK, RNR, selective-repeat probe, deferred ACK). The periodic checks
   // (every kTimerCheckInterval, 50 us) and the next-deadline computation
   // walk it instead of every QP, so an idle QP costs no time per pass

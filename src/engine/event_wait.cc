@@ -30,15 +30,6 @@
 
 namespace softrnic::engine {
 
-namespace {
-
-// This thread has blocked in AwaitChannelEvent: it will again after arming.
-thread_local bool t_waits_for_events = false;
-
-}  // namespace
-
-bool Engine::ThreadWaitsForEvents() { return t_waits_for_events; }
-
 bool Engine::PollOnceForWaiterLocked(CompletionChannel* channel) {
   CompletionChannel::waiter_in_pass = channel;
   const bool progressed = PollOnceLocked();
@@ -50,11 +41,12 @@ int Engine::AwaitChannelEvent(CompletionChannel* channel) {
   const int event_fd = channel->pipe.read_fd();
   const int flags = fcntl(event_fd, F_GETFL);
   if (flags < 0 || (flags & O_NONBLOCK)) return ReadEventByte(event_fd);
-  t_waits_for_events = true;
   pollfd fds[3] = {{event_fd, POLLIN, 0}, {transport_->pollable_fd(), POLLIN, 0}, {-1, 0, 0}};
   nfds_t n = 2;
   if (const int reply = transport_->reply_pollable_fd(); reply >= 0) fds[n++] = {reply, POLLIN, 0};
-  NoteAppActivity();
+  // The progress thread leaves the packets and timers to this thread while
+  // it blocks (Progress::WaiterBlocks), and does not wake for its arms.
+  progress_.WaiterStarts();
   for (;;) {
     Clock::time_point deadline;
     bool refused_sleep = false;
@@ -89,12 +81,10 @@ int Engine::AwaitChannelEvent(CompletionChannel* channel) {
       continue;
     }
     timespec timeout;
-    blocked_waiters_.fetch_add(1, std::memory_order_relaxed);
-    waiter_blocks_.fetch_add(1, std::memory_order_relaxed);
+    progress_.WaiterBlocks();
     const int r = ppoll(fds, n, TimeoutUntil(deadline, &timeout), nullptr);
     const int poll_errno = errno;
-    blocked_waiters_.fetch_sub(1, std::memory_order_relaxed);
-    NoteAppActivity();
+    progress_.WaiterWoke();
     transport_->WokeUp();
     if (r < 0) {
       if (poll_errno == EINTR && RestartAfterSignal()) continue;

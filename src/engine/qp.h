@@ -384,7 +384,7 @@ class Qp {
   QpCounters counters;
   bool counters_noted = false;
 
-  // Engine bookkeeping (engine.cc, the work list; progress.cc, the timer
+  // Engine bookkeeping (engine.cc, the work list; pass.cc, the timer
   // list; device.cc).
   bool on_work_list = false;
   bool on_timer_list = false;

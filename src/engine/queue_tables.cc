@@ -44,15 +44,15 @@ int Engine::PollCqLocked(Cq* cq, int n, Completion* out) {
   if (tx_.count() > 0) FlushTx();
   // The polling application does the engine's work itself (no thread hop).
   if (cq->count < static_cast<size_t>(n)) {
-    if (PollOnceLocked()) WakeProgressThreadFor(NextDeadlineLocked());
-    app_polled_at_.store(last_pass_.time_since_epoch().count(), std::memory_order_relaxed);
+    if (PollOnceLocked()) progress_.TimerArmed(NextDeadlineLocked());
+    progress_.AppRanPass(last_pass_);
   }
-  NoteAppActivity();
+  progress_.AppActive();
   const int got = cq->Poll(n, out);
   // The application sees these now and may exit at once (_exit, no
   // handler): what it saw must be acknowledged before (ack_delay.cc).
   if (acks_deferred_ > 0 && got > 0) SendAcksOfPolledReceives(out, got);
-  app_waiting_.store(got == 0, std::memory_order_relaxed);
+  progress_.AppPollFound(got);
   return got;
 }
 
@@ -62,21 +62,9 @@ void Engine::ArmCqLocked(Cq* cq, bool solicited_only) {
   // Arming a CQ without a channel is allowed (and has no effect to observe).
   // Keep the stronger arm: "next completion" covers "next solicited".
   if (cq->armed != 1) cq->armed = solicited_only ? 2 : 1;
-  // A thread about to block for this CQ's event needs the progress thread
-  // to take responses (RepliesNeededLocked), and to take the requests if
-  // it left them to polling applications: woken now. Not for a thread
-  // that blocks in GetCqEvent (it did before): that wait takes the packets
-  // itself (event_wait.cc), and the wake-up would cost a CPU per event
-  // (ibv_rc_pingpong -e over UDP on one core: 80-88 us a round trip with
-  // it, 14-16 without).
-  if (cq->channel != nullptr) {
-    activity_at_arm_.store(app_activity_.load(std::memory_order_relaxed), std::memory_order_relaxed);
-    channel_armed_.store(true, std::memory_order_relaxed);
-    if (!ThreadWaitsForEvents() &&
-        (app_owns_packets_.load(std::memory_order_relaxed) ||
-         (reply_fd_ >= 0 && !watching_replies_.load(std::memory_order_relaxed))))
-      WakeProgressThread();
-  }
+  // Its thread may block soon: the progress thread decides what that
+  // needs of it (Progress::ChannelArmed).
+  if (cq->channel != nullptr) progress_.ChannelArmed();
 }
 
 int Engine::AddSrqLocked(std::unique_ptr<Srq>& srq) {

@@ -78,20 +78,11 @@ int Engine::PostSendLocked(Qp* qp, const SendWr& wr, uint64_t length, bool is_in
   } else if (tx_.count() > 0) {
     ++stats_.posts_batched;
   }
-  // Work left for later, or WQEs that only a response lets go while the
-  // thread does not wait for responses: it must run (or start waiting),
-  // unless it left the packets to an application thread that polls (whose
-  // passes run the work list and take the responses).
-  // (WakeProgressThreadFor makes the same exception.)
-  if (!app_owns_packets_.load(std::memory_order_relaxed) &&
-      (!work_list_.empty() ||
-       (qp->sq_next != qp->sq_tail && reply_fd_ >= 0 &&
-        !watching_replies_.load(std::memory_order_relaxed))))
-    WakeProgressThread();
-  else if (qp->comp.retransmit_armed)
-    WakeProgressThreadFor(qp->comp.retransmit_deadline);
-  // A posting application is active too: the progress thread backs off.
-  NoteAppActivity();
+  // Work left for later, or WQEs that only a response lets go: the
+  // progress thread decides whether that needs it awake
+  // (Progress::AppPosted).
+  progress_.AppPosted(!work_list_.empty(), qp->sq_next != qp->sq_tail,
+                      qp->comp.retransmit_armed ? &qp->comp.retransmit_deadline : nullptr);
   return 0;
 }
 

@@ -218,7 +218,7 @@ class Transport {
   virtual bool delayed_acks_save_wakeups() const { return true; }
   // While the engine's progress thread sleeps, senders pay per packet to
   // wake it (a doorbell), so it stays awake, off the CPU, while an
-  // application polls (engine/progress.cc).
+  // application polls (engine/progress/progress.cc).
   virtual bool sleeping_costs_senders() const { return false; }
 
   // --- Multicast (IBA 10.5.2.5: UD datagrams to a multicast GID) ---

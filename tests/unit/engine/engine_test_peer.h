@@ -41,16 +41,12 @@ class EngineTestPeer {
     return e.async_queues_.at(queue)->dropped();
   }
   // The progress thread left the request sockets to a polling application
-  // (progress.cc, SleepWhileAppPolls) and is waiting for it to stop.
-  static bool AppOwnsPackets(const Engine& e) {
-    return e.app_owns_packets_.load(std::memory_order_relaxed);
-  }
+  // (progress/progress.cc, SleepWhileAppPolls) and is waiting for it to stop.
+  static bool AppOwnsPackets(const Engine& e) { return e.progress_.app_owns_packets(); }
   static const MrTable& mr_table(const Engine& e) { return e.mr_table_; }
   static transport::Transport& transport(Engine& e) { return *e.transport_; }
   // How many times a thread blocked in AwaitChannelEvent (event_wait.cc).
-  static uint64_t WaiterBlocks(const Engine& e) {
-    return e.waiter_blocks_.load(std::memory_order_relaxed);
-  }
+  static uint64_t WaiterBlocks(const Engine& e) { return e.progress_.waiter_blocks(); }
   static const EngineStats& stats(const Engine& e) { return e.stats_; }
   static const transport::Transport& transport(const Engine& e) { return *e.transport_; }
   // Packets in flight per destination (dest_window.h), and a smaller budget
@@ -70,6 +66,7 @@ class EngineTestPeer {
     e.shm_direct_.reset();
     e.peer_memory_ = nullptr;
     e.transport_ = std::move(next);
+    e.progress_.ReplaceTransport(*e.transport_);
   }
 };
 
