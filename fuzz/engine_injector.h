@@ -21,7 +21,7 @@
 #include <span>
 #include <vector>
 
-#include "engine/device.h"
+#include "engine/device/device.h"
 #include "engine/engine.h"
 #include "tests/unit/engine/engine_test_peer.h"
 #include "transport/transport.h"

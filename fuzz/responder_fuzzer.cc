@@ -61,10 +61,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/device.h"
+#include "engine/device/device.h"
 #include "engine/engine.h"
-#include "engine/mr_table.h"
-#include "engine/queues.h"
+#include "engine/objects/mr_table.h"
+#include "engine/objects/queues.h"
 #include "fuzz/engine_injector.h"
 #include "wire/headers.h"
 #include "wire/opcode.h"

@@ -1,6 +1,6 @@
 // libFuzzer target: the stats-file parser `softrnic stat` runs on every
 // /dev/shm/softrnic-*.stats it may read (engine::ParseStatsFile,
-// src/engine/stats_publisher.cc). Another local user can put any bytes in
+// src/engine/observe/stats_publisher.cc). Another local user can put any bytes in
 // such a file (security review L2); the reader must neither crash nor
 // invent data. The input is the file's contents, in a buffer of exactly its
 // size, so AddressSanitizer reports any read past it.
@@ -25,7 +25,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/stats_publisher.h"
+#include "engine/observe/stats_publisher.h"
 
 namespace {
 

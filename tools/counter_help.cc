@@ -5,7 +5,7 @@
 namespace softrnic::tools {
 
 std::string CounterHelp(const std::string& name) {
-  // From the field comments of engine::EngineStats (src/engine/stats.h) and
+  // From the field comments of engine::EngineStats (src/engine/observe/stats.h) and
   // transport::TransportCounters (src/transport/transport.h).
   static const std::map<std::string, std::string> help = {
       {"rx_packets", "Packets dispatched to the engine."},

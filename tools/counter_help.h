@@ -1,4 +1,4 @@
-// One sentence per counter of the stats files (src/engine/stats.cc,
+// One sentence per counter of the stats files (src/engine/observe/stats.cc,
 // FormatStats), for the HELP lines of `softrnic stat --prometheus`.
 #pragma once
 

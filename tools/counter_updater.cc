@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/stats_publisher.h"
+#include "engine/observe/stats_publisher.h"
 #include "port_counters.h"
 
 namespace softrnic::tools {

@@ -1,6 +1,6 @@
 // Live port counter files in `softrnic run`'s sysfs view: a small process
 // that rewrites ports/1/counters/* and ports/1/hw_counters/* (port_counters.h)
-// every 100 ms from the stats files (engine/stats_publisher.h) of the
+// every 100 ms from the stats files (engine/observe/stats_publisher.h) of the
 // softrnic processes in the view, until the command `softrnic run` started
 // exits.
 //

@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/device.h"
+#include "engine/device/device.h"
 #include "transport/address.h"
 
 namespace softrnic::tools {

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/stats_publisher.h"
+#include "engine/observe/stats_publisher.h"
 
 namespace softrnic::tools {
 

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/stats_publisher.h"
+#include "engine/observe/stats_publisher.h"
 
 namespace softrnic::tools {
 

@@ -1,5 +1,5 @@
 // `softrnic capture`: a pcapng file of the RoCE v2 traffic of softrnic
-// processes, every path included (docs/capture.md, engine/capture.h).
+// processes, every path included (docs/capture.md, engine/observe/capture.h).
 //
 //   softrnic capture -w FILE [-s MB] [-n FILES] [-k] [--] CMD [ARGS...]
 //       runs CMD with SOFTRNIC_CAPTURE pointing into a private directory, so
@@ -9,7 +9,7 @@
 //   softrnic capture -w FILE [-s MB] [-n FILES] [-k] (-p PID)... | -a [-t SECS]
 //       captures processes that are already running, until SECS have passed
 //       or Ctrl-C: a request beside each one's stats file makes it capture
-//       (engine/capture_control.h); then the files are merged the same way.
+//       (engine/observe/capture_control.h); then the files are merged the same way.
 //   softrnic capture --merge -w FILE IN...
 //       merges capture files recorded separately (SOFTRNIC_CAPTURE set by
 //       hand, e.g. on two hosts or in two network namespaces).
@@ -35,8 +35,8 @@
 
 #include "capture_merge.h"
 #include "commands.h"
-#include "engine/capture_control.h"
-#include "engine/stats_publisher.h"
+#include "engine/observe/capture_control.h"
+#include "engine/observe/stats_publisher.h"
 #include "wire/pcapng.h"
 
 namespace softrnic::tools {

@@ -43,9 +43,11 @@
 #include <vector>
 
 #include "commands.h"
+#include "common/netns.h"
+#include "common/route_source.h"
 #include "config/environment.h"
 #include "config/variables.h"
-#include "engine/device.h"
+#include "engine/device/device.h"
 #include "engine/device_identity.h"
 #include "engine/engine_config.h"
 #include "engine/host_addresses.h"
@@ -252,52 +254,30 @@ std::string InterfaceOf(uint32_t net) {
 // socket's name; nothing is sent). 0 and *err if there is no route.
 // The IPv6 source the kernel routes `dst` from, or false with *err.
 bool RouteSource6(const Gid& dst, uint16_t port, Gid* src, int* err) {
-  const int s = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (s < 0) {
-    *err = errno;
-    return false;
-  }
   sockaddr_in6 a{};
   a.sin6_family = AF_INET6;
   a.sin6_port = htons(port);
   std::memcpy(&a.sin6_addr, dst.raw.data(), 16);
-  bool ok = connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  socklen_t len = sizeof a;
-  ok = ok && getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) == 0;
-  if (ok)
-    std::memcpy(src->raw.data(), &a.sin6_addr, 16);
-  else
-    *err = errno;
-  close(s);
-  return ok;
+  *err = RouteSourceOf(&a);
+  if (*err != 0) return false;
+  std::memcpy(src->raw.data(), &a.sin6_addr, 16);
+  return true;
 }
 
 uint32_t RouteSource(uint32_t dst, uint16_t port, int* err) {
-  const int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (s < 0) {
-    *err = errno;
-    return 0;
-  }
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port ? port : 4791);
   a.sin_addr.s_addr = dst;
-  uint32_t src = 0;
-  socklen_t l = sizeof a;
-  if (connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      getsockname(s, reinterpret_cast<sockaddr*>(&a), &l) != 0)
-    *err = errno;
-  else
-    src = a.sin_addr.s_addr;
-  close(s);
-  return src;
+  const int rc = RouteSourceOf(&a);
+  if (rc != 0) {
+    *err = rc;
+    return 0;
+  }
+  return a.sin_addr.s_addr;
 }
 
-uint64_t NetnsOfPid(int pid) {
-  struct stat st{};
-  if (stat(("/proc/" + std::to_string(pid) + "/ns/net").c_str(), &st) != 0) return 0;
-  return st.st_ino;
-}
+uint64_t NetnsOfPid(int pid) { return softrnic::NetnsOfPid(pid).ino; }
 
 // The effective uid of `pid` (/proc/<pid>/status), -1 if unknown.
 long UidOfPid(int pid) {

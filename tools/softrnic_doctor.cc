@@ -46,7 +46,7 @@
 #include "config/environment.h"
 #include "elf_symbols.h"
 #include "printable.h"
-#include "engine/stats_publisher.h"
+#include "engine/observe/stats_publisher.h"
 #include "self_lib_dir.h"
 #include "transport/owned_files.h"
 #include "transport/shm_registry.h"

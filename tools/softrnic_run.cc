@@ -46,7 +46,7 @@
 #include "config/environment.h"
 #include "counter_updater.h"
 #include "device_view.h"
-#include "engine/stats_publisher.h"
+#include "engine/observe/stats_publisher.h"
 #include "engine/device_identity.h"
 #include "mounts.h"
 #include "faults/scenario_parse.h"

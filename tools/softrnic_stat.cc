@@ -8,7 +8,7 @@
 // owner of the file, which must also run the pid). Files are read as other
 // users may have planted them: regular files only, at most 1 MiB, never
 // through a symlink or FIFO, and their strings printed escaped
-// (src/engine/stats_publisher.h), in the spirit of `rdma statistic`:
+// (src/engine/observe/stats_publisher.h), in the spirit of `rdma statistic`:
 // packets and bytes per direction, retransmissions, NAKs by kind, RNR,
 // drops by reason, ICRC errors, duplicates.
 //
@@ -46,7 +46,7 @@
 #include "commands.h"
 #include "prometheus_format.h"
 #include "printable.h"
-#include "engine/stats_publisher.h"
+#include "engine/observe/stats_publisher.h"
 #include "transport/shm_registry.h"
 
 namespace {

@@ -2,10 +2,11 @@
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <sys/stat.h>
 
 #include <cstring>
 #include <fstream>
+
+#include "common/netns.h"
 
 namespace softrnic::engine {
 namespace {
@@ -31,11 +32,9 @@ HostIdentity CurrentHostIdentity() {
   HostIdentity id;
   id.machine_id = FirstLine("/etc/machine-id");
   if (id.machine_id.empty()) id.machine_id = FirstLine("/proc/sys/kernel/random/boot_id");
-  struct stat st {};
-  if (stat("/proc/self/ns/net", &st) == 0) {
-    id.netns_dev = st.st_dev;
-    id.netns_ino = st.st_ino;
-  }
+  const NetnsIdentity netns = NetnsOfSelf();
+  id.netns_dev = netns.dev;
+  id.netns_ino = netns.ino;
   return id;
 }
 

@@ -10,8 +10,8 @@
 #include <string>
 
 #include "config/environment.h"
-#include "engine/capture.h"
-#include "engine/congestion_control.h"
+#include "engine/observe/capture.h"
+#include "engine/congestion/congestion_control.h"
 #include "engine/types.h"
 #include "seal/key_file.h"
 #include "transport/factory.h"

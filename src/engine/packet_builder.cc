@@ -1,6 +1,6 @@
 #include "engine/packet_builder.h"
 
-#include "engine/capture.h"
+#include "engine/observe/capture.h"
 
 #include <sched.h>
 

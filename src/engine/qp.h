@@ -13,11 +13,11 @@
 #include <memory_resource>
 #include <vector>
 
-#include "engine/congestion_control.h"
-#include "engine/dest_window.h"
+#include "engine/congestion/congestion_control.h"
+#include "engine/roles/dest_window.h"
 #include "engine/qp_counters.h"
-#include "engine/queues.h"
-#include "engine/rtt_estimator.h"
+#include "engine/objects/queues.h"
+#include "engine/congestion/rtt_estimator.h"
 #include "engine/types.h"
 #include "seal/connection_secret.h"
 #include "seal/qp_seal.h"

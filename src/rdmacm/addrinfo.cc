@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/route_source.h"
 #include "rdmacm/cm_internal.h"
 #include "rdmacm/cma.h"
 
@@ -51,47 +52,25 @@ bool IsLocalIp6(const in6_addr& a) {
 }
 
 int RouteSource6(const in6_addr& dst, uint32_t scope_id, in6_addr* src) {
-  int s = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (s < 0) return errno;
   sockaddr_in6 a{};
   a.sin6_family = AF_INET6;
   a.sin6_port = htons(4791);
   a.sin6_addr = dst;
   a.sin6_scope_id = scope_id;
-  int rc = 0;
-  if (connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    rc = errno;
-  } else {
-    socklen_t l = sizeof a;
-    if (getsockname(s, reinterpret_cast<sockaddr*>(&a), &l) != 0)
-      rc = errno;
-    else
-      *src = a.sin6_addr;
-  }
-  close(s);
+  const int rc = RouteSourceOf(&a);
+  if (rc == 0) *src = a.sin6_addr;
   return rc;
 }
 
 // The source address the kernel would use to reach `dst` (0 and errno-style
 // error if there is no route).
 int RouteSource(uint32_t dst, uint32_t* src) {
-  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (s < 0) return errno;
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(4791);
   a.sin_addr.s_addr = htonl(dst);
-  int rc = 0;
-  if (connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    rc = errno;
-  } else {
-    socklen_t l = sizeof a;
-    if (getsockname(s, reinterpret_cast<sockaddr*>(&a), &l) != 0)
-      rc = errno;
-    else
-      *src = ntohl(a.sin_addr.s_addr);
-  }
-  close(s);
+  const int rc = RouteSourceOf(&a);
+  if (rc == 0) *src = ntohl(a.sin_addr.s_addr);
   return rc;
 }
 

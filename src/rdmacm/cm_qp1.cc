@@ -19,6 +19,7 @@
 
 #include "rdmacm/cm_internal.h"
 #include "common/background_thread.h"
+#include "common/netns.h"
 #include "rdmacm/cma.h"
 #include "log/log.h"
 
@@ -195,14 +196,8 @@ void CmThread() {
 }
 
 // ---------------------------------------------------------------- start-up
-std::string NetnsId() {
-  char b[128] = {};
-  ssize_t n = readlink("/proc/self/ns/net", b, sizeof b - 1);
-  std::string s;
-  for (ssize_t i = 0; i < n; ++i)
-    if (b[i] >= '0' && b[i] <= '9') s += b[i];
-  return s.empty() ? "0" : s;
-}
+// The digits readlink shows for /proc/self/ns/net ("0" if unknown).
+std::string NetnsId() { return std::to_string(NetnsOfSelf().ino); }
 
 // At exit, tell the peers of connected ids, as the kernel's CM does when a
 // process's rdma_cm fd is closed: a DREQ each, then passes over QP1's CQ

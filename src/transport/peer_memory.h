@@ -1,5 +1,5 @@
 // A transport capability: the memory of same-host peer devices, for the
-// engine's direct one-sided operations (engine/shm_direct.h, docs/shm.md).
+// engine's direct one-sided operations (engine/same_host/shm_direct.h, docs/shm.md).
 //
 // The engine never names a concrete transport. It asks its transport for
 // this capability (Transport::peer_memory(), null when the transport has
@@ -42,7 +42,7 @@ class PeerMemory {
   // Why PeerFor finds a peer at `dst` or not, without attaching to it
   // (`softrnic devinfo --peer`, shm_path.h).
   virtual ShmPathVerdict ExplainPath(const Endpoint& dst) = 0;
-  // Direct SEND (engine/shm_direct_send.cc): a SEND was placed in one of
+  // Direct SEND (engine/same_host/shm_direct_send.cc): a SEND was placed in one of
   // `peer`'s receive queues. Counts it in the peer's segment and rings the
   // peer's doorbell if its engine sleeps, as a ring packet would.
   virtual void NotifyDirectRecv(ShmPeer& peer) = 0;

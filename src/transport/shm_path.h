@@ -40,7 +40,7 @@ struct ShmPathVerdict {
   std::string link;         // the link's path, once looked up
   std::string detail;       // the system's words (errno text, validation failure)
   // Read from the peer's segment once it validated (for kShared): what it
-  // exports for direct one-sided operations (engine/shm_direct.h).
+  // exports for direct one-sided operations (engine/same_host/shm_direct.h).
   uint32_t exported_qps = 0;
   uint32_t exported_mrs = 0;
 };

@@ -8,15 +8,12 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/netns.h"
 #include "common/secure_random.h"
 
 namespace softrnic::transport {
 
-uint64_t NetnsInode() {
-  struct stat st{};
-  if (stat("/proc/self/ns/net", &st) != 0) return 0;
-  return st.st_ino;
-}
+uint64_t NetnsInode() { return NetnsOfSelf().ino; }
 
 ShmSegment::~ShmSegment() {
   if (base_ != nullptr) munmap(base_, kShmSegmentSize);

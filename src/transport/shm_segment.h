@@ -122,7 +122,7 @@ inline constexpr uint32_t kShmQpSlots = 1024;
 // SRQs whose WQEs peers can fill directly; more SRQs take SENDs as packets.
 inline constexpr uint32_t kShmSrqSlots = 128;
 
-// --- Receive queues (direct SEND, engine/shm_direct_send.cc) ---
+// --- Receive queues (direct SEND, engine/same_host/shm_direct_send.cc) ---
 //
 // The receive WQEs an exported RC QP has posted, as a peer's requester
 // needs them to place a SEND itself: a window of kShmRecvEntries WQEs

@@ -174,7 +174,7 @@ class Transport {
   // engine lock: an implementation may only touch atomics here.
   virtual void WokeUp() {}
 
-  // Quiet sends (engine/ack_delay.cc: an ACK sent when the application
+  // Quiet sends (engine/roles/ack_delay.cc: an ACK sent when the application
   // polls the completion it acknowledges, which the peer needs only when
   // it next looks): while set, SendBurst wakes no sleeping peer; a packet
   // put in a shared-memory ring is published there, where the peer finds
@@ -214,7 +214,7 @@ class Transport {
   // (holding a streaming QP's packets for the next burst) saves one per post.
   virtual bool batching_saves_syscalls() const { return true; }
   // A plain ACK delayed to ride behind its QP's next request saves the peer
-  // a wake-up (engine/ack_delay.cc).
+  // a wake-up (engine/roles/ack_delay.cc).
   virtual bool delayed_acks_save_wakeups() const { return true; }
   // While the engine's progress thread sleeps, senders pay per packet to
   // wake it (a doorbell), so it stays awake, off the CPU, while an
@@ -238,7 +238,7 @@ class Transport {
   // How many groups JoinMulticast holds at once: the device's
   // max_mcast_grp (ibv_query_device), which the engine enforces. 0: the
   // transport joins none (the device then reports no multicast and
-  // ibv_attach_mcast is EOPNOTSUPP, engine/multicast.cc). A transport that
+  // ibv_attach_mcast is EOPNOTSUPP, engine/objects/multicast.cc). A transport that
   // wraps another reports the inner one's.
   virtual uint32_t max_multicast_groups() const { return 0; }
 
@@ -250,7 +250,7 @@ class Transport {
 
   // Bytes of packets that may be in flight towards one destination before
   // the peer's receive buffer overflows, shared by every QP sending there
-  // (engine/dest_window.h); 0: no bound (the transport pushes back instead
+  // (engine/roles/dest_window.h); 0: no bound (the transport pushes back instead
   // of dropping). A datagram transport reports its own socket receive
   // buffer, the best guess of a peer that runs the same software on a host
   // set up alike. A wrapping transport reports the inner one's.

@@ -3,7 +3,7 @@
 // queue entries in.
 //
 // The engine takes a std::pmr::memory_resource for the entries of a CQ, a
-// QP or an SRQ (engine/device.h) and knows nothing of verbs; a
+// QP or an SRQ (engine/device/device.h) and knows nothing of verbs; a
 // DomainAllocator is that resource for one resource type of one parent
 // domain: each allocation is one call of the application's alloc, each
 // deallocation one call of its free with the same pointer and type.

@@ -14,89 +14,24 @@
 // handle, keys and range are the original's; ibv_unimport_* forgets the
 // name, ibv_dealloc_pd / ibv_dereg_mr on either name destroys the object
 // (as the kernel's shared object would be).
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <map>
-#include <mutex>
-#include <utility>
+#include <cerrno>
 
 #include "verbs/internal.h"
 
 using namespace softrnic::verbs;
 
-namespace {
-
-std::mutex g_fds_mu;
-// Command files by (st_dev, st_ino), with the number of contexts using one.
-std::map<std::pair<dev_t, ino_t>, int>& CommandFiles() {
-  static auto* files = new std::map<std::pair<dev_t, ino_t>, int>();  // never destroyed
-  return *files;
-}
-
-bool FileId(int fd, std::pair<dev_t, ino_t>* id) {
-  struct stat st;
-  if (fd < 0 || fstat(fd, &st) != 0) return false;
-  *id = {st.st_dev, st.st_ino};
-  return true;
-}
-
-}  // namespace
-
-namespace softrnic::verbs {
-
-int NewCommandFd() {
-  const int fd = memfd_create("softrnic-cmd", MFD_CLOEXEC);
-  std::pair<dev_t, ino_t> id;
-  if (fd < 0) return -1;
-  if (!FileId(fd, &id)) {
-    close(fd);
-    return -1;
-  }
-  std::lock_guard<std::mutex> lock(g_fds_mu);
-  ++CommandFiles()[id];
-  return fd;
-}
-
-bool IsCommandFd(int fd) {
-  std::pair<dev_t, ino_t> id;
-  if (!FileId(fd, &id)) return false;
-  std::lock_guard<std::mutex> lock(g_fds_mu);
-  return CommandFiles().contains(id);
-}
-
-void ReleaseCommandFd(int fd) {
-  std::pair<dev_t, ino_t> id;
-  if (FileId(fd, &id)) {
-    std::lock_guard<std::mutex> lock(g_fds_mu);
-    auto it = CommandFiles().find(id);
-    if (it != CommandFiles().end() && --it->second == 0) CommandFiles().erase(it);
-  }
-  if (fd >= 0) close(fd);
-}
-
-}  // namespace softrnic::verbs
-
 // ibv_import_device(3): the new context owns `cmd_fd` (closed by
 // ibv_close_device).
 SOFTRNIC_EXPORT ibv_context* ibv_import_device(int cmd_fd) {
   if (!IsCommandFd(cmd_fd)) return FailNull<ibv_context>(EOPNOTSUPP);
-  std::pair<dev_t, ino_t> id;
-  if (!FileId(cmd_fd, &id)) return FailNull<ibv_context>(EBADF);
-  {
-    std::lock_guard<std::mutex> lock(g_fds_mu);
-    ++CommandFiles()[id];
-  }
+  if (!RetainCommandFd(cmd_fd)) return FailNull<ibv_context>(EBADF);
   int num = 0;
   ibv_device** list = ibv_get_device_list(&num);
   ibv_context* ctx = list && num > 0 ? NewContext(list[0], cmd_fd) : nullptr;
   const int err = errno;
   if (list) ibv_free_device_list(list);
   if (!ctx) {
-    std::lock_guard<std::mutex> lock(g_fds_mu);
-    auto it = CommandFiles().find(id);
-    if (it != CommandFiles().end() && --it->second == 0) CommandFiles().erase(it);
+    DropCommandFd(cmd_fd);
     errno = err ? err : ENODEV;
   }
   return ctx;

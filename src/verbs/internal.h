@@ -18,7 +18,7 @@
 #include <new>
 #include <vector>
 
-#include "engine/device.h"
+#include "engine/device/device.h"
 #include "verbs/domain_allocator.h"
 
 // verbs.h turns these names into macros / inline wrappers; the library must
@@ -41,7 +41,7 @@ namespace eng = softrnic::engine;
 struct Context {
   verbs_context vctx;  // must stay first: ibv_context* -> Context* by offset
   std::shared_ptr<eng::Device> dev;
-  int async_queue = 0;  // this context's async event queue (engine/async_queue.h)
+  int async_queue = 0;  // this context's async event queue (engine/objects/async_queue.h)
 };
 
 // A new context of `device` with `cmd_fd` as its command fd (device.cc;
@@ -49,13 +49,15 @@ struct Context {
 // was given). Null with errno set on failure.
 ibv_context* NewContext(ibv_device* device, int cmd_fd);
 
-// Command fds (import.cc): a context's cmd_fd is a real descriptor (a memfd
-// of no size) so that it can be dup()ed and given to ibv_import_device, the
-// way rdma-core's suite shares a context within a process. Registered while
-// any context uses its file.
-int NewCommandFd();
-bool IsCommandFd(int fd);
-void ReleaseCommandFd(int fd);  // closes it
+// Command fds (command_files.cc): a context's cmd_fd is a real descriptor
+// (a memfd of no size) so that it can be dup()ed and given to
+// ibv_import_device, the way rdma-core's suite shares a context within a
+// process. Registered while any context uses its file.
+int NewCommandFd();              // a new file, used by one context
+bool IsCommandFd(int fd);        // one of them (any dup of it)
+bool RetainCommandFd(int fd);    // one more context uses it; false if fd is no file
+void DropCommandFd(int fd);      // one context less
+void ReleaseCommandFd(int fd);   // one context less, and closes fd
 
 inline Context* ToContext(ibv_context* ctx) {
   return reinterpret_cast<Context*>(reinterpret_cast<char*>(ctx) -

@@ -1,6 +1,6 @@
 // pcapng, the capture file format Wireshark and tshark read natively
 // (draft-ietf-opsawg-pcapng, "PCAP Now Generic"): what `softrnic capture`
-// writes (engine/capture.h) and merges (tools/softrnic_capture.cc).
+// writes (engine/observe/capture.h) and merges (tools/softrnic_capture.cc).
 //
 // Only the blocks softrnic needs, little-endian: a Section Header Block, one
 // Interface Description Block per captured device (link type Ethernet,

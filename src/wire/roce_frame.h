@@ -1,7 +1,7 @@
 // A RoCE v2 packet as it would appear on an Ethernet wire: Ethernet, IPv4
 // or IPv6, UDP, then the BTH .. ICRC the engine built (IBA Annex A17.4). The engine
 // never builds these headers (the kernel does, or, on the shared-memory
-// path, nobody); `softrnic capture` (engine/capture.h) renders every packet
+// path, nobody); `softrnic capture` (engine/observe/capture.h) renders every packet
 // with them so that Wireshark's RoCE dissector decodes same-host traffic the
 // way it decodes wire traffic.
 //

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/capture.h"
+#include "engine/observe/capture.h"
 #include "engine/engine.h"
 #include "engine/trace/trace_recorder.h"
 #include "log/log.h"

@@ -2,7 +2,7 @@
 # Counters of the direct path (issue 18, "counters for every path"): two
 # processes on one host (default transport: shared memory) do N RDMA WRITEs
 # of S bytes, M RDMA READs of S bytes and A FETCH_ADDs, which the requester
-# executes itself on the target's memory (src/engine/shm_direct.h; no
+# executes itself on the target's memory (src/engine/same_host/shm_direct.h; no
 # packet). `softrnic stat -p PID -j` then shows exactly those operations and
 # bytes in the requester's shm_direct_* counters, and none in the target's
 # (its CPU takes no part). The exact counts are also the proof that every

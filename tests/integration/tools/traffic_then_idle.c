@@ -14,7 +14,7 @@
  * over pipes. The parent (requester) does N RDMA WRITEs of S bytes, then M
  * RDMA READs of S bytes, then A FETCH_ADDs, each waited for, on the child's
  * (target's) page-aligned private memory: on one host these take the direct
- * path (src/engine/shm_direct.h). It checks the data (the READs return the
+ * path (src/engine/same_host/shm_direct.h). It checks the data (the READs return the
  * last WRITE's bytes, the FETCH_ADDs return consecutive values), prints
  * "requester PID" and "target PID", then "idle", and both block on stdin
  * (shared); at EOF both tear down and the parent exits with 0 only if the

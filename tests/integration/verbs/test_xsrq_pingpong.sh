@@ -7,7 +7,7 @@
 #
 # With -c N the server sends client i's messages over client j's receive
 # QP, to the XRC SRQ in client i's process: the clients' processes share the
-# XRC domain of /tmp/xrc_domain (src/engine/xrc_share.h; docs/user-guide.md,
+# XRC domain of /tmp/xrc_domain (src/engine/same_host/xrc_share.h; docs/user-guide.md,
 # "XRC"). Each client must see its own messages, which proves that.
 set -u
 source "$SOFTRNIC_INTEGRATION_LIB/common.sh"

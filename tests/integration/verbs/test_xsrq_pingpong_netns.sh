@@ -43,7 +43,7 @@ run_case() {  # run_case NAME [capture] ARGS...
 # run_multi NAME N ARGS...: a server in B with -c N, N clients in A at
 # once. The server sends client i's messages over client j's receive QP:
 # the clients' processes in A share the XRC domain of /tmp/xrc_domain
-# (src/engine/xrc_share.h); across the veth nothing differs from -c 1.
+# (src/engine/same_host/xrc_share.h); across the veth nothing differs from -c 1.
 # Each client process has an address of its own in A (10.244.0.1<i>), as
 # several processes of one host reachable from another need
 # (docs/addressing.md, "Reaching another host").

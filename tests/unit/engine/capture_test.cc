@@ -1,8 +1,8 @@
-// Packet capture files (src/engine/capture.h): paths, bounds and rotation,
+// Packet capture files (src/engine/observe/capture.h): paths, bounds and rotation,
 // and direct operations rendered as the packets they replace, judged by
 // parsing the file back and checking each frame's headers and ICRC.
-#include "engine/capture.h"
-#include "engine/capture_control.h"
+#include "engine/observe/capture.h"
+#include "engine/observe/capture_control.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

@@ -12,9 +12,9 @@
 #include <memory>
 #include <vector>
 
-#include "engine/congestion_control.h"
+#include "engine/congestion/congestion_control.h"
 #include "engine/engine_config.h"
-#include "engine/stats.h"
+#include "engine/observe/stats.h"
 
 namespace softrnic::engine::testing {
 namespace {

@@ -1,4 +1,4 @@
-// Packets in flight per destination (engine/dest_window.h, issue 17): the
+// Packets in flight per destination (engine/roles/dest_window.h, issue 17): the
 // RC QPs of one device that send to one peer share one budget. Checked
 // here: one entry per destination holding every QP; the sum it keeps
 // equals its QPs' shares and follows their real pipes; with a small budget

@@ -1,5 +1,5 @@
-// FaultInRange (engine/odp.h): what an ODP access may touch.
-#include "engine/odp.h"
+// FaultInRange (engine/objects/odp.h): what an ODP access may touch.
+#include "engine/objects/odp.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

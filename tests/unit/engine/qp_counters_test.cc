@@ -1,5 +1,5 @@
 // Per-QP counters (engine/qp_counters.h) and their lines in the stats file
-// (engine/stats_publisher.h): a QP's counters add up to the device's, match
+// (engine/observe/stats_publisher.h): a QP's counters add up to the device's, match
 // the traffic it moved, count error completions and flushes, and the file
 // lists at most kMaxQpLines QPs, forgetting destroyed ones. The direct
 // path's per-QP counts (two processes): tools_qp_counters.
@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/stats_publisher.h"
+#include "engine/observe/stats_publisher.h"
 #include "rc_pair.h"
 
 namespace softrnic::engine::testing {

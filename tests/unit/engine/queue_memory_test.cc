@@ -10,7 +10,7 @@
 #include <mutex>
 #include <new>
 
-#include "engine/queues.h"
+#include "engine/objects/queues.h"
 #include "rc_pair.h"
 
 namespace softrnic::engine::testing {

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "engine/device.h"
+#include "engine/device/device.h"
 
 namespace softrnic::engine::testing {
 

@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/device.h"
+#include "engine/device/device.h"
 #include "engine/engine.h"
-#include "engine/stats.h"
+#include "engine/observe/stats.h"
 #include "faults/scenario.h"
 
 namespace softrnic::engine::testing {

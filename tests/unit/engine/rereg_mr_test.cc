@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-#include "engine/shm_memory.h"
+#include "engine/same_host/shm_memory.h"
 #include "rc_pair.h"
 
 namespace softrnic::engine::testing {

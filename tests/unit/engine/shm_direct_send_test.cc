@@ -1,4 +1,4 @@
-// Direct SEND on one host (engine/shm_direct_send.cc, docs/shm.md): a SEND
+// Direct SEND on one host (engine/same_host/shm_direct_send.cc, docs/shm.md): a SEND
 // whose receive WQE lies in shared pages is placed by the requester itself,
 // with no packet; one that cannot be (a buffer outside shared pages, no WQE,
 // a buffer too short, a deregistered buffer) goes as packets and gets the
@@ -187,7 +187,7 @@ TEST_F(ShmDirectSendTest, DeregisteredReceiveBufferIsNotWritten) {
 }
 
 // A local-only region beyond 64 MiB is not moved into a memfd at
-// registration (engine/device.cc, kShareLocalOnlyUpTo: the copy would cost
+// registration (engine/device/device.cc, kShareLocalOnlyUpTo: the copy would cost
 // seconds per GiB of data): SENDs into it arrive as packets, intact.
 TEST_F(ShmDirectSendTest, LargeLocalOnlyBufferTakesSendsAsPackets) {
   constexpr size_t kLen = (size_t{64} << 20) + (1 << 20);

@@ -1,4 +1,4 @@
-// Direct SEND into a shared receive queue (engine/shm_direct_srq.cc,
+// Direct SEND into a shared receive queue (engine/same_host/shm_direct_srq.cc,
 // docs/shm.md): the SENDs of two QPs sharing one SRQ are placed by their
 // requesters in the SRQ's WQEs, with no packet; SENDs that cannot be go as
 // packets and keep their QP's order; the SRQ still counts its WQEs (ENOMEM,

@@ -204,7 +204,7 @@ TEST(ShmManyProcesses, EveryRingTakenByAClientProcessExchangesVerifiedData) {
       ASSERT_EQ(server->PostSend(qps[i], MakeWr(WrOpcode::kSend, uint64_t(1000 + i), {&send, 1})), 0);
     }
     // Every request came through shared memory: placed directly in its
-    // receive buffer (engine/shm_direct_send.cc) or as packets through a
+    // receive buffer (engine/same_host/shm_direct_send.cc) or as packets through a
     // ring (128 requests of 4 KiB at MTU 1024 are 512 packets; the clients'
     // ACKs of the answers come on top); nothing arrived over UDP but
     // doorbells, which are not packets.

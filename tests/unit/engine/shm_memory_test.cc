@@ -2,7 +2,7 @@
 // the neighbouring partial pages alone, the memfd really aliases the memory,
 // deregistration turns it private again, and a forked child gets a private
 // copy.
-#include "engine/shm_memory.h"
+#include "engine/same_host/shm_memory.h"
 
 #include <fcntl.h>
 #include <malloc.h>

@@ -85,7 +85,7 @@ std::vector<uint8_t> AfterPlacedWrites() {
 
 // kReceive: receive WQEs the target posts before it is stopped, each
 // kRecvLen bytes of its shared pages from kWriteOff on; the parent's SENDs
-// fill them (engine/shm_direct_send.cc) while it is stopped.
+// fill them (engine/same_host/shm_direct_send.cc) while it is stopped.
 constexpr int kRecvs = 32;
 constexpr uint32_t kRecvLen = 4096;
 

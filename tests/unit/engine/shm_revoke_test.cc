@@ -23,7 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "engine/shm_direct.h"
+#include "engine/same_host/shm_direct.h"
 #include "fd_exchange.h"
 #include "rc_connect.h"
 #include "rc_pair.h"

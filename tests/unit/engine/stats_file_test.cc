@@ -1,4 +1,4 @@
-// `softrnic stat`'s reader (engine/stats_publisher.h: ParseStatsFile,
+// `softrnic stat`'s reader (engine/observe/stats_publisher.h: ParseStatsFile,
 // ReadStatsDir) against files another local user can plant in the shared
 // stats directory (security review L2), and the parser against junk bytes.
 // End to end with a second uid: tests/integration/security/test_stats_files.sh.
@@ -16,7 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "common/secure_random.h"
-#include "engine/stats_publisher.h"
+#include "engine/observe/stats_publisher.h"
 
 namespace softrnic::engine {
 namespace {

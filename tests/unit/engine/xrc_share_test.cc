@@ -1,4 +1,4 @@
-// XRC domains shared between devices (engine/xrc_share.h): devices B and C
+// XRC domains shared between devices (engine/same_host/xrc_share.h): devices B and C
 // (as two processes would) open the same domain by inode, each with a
 // receive QP and an XRC SRQ; device A's send QPs reach B's receive QP naming
 // C's SRQ and C's receive QP naming B's SRQ, at the same time, so each

@@ -7,7 +7,7 @@
 #include <map>
 #include <string>
 
-#include "engine/stats_publisher.h"
+#include "engine/observe/stats_publisher.h"
 #include "port_counters.h"
 #include "prometheus_format.h"
 

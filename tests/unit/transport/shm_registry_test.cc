@@ -212,7 +212,7 @@ TEST(ShmTransport, PacketsGoThroughTheRingAndTheDoorbellWakesASleeper) {
 }
 
 // Quiet packets (Transport::SetQuiet: an ACK sent when the application
-// polls the completion it acknowledges, engine/ack_delay.cc) are published
+// polls the completion it acknowledges, engine/roles/ack_delay.cc) are published
 // in the ring, where the peer's next pass finds them, but ring no doorbell;
 // WakePeer rings it, once, and only for a sleeper.
 TEST(ShmTransport, QuietPacketsRingNoDoorbellUntilWakePeer) {

@@ -30,7 +30,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/device.h"
+#include "engine/device/device.h"
 
 namespace softrnic::verbs_test {
 
