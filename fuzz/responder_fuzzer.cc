@@ -63,8 +63,8 @@
 
 #include "engine/device/device.h"
 #include "engine/engine.h"
-#include "engine/objects/mr_table.h"
-#include "engine/objects/queues.h"
+#include "engine/memory/mr_table.h"
+#include "engine/queues/queues.h"
 #include "fuzz/engine_injector.h"
 #include "wire/headers.h"
 #include "wire/opcode.h"

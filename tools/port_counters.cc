@@ -18,7 +18,7 @@ std::vector<std::pair<std::string, uint64_t>> PortCounterFiles(const CounterTota
   const uint64_t tx_mc = g("tx_multicast_packets"), rx_mc = g("rx_multicast_packets");
   // counters/: every file ib_core's sysfs.c creates for a port with the
   // extended PMA counters (pma_attrs_ext), in its order. Multicast: UD
-  // datagrams to a group (engine/objects/multicast.h); the rest is unicast.
+  // datagrams to a group (engine/queues/multicast.h); the rest is unicast.
   std::vector<std::pair<std::string, uint64_t>> files = {
       {"counters/symbol_error", 0},
       {"counters/link_error_recovery", 0},

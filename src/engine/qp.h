@@ -16,7 +16,7 @@
 #include "engine/congestion/congestion_control.h"
 #include "engine/roles/dest_window.h"
 #include "engine/qp_counters.h"
-#include "engine/objects/queues.h"
+#include "engine/queues/queues.h"
 #include "engine/congestion/rtt_estimator.h"
 #include "engine/types.h"
 #include "seal/connection_secret.h"

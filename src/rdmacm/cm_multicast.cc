@@ -9,7 +9,7 @@
 // - There is no subnet manager: joining is local. The id's UD QP (if it has
 //   one and the join is not send-only) is attached to the MGID at once,
 //   which makes the device receive the group's datagrams
-//   (engine/objects/multicast.h), and RDMA_CM_EVENT_MULTICAST_JOIN follows with
+//   (engine/queues/multicast.h), and RDMA_CM_EVENT_MULTICAST_JOIN follows with
 //   what a sender needs: an address vector to the MGID from the id's
 //   source GID (hop limit 64, as the kernel sets), the multicast QPN
 //   0xFFFFFF and RDMA_UDP_QKEY, the Q_Key rdma_cm gives UD QPs of

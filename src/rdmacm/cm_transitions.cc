@@ -1,5 +1,5 @@
 // The CM transition table (cm_transitions.h), built once, in the style of
-// src/engine/objects/qp_control.cc's BuildTransitionTable.
+// src/engine/queues/qp_control.cc's BuildTransitionTable.
 #include "rdmacm/cm_transitions.h"
 
 #include <algorithm>

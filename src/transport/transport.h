@@ -238,7 +238,7 @@ class Transport {
   // How many groups JoinMulticast holds at once: the device's
   // max_mcast_grp (ibv_query_device), which the engine enforces. 0: the
   // transport joins none (the device then reports no multicast and
-  // ibv_attach_mcast is EOPNOTSUPP, engine/objects/multicast.cc). A transport that
+  // ibv_attach_mcast is EOPNOTSUPP, engine/queues/multicast.cc). A transport that
   // wraps another reports the inner one's.
   virtual uint32_t max_multicast_groups() const { return 0; }
 

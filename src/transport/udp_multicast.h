@@ -24,7 +24,7 @@
 // sockets send to a group like to any address; IP_MULTICAST_LOOP (the
 // default) delivers a copy to this host's members, the sender's own group
 // socket included (a QP attached to a group it sends to hears itself unless
-// it was created with IBV_QP_CREATE_BLOCK_SELF_MCAST_LB; engine/objects/multicast.cc).
+// it was created with IBV_QP_CREATE_BLOCK_SELF_MCAST_LB; engine/queues/multicast.cc).
 // The kernel's default multicast TTL (1) keeps the datagrams on the link, as
 // an IB multicast group without a router.
 //

@@ -3,7 +3,7 @@
 // it that it was handed, so an event in the application's hands never names
 // freed memory (M6, docs/security.md). libibverbs does the same with the count
 // the kernel's uverbs returns from destroy; here the engine's Destroy* returns
-// it (engine/objects/async_queue.h). The counters are the ones rdma-core's structs
+// it (engine/queues/async_queue.h). The counters are the ones rdma-core's structs
 // carry: ibv_qp/ibv_srq::events_completed, ibv_cq::async_events_completed.
 #pragma once
 

@@ -119,7 +119,7 @@ SOFTRNIC_EXPORT int ibv_get_device_index(ibv_device* device) {
 // ---- contexts -------------------------------------------------------------
 
 // Async events go to the context that created the object they name
-// (engine/objects/async_queue.h). The engine's handle of a CQ, QP or SRQ is the
+// (engine/queues/async_queue.h). The engine's handle of a CQ, QP or SRQ is the
 // ibv object itself (an ibv_cq_ex starts with the ibv_cq fields).
 static int RouteAsyncEvent(const eng::AsyncEvent& event) {
   if (event.handle == nullptr) return eng::Device::kDeviceAsyncQueue;

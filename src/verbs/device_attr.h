@@ -17,7 +17,7 @@
 namespace softrnic::verbs {
 
 // The device_cap_flags claimed: only what the engine really does
-// (IBV_DEVICE_XRC: engine/objects/xrc.cc).
+// (IBV_DEVICE_XRC: engine/queues/xrc.cc).
 inline constexpr unsigned kDeviceCapFlags =
     IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_PORT_ACTIVE_EVENT |
     IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_CHANGE_PHY_PORT | IBV_DEVICE_MEM_WINDOW |
@@ -28,7 +28,7 @@ inline constexpr unsigned kDeviceCapFlags =
 inline constexpr uint64_t kMaxDeviceMemory = 4 << 20;
 
 void FillDeviceAttr(const engine::DeviceAttr& a, ibv_device_attr* out);
-// On-demand paging (engine/objects/odp.h): explicit and implicit regions, every
+// On-demand paging (engine/memory/odp.h): explicit and implicit regions, every
 // operation of RC, UC and UD on either side, SRQ receives included.
 void FillOdpCaps(ibv_odp_caps* out);
 // Port 1 (the only one).

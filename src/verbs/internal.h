@@ -41,7 +41,7 @@ namespace eng = softrnic::engine;
 struct Context {
   verbs_context vctx;  // must stay first: ibv_context* -> Context* by offset
   std::shared_ptr<eng::Device> dev;
-  int async_queue = 0;  // this context's async event queue (engine/objects/async_queue.h)
+  int async_queue = 0;  // this context's async event queue (engine/queues/async_queue.h)
 };
 
 // A new context of `device` with `cmd_fd` as its command fd (device.cc;

@@ -1,6 +1,6 @@
 // Memory windows (ibv_alloc_mw(3), ibv_bind_mw(3), IBV_WR_BIND_MW and
 // IBV_WR_LOCAL_INV in ibv_post_send(3)); the rules and the key space are
-// the engine's (engine/objects/memory_window.h).
+// the engine's (engine/memory/memory_window.h).
 #include "verbs/internal.h"
 
 using namespace softrnic::verbs;

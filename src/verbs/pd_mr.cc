@@ -42,8 +42,8 @@ constexpr unsigned kKnownAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRI
                                   IBV_ACCESS_ON_DEMAND;
 
 // The access bits the engine gets, or an errno: hints dropped, unknown bits
-// EINVAL. IBV_ACCESS_ON_DEMAND (engine/objects/odp.h) and IBV_ACCESS_MW_BIND
-// (engine/objects/memory_window.h) are offered.
+// EINVAL. IBV_ACCESS_ON_DEMAND (engine/memory/odp.h) and IBV_ACCESS_MW_BIND
+// (engine/memory/memory_window.h) are offered.
 int EngineAccess(unsigned* access) {
   *access &= ~(unsigned(IBV_ACCESS_OPTIONAL_RANGE) | IBV_ACCESS_HUGETLB);
   if (*access & ~kKnownAccess) return EINVAL;

@@ -64,7 +64,7 @@ ibv_qp* CreateQpExOp(ibv_context* ctx, ibv_qp_init_attr_ex* attr) noexcept {
     }
     if (!(mask & IBV_QP_INIT_ATTR_PD)) return FailNull<ibv_qp>(EINVAL);
     // The one creation flag: a UD QP that does not hear its own multicast
-    // datagrams (engine/objects/multicast.h).
+    // datagrams (engine/queues/multicast.h).
     const uint32_t create_flags = (mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) ? attr->create_flags : 0;
     if (create_flags & ~uint32_t(IBV_QP_CREATE_BLOCK_SELF_MCAST_LB))
       return FailNull<ibv_qp>(EOPNOTSUPP);
@@ -248,7 +248,7 @@ eng::Gid GidFromVerbs(const ibv_gid& gid) {
 }
 }  // namespace
 
-// UD multicast (engine/objects/multicast.h): the group is its GID; RoCE has no
+// UD multicast (engine/queues/multicast.h): the group is its GID; RoCE has no
 // multicast LIDs, so `lid` is not used (the kernel ignores it on Ethernet).
 SOFTRNIC_EXPORT int ibv_attach_mcast(ibv_qp* ibqp, const union ibv_gid* gid, uint16_t) {
   if (!ibqp || !gid) return EINVAL;

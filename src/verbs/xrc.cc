@@ -1,4 +1,4 @@
-// XRC verbs (engine/objects/xrc.cc has the transport): ibv_open_xrcd and
+// XRC verbs (engine/queues/xrc.cc has the transport): ibv_open_xrcd and
 // ibv_close_xrcd, ibv_create_srq_ex (basic and XRC SRQs), ibv_get_srq_num,
 // XRC receive QPs from ibv_create_qp_ex, and ibv_open_qp. All are reached
 // through the verbs_context ops verbs.h's inline wrappers call.

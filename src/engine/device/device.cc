@@ -16,7 +16,7 @@
 
 #include "engine/device/device_internal.h"
 #include "engine/engine.h"
-#include "engine/objects/odp.h"
+#include "engine/memory/odp.h"
 #include "engine/observe/stats_publisher.h"
 #include "engine/wr_opcode.h"
 #include "transport/factory.h"
@@ -193,7 +193,7 @@ constexpr size_t kShareLocalOnlyUpTo = size_t{64} << 20;
 // lock: it reads /proc/self/maps and copies.
 SharedRange ShareIfReachable(bool shm_direct, const void* addr, size_t length, uint32_t access) {
   // An ODP region is never moved into a memfd: its pages may not exist yet
-  // (or ever); same-host peers reach it through packets (engine/objects/odp.h).
+  // (or ever); same-host peers reach it through packets (engine/memory/odp.h).
   if (access & kOnDemand) return {};
   if (!shm_direct) return {};
   const bool remote = (access & (kRemoteWrite | kRemoteRead | kRemoteAtomic)) != 0;

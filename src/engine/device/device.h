@@ -21,10 +21,10 @@
 #include <span>
 #include <string>
 
-#include "engine/objects/async_queue.h"
+#include "engine/queues/async_queue.h"
 #include "engine/device_identity.h"
-#include "engine/objects/memory_window.h"
-#include "engine/objects/multicast.h"
+#include "engine/memory/memory_window.h"
+#include "engine/queues/multicast.h"
 #include "engine/observe/stats.h"
 #include "engine/types.h"
 #include "transport/shm_path.h"

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "common/thread_annotations.h"
-#include "engine/objects/async_queue.h"
+#include "engine/queues/async_queue.h"
 #include "engine/engine.h"
-#include "engine/objects/queues.h"
+#include "engine/queues/queues.h"
 
 namespace softrnic::engine {
 

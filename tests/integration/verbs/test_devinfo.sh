@@ -114,7 +114,7 @@ check "ibv_devinfo -v: max_qp_rd_atom > 0" grep -Eq 'max_qp_rd_atom:[[:space:]]*
 check "ibv_devinfo -v: max_msg_sz" grep -Eq 'max_msg_sz:[[:space:]]*0x[1-9a-f]' <<<"$verbose"
 check "ibv_devinfo -v: num_comp_vectors 1" grep -Eq 'num_comp_vectors:[[:space:]]*1$' <<<"$verbose"
 check "ibv_devinfo -v: atomic_cap ATOMIC_HCA" grep -q 'atomic_cap:[[:space:]]*ATOMIC_HCA' <<<"$verbose"
-# XRC (issue 15, engine/objects/xrc.cc): IBV_DEVICE_XRC among device_cap_flags.
+# XRC (issue 15, engine/queues/xrc.cc): IBV_DEVICE_XRC among device_cap_flags.
 check "ibv_devinfo -v: device_cap_flags lists XRC" \
   bash -c 'sed -n "/device_cap_flags:/,/max_sge:/p" <<<"$1" | grep -Eq "^[[:space:]]+XRC$"' _ "$verbose"
 

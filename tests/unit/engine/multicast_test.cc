@@ -1,4 +1,4 @@
-// UD multicast in the engine (engine/objects/multicast.h): the attachment table's
+// UD multicast in the engine (engine/queues/multicast.h): the attachment table's
 // rules, and datagrams to a group between two devices of this process (each
 // on its own loopback address, one UDP port: rc_pair.h) through real
 // sockets joined to the group.
@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <string>
 
-#include "engine/objects/multicast.h"
+#include "engine/queues/multicast.h"
 #include "engine_test_peer.h"
 #include "rc_pair.h"
 #include "transport/factory.h"

@@ -1,5 +1,5 @@
-// FaultInRange (engine/objects/odp.h): what an ODP access may touch.
-#include "engine/objects/odp.h"
+// FaultInRange (engine/memory/odp.h): what an ODP access may touch.
+#include "engine/memory/odp.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

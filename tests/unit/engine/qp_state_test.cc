@@ -274,7 +274,7 @@ TEST_F(QpStateTest, OutOfRangeValuesAreEinval) {
   }
 }
 
-// Each verbs context has its own async queue and fd (engine/objects/async_queue.h);
+// Each verbs context has its own async queue and fd (engine/queues/async_queue.h);
 // the router installed by the verbs layer picks the queue of an event.
 int g_async_route_to = 0;
 int RouteToChosenQueue(const AsyncEvent&) { return g_async_route_to; }

@@ -10,7 +10,7 @@
 #include <mutex>
 #include <new>
 
-#include "engine/objects/queues.h"
+#include "engine/queues/queues.h"
 #include "rc_pair.h"
 
 namespace softrnic::engine::testing {

@@ -1,4 +1,4 @@
-// XRC between two devices (engine/objects/xrc.cc): a send QP on device A, a
+// XRC between two devices (engine/queues/xrc.cc): a send QP on device A, a
 // receive QP and XRC SRQs on device B. Run over shared memory and, as
 // "<Suite>.<Test>.udp", over UDP (tests/CMakeLists.txt).
 #include <sys/stat.h>

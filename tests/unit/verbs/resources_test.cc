@@ -77,7 +77,7 @@ TEST_F(ResourcesTest, RegMrAccessFlags) {
   ASSERT_NE(bindable, nullptr);
   EXPECT_EQ(fake().MrOf(bindable)->access, uint32_t(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND));
   EXPECT_EQ(ibv_dereg_mr(bindable), 0);
-  // On-demand paging reaches the engine as its access bit (engine/objects/odp.h);
+  // On-demand paging reaches the engine as its access bit (engine/memory/odp.h);
   // implicit ODP as address 0, length SIZE_MAX, iova 0.
   ibv_mr* odp = ibv_reg_mr(pd_, buf, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
   ASSERT_NE(odp, nullptr);

@@ -1,4 +1,4 @@
-#include "engine/objects/event_pipe.h"
+#include "engine/queues/event_pipe.h"
 
 #include <fcntl.h>
 #include <unistd.h>

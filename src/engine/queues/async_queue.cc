@@ -1,4 +1,4 @@
-#include "engine/objects/async_queue.h"
+#include "engine/queues/async_queue.h"
 
 #include <sys/socket.h>
 #include <unistd.h>

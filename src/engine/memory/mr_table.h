@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <unordered_map>
 
-#include "engine/objects/memory_window.h"
+#include "engine/memory/memory_window.h"
 #include "engine/same_host/shm_memory.h"
 #include "engine/types.h"
 
@@ -46,7 +46,7 @@ class Mr {
 };
 
 // kNotMapped: an on-demand-paging region whose pages could not be faulted
-// in (engine/objects/odp.h); the access fails as an out-of-bounds one does.
+// in (engine/memory/odp.h); the access fails as an out-of-bounds one does.
 enum class KeyCheck : uint8_t { kOk, kBadKey, kWrongPd, kNoRight, kOutOfBounds, kNotMapped };
 
 class MrTable {

@@ -1,7 +1,7 @@
-#include "engine/objects/mr_table.h"
+#include "engine/memory/mr_table.h"
 
 #include "common/secure_random.h"
-#include "engine/objects/odp.h"
+#include "engine/memory/odp.h"
 
 namespace softrnic::engine {
 

@@ -1,4 +1,4 @@
-#include "engine/objects/queues.h"
+#include "engine/queues/queues.h"
 
 #include <utility>
 

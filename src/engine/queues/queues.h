@@ -20,7 +20,7 @@
 #include <memory_resource>
 #include <vector>
 
-#include "engine/objects/event_pipe.h"
+#include "engine/queues/event_pipe.h"
 #include "engine/types.h"
 
 namespace softrnic::engine {

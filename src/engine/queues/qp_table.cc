@@ -8,7 +8,7 @@
 #include "common/secure_random.h"
 #include "engine/device/device_internal.h"
 #include "engine/engine.h"
-#include "engine/objects/multicast.h"
+#include "engine/queues/multicast.h"
 
 namespace softrnic::engine {
 

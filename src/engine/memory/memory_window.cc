@@ -1,6 +1,6 @@
-#include "engine/objects/memory_window.h"
+#include "engine/memory/memory_window.h"
 
-#include "engine/objects/mr_table.h"
+#include "engine/memory/mr_table.h"
 
 namespace softrnic::engine {
 

@@ -1,6 +1,6 @@
 // UD multicast (multicast.h): the attachment table, the verbs that change
 // it, and the delivery of a received multicast datagram to every attached QP.
-#include "engine/objects/multicast.h"
+#include "engine/queues/multicast.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -1,4 +1,4 @@
-#include "engine/objects/odp.h"
+#include "engine/memory/odp.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
