@@ -572,6 +572,10 @@ class Engine : private ProgressHost {
   void RequesterGoBackTo(Qp* qp, uint32_t packets_into_head) REQUIRES(mu_);
   // A READ or atomic was answered in full: its slot is free.
   void RequesterAnswered(Qp* qp) REQUIRES(mu_);
+  // What selective repeat asks of it: the packet `psn` of WQE `index` sent
+  // again exactly as the first time (same PSN, opcode, headers, bytes),
+  // the cursor left where it was. False if the WQE failed locally.
+  bool RequesterResend(Qp* qp, uint64_t index, SendWqe& w, uint32_t psn) REQUIRES(mu_);
 
   // --- Selective retransmission (selective.cc, docs/loss.md) ---
   void SrPrepareResponder(Qp* qp);   // at RTR: the reorder store

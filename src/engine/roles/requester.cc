@@ -134,6 +134,28 @@ void Engine::RequesterAnswered(Qp* qp) {
   if (qp->req.outstanding_rd_atomic) --qp->req.outstanding_rd_atomic;
 }
 
+bool Engine::RequesterResend(Qp* qp, uint64_t index, SendWqe& w, uint32_t psn) {
+  // The cursor points at the packet, the packet is built as the first
+  // time, and the cursor goes back.
+  const uint64_t save_next = qp->sq_next;
+  const uint32_t save_offset = qp->req.send_offset;
+  const uint32_t save_psn = qp->req.sq_psn;
+  const uint32_t save_rd = qp->req.outstanding_rd_atomic;
+  qp->sq_next = index;
+  // A READ request asks from its PSN to its request's end (qp.h); an
+  // atomic is one packet.
+  qp->req.send_offset = GetWrOpcodeInfo(w.opcode).atomic
+                            ? 0
+                            : static_cast<uint32_t>(wire::PsnDiff(psn, w.first_psn)) * qp->mtu_bytes;
+  qp->req.sq_psn = psn;
+  if (!SendNextPacket(qp, w, index)) return false;  // the QP is in error now
+  qp->sq_next = save_next;
+  qp->req.send_offset = save_offset;
+  qp->req.sq_psn = save_psn;
+  qp->req.outstanding_rd_atomic = save_rd;
+  return true;
+}
+
 void Engine::ExecuteLocalWqe(Qp* qp, SendWqe& w) {
   WcStatus status = WcStatus::kSuccess;
   if (w.opcode == WrOpcode::kBindMw) {

@@ -442,35 +442,17 @@ void Engine::RetransmitLost(Qp* qp, bool probe) {
     }
     return false;
   };
-  // Resends one packet by pointing the requester's cursor at it and
-  // restoring the cursor afterwards: the packet is built exactly as the
-  // first time (same PSN, opcode, headers, bytes).
+  // Resends one packet: the requester builds it exactly as the first time
+  // (same PSN, opcode, headers, bytes; RequesterResend).
   // For the trace: the first PSN resent and how many (two locals; the
   // resend itself builds a packet).
   uint32_t first_resent = 0, resent = 0;
   const auto resend = [&](uint64_t index, SendWqe& w, uint32_t psn) REQUIRES(mu_) {
     if (resent++ == 0) first_resent = psn;
-    const uint64_t save_next = qp->sq_next;
-    const uint32_t save_offset = qp->req.send_offset;
-    const uint32_t save_psn = qp->req.sq_psn;
-    const uint32_t save_rd = qp->req.outstanding_rd_atomic;
-    qp->sq_next = index;
-    // A READ request asks from its PSN to its request's end (qp.h); an
-    // atomic is one packet.
-    qp->req.send_offset = GetWrOpcodeInfo(w.opcode).atomic
-                              ? 0
-                              : static_cast<uint32_t>(wire::PsnDiff(psn, w.first_psn)) *
-                                    qp->mtu_bytes;
-    qp->req.sq_psn = psn;
     qp->sr.resending = true;
-    const bool ok = SendNextPacket(qp, w, index);
+    const bool ok = RequesterResend(qp, index, w, psn);
     qp->sr.resending = false;
-    if (!ok) return false;  // the WQE failed locally; the QP is in error now
-    qp->sq_next = save_next;
-    qp->req.send_offset = save_offset;
-    qp->req.sq_psn = save_psn;
-    qp->req.outstanding_rd_atomic = save_rd;
-    return true;
+    return ok;  // false: the WQE failed locally; the QP is in error now
   };
   // How many packets are presumed lost, to size the resends (RFC 6675's
   // "pipe"): lost packets have left the network, so the window may be
