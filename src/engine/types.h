@@ -288,4 +288,10 @@ enum class AsyncEventType : uint8_t {
   kWqFatal = 19,
 };
 
+// The packets a message of `length` bytes takes at path MTU `mtu` (IBA
+// 9.7.1: full packets but the last; a zero-length message is one packet).
+inline uint32_t PacketsFor(uint32_t length, uint32_t mtu) {
+  return length == 0 ? 1 : (length + mtu - 1) / mtu;
+}
+
 }  // namespace softrnic::engine

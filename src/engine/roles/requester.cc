@@ -27,10 +27,6 @@ constexpr uint32_t kAckReqInterval = 32;
 // costs more than copying a few hundred bytes.
 constexpr uint32_t kDirectPayloadMin = 512;
 
-uint32_t PacketsFor(uint32_t length, uint32_t mtu) {
-  return length == 0 ? 1 : (length + mtu - 1) / mtu;
-}
-
 // The index of the SGE that holds payload byte *offset, with *offset made
 // relative to it; num_sge when the payload is shorter.
 uint32_t SgeHolding(const Sge* sges, uint32_t num_sge, uint32_t* offset) {
