@@ -165,20 +165,6 @@ void Progress::Stop() {
 
 // ---------------------------------------------------------------- told by applications
 
-void Progress::AppPosted(bool work_left, bool awaits_response, const Clock::time_point* timer) {
-  // Work left for later, or WQEs that only a response lets go while the
-  // thread does not wait for responses: it must run (or start waiting),
-  // unless it left the packets to an application thread that polls (whose
-  // passes run the work list and take the responses). TimerArmed makes the
-  // same exception.
-  if (!app_owns_packets() && (work_left || (awaits_response && RepliesUnwatched())))
-    Wake();
-  else if (timer != nullptr)
-    TimerArmed(*timer);
-  // A posting application is active too: the thread backs off.
-  AppActive();
-}
-
 void Progress::ChannelArmed() {
   // A thread about to block for this CQ's event needs the progress thread
   // to take responses (RepliesNeededLocked), and to take the requests if

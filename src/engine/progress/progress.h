@@ -102,7 +102,20 @@ class Progress {
   // ibv_post_send left work for a later pass (`work_left`) or WQEs that
   // only a response lets go (`awaits_response`); `timer`, when not null, is
   // the retransmission deadline of its QP.
-  void AppPosted(bool work_left, bool awaits_response, const Clock::time_point* timer);
+  // Inline: every ibv_post_send calls it.
+  void AppPosted(bool work_left, bool awaits_response, const Clock::time_point* timer) {
+    // Work left for later, or WQEs that only a response lets go while the
+    // thread does not wait for responses: it must run (or start waiting),
+    // unless it left the packets to an application thread that polls
+    // (whose passes run the work list and take the responses). TimerArmed
+    // makes the same exception.
+    if (!app_owns_packets() && (work_left || (awaits_response && RepliesUnwatched())))
+      Wake();
+    else if (timer != nullptr)
+      TimerArmed(*timer);
+    // A posting application is active too: the thread backs off.
+    AppActive();
+  }
   // ibv_req_notify_cq on a CQ with a completion channel: its thread may
   // block soon.
   void ChannelArmed();
