@@ -64,7 +64,7 @@ FLOOR_PAIRS = [
 # beside them for reference (not counted).
 TAIL_TARGET = 3.0
 TAIL_ROWS = ["sr_write_lat", "sr_send_lat", "sr_read_lat", "sr_atomic_lat", "sr_shm_write_lat",
-             "sr_shm_send_lat", "floor_udp_lat_single", "floor_udp_lat_reqack"]
+             "sr_shm_send_lat", "floor_udp_lat_single", "floor_udp_lat_reqack", "floor_shm_lat"]
 PLACEMENTS = ["unpinned", "pinned"]
 SR_LAT = ["sr_write_lat", "sr_send_lat", "sr_read_lat", "sr_atomic_lat", "sr_shm_write_lat",
           "sr_shm_send_lat"]
@@ -230,9 +230,9 @@ def tail_table(w, d, meta=None):
     w("Per run, perftest's (udp_floor's) 99.9th percentile divided by the median of the same "
       "run; the ratio column is the median of those per-run ratios (min - max over the runs); "
       "*met* when that median is <= %gx. Latency columns are medians over the runs (one-way, "
-      "us). The kernel UDP floor's rows (reference, not counted) are a ping-pong of softrnic's "
-      "datagrams with no RDMA engine at all, measured in the same run: a tail the floor shows "
-      "too is there without softrnic."
+      "us). The floors' rows (reference, not counted) are a ping-pong of softrnic's datagrams "
+      "over the kernel's UDP path, and one through shared memory, with no RDMA engine at all, "
+      "measured in the same run: a tail a floor shows too is there without softrnic."
       % TAIL_TARGET)
     w("")
     w("| latency row | placement | median (us) | p99 (us) | p99.9 (us) | p99.9 / median | "
@@ -454,7 +454,7 @@ def main():
     # ---------------------------------------------------------- floors
     floor_ids = [i for i in d.order if i.startswith("floor_")]
     if floor_ids:
-        w("## Floors: the kernel's UDP path alone, same run")
+        w("## Floors: the kernel's UDP path alone, and shared memory alone, same run")
         w("")
         w("`bench/floor/udp_floor.cc`: two processes on this host, softrnic's datagrams, no RDMA "
           "engine. Ping-pong: busy-polling `recvmmsg`, `sendmmsg`; one-way = half round trip, "
@@ -465,7 +465,11 @@ def main():
           "blocking receives (CPU counts work, not polling); *copy*: no per-packet work (the "
           "kernel's copy in and copy out only); *crc*: plus a CRC-32 over every packet at both "
           "ends (ISA-L, as softrnic's ICRC); *crcplace*: plus the receiver copying each payload "
-          "to its destination, as softrnic's responder places an RDMA WRITE. Placements as above.")
+          "to its destination, as softrnic's responder places an RDMA WRITE. "
+          "`bench/floor/shm_floor.cc` (*shared-memory ping-pong*): two processes, a cache line "
+          "each way in one shared mapping, busy-polled, 8 bytes copied per trip, no system call "
+          "and no engine: the floor of softrnic's shared-memory latency and of its tail. "
+          "Placements as above.")
         w("")
         w("| floor | size | placement | metric | median | min | max | n |")
         w("| --- | --- | --- | --- | ---: | ---: | ---: | ---: |")

@@ -382,6 +382,7 @@ SR_TRANSPORT=udp
 # with no per-packet work (copy), a CRC-32 at both ends (crc), and the
 # receiver also copying the payload out (crc-place), as softrnic must.
 FLOOR_BIN=$(cd "$LIB_DIR/.." && pwd)/bin/udp_floor
+SHM_FLOOR_BIN=$(cd "$LIB_DIR/.." && pwd)/bin/shm_floor
 floors() {
   [[ -x $FLOOR_BIN ]] || { say "udp_floor missing ($FLOOR_BIN): floors skipped"; return; }
   local place rep pat work out
@@ -401,6 +402,21 @@ floors() {
         rec "$id" "kernel UDP ping-pong ($pat)" "$place" 8 lat_p999 us "$(sed -n 's/.* p999=\([0-9.]*\).*/\1/p' <<<"$out")" "$rep"
         rec "$id" "kernel UDP ping-pong ($pat)" "$place" 8 iters n "$iters" "$rep"
       done
+      # The shared-memory floor (bench/floor/shm_floor.cc): two processes
+      # and a cache line each way, no engine: what softrnic's shm latency
+      # and its tail stand on (a tail it shows is this machine's).
+      if [[ -x $SHM_FLOOR_BIN ]]; then
+        local id=floor_shm_lat
+        if out=$(timeout 120 "$SHM_FLOOR_BIN" --iters "$((iters * 2))" "${pinarg[@]}" 2>&1); then
+          rec "$id" "shared-memory ping-pong" "$place" 8 lat us "$(sed -n 's/.*typical=\([0-9.]*\).*/\1/p' <<<"$out")" "$rep"
+          rec "$id" "shared-memory ping-pong" "$place" 8 lat_avg us "$(sed -n 's/.*avg=\([0-9.]*\).*/\1/p' <<<"$out")" "$rep"
+          rec "$id" "shared-memory ping-pong" "$place" 8 lat_p99 us "$(sed -n 's/.* p99=\([0-9.]*\).*/\1/p' <<<"$out")" "$rep"
+          rec "$id" "shared-memory ping-pong" "$place" 8 lat_p999 us "$(sed -n 's/.* p999=\([0-9.]*\).*/\1/p' <<<"$out")" "$rep"
+          rec "$id" "shared-memory ping-pong" "$place" 8 iters n "$((iters * 2))" "$rep"
+        else
+          fail "$id" "$place" "$rep" "shm_floor: $out"
+        fi
+      fi
       for work in copy crc crc-place; do
         local id=floor_udp_stream_${work//-/}
         if ! out=$(timeout 120 "$FLOOR_BIN" stream --work "$work" --seconds "$secs" "${pinarg[@]}" 2>&1); then
