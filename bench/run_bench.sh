@@ -383,6 +383,16 @@ SR_TRANSPORT=udp
 # receiver also copying the payload out (crc-place), as softrnic must.
 FLOOR_BIN=$(cd "$LIB_DIR/.." && pwd)/bin/udp_floor
 SHM_FLOOR_BIN=$(cd "$LIB_DIR/.." && pwd)/bin/shm_floor
+# rec_pingpong ID LABEL PLACE REP ITERS OUT: the rows of a floor's 8 B
+# ping-pong from its "one_way_us typical= avg= p99= p999=" line.
+rec_pingpong() {
+  local id=$1 label=$2 place=$3 rep=$4 iters=$5 out=$6 key metric
+  for key in typical:lat avg:lat_avg p99:lat_p99 p999:lat_p999; do
+    metric=${key#*:}
+    rec "$id" "$label" "$place" 8 "$metric" us "$(sed -n "s/.*[ _]${key%%:*}=\([0-9.]*\).*/\1/p" <<<"$out")" "$rep"
+  done
+  rec "$id" "$label" "$place" 8 iters n "$iters" "$rep"
+}
 floors() {
   [[ -x $FLOOR_BIN ]] || { say "udp_floor missing ($FLOOR_BIN): floors skipped"; return; }
   local place rep pat work out
@@ -396,11 +406,7 @@ floors() {
         if ! out=$(timeout 120 "$FLOOR_BIN" pingpong --pattern "$pat" --iters "$iters" "${pinarg[@]}" 2>&1); then
           fail "$id" "$place" "$rep" "udp_floor pingpong --pattern $pat: $out"; continue
         fi
-        rec "$id" "kernel UDP ping-pong ($pat)" "$place" 8 lat us "$(sed -n 's/.*typical=\([0-9.]*\).*/\1/p' <<<"$out")" "$rep"
-        rec "$id" "kernel UDP ping-pong ($pat)" "$place" 8 lat_avg us "$(sed -n 's/.*avg=\([0-9.]*\).*/\1/p' <<<"$out")" "$rep"
-        rec "$id" "kernel UDP ping-pong ($pat)" "$place" 8 lat_p99 us "$(sed -n 's/.* p99=\([0-9.]*\).*/\1/p' <<<"$out")" "$rep"
-        rec "$id" "kernel UDP ping-pong ($pat)" "$place" 8 lat_p999 us "$(sed -n 's/.* p999=\([0-9.]*\).*/\1/p' <<<"$out")" "$rep"
-        rec "$id" "kernel UDP ping-pong ($pat)" "$place" 8 iters n "$iters" "$rep"
+        rec_pingpong "$id" "kernel UDP ping-pong ($pat)" "$place" "$rep" "$iters" "$out"
       done
       # The shared-memory floor (bench/floor/shm_floor.cc): two processes
       # and a cache line each way, no engine: what softrnic's shm latency
@@ -408,11 +414,7 @@ floors() {
       if [[ -x $SHM_FLOOR_BIN ]]; then
         local id=floor_shm_lat
         if out=$(timeout 120 "$SHM_FLOOR_BIN" --iters "$((iters * 2))" "${pinarg[@]}" 2>&1); then
-          rec "$id" "shared-memory ping-pong" "$place" 8 lat us "$(sed -n 's/.*typical=\([0-9.]*\).*/\1/p' <<<"$out")" "$rep"
-          rec "$id" "shared-memory ping-pong" "$place" 8 lat_avg us "$(sed -n 's/.*avg=\([0-9.]*\).*/\1/p' <<<"$out")" "$rep"
-          rec "$id" "shared-memory ping-pong" "$place" 8 lat_p99 us "$(sed -n 's/.* p99=\([0-9.]*\).*/\1/p' <<<"$out")" "$rep"
-          rec "$id" "shared-memory ping-pong" "$place" 8 lat_p999 us "$(sed -n 's/.* p999=\([0-9.]*\).*/\1/p' <<<"$out")" "$rep"
-          rec "$id" "shared-memory ping-pong" "$place" 8 iters n "$((iters * 2))" "$rep"
+          rec_pingpong "$id" "shared-memory ping-pong" "$place" "$rep" "$((iters * 2))" "$out"
         else
           fail "$id" "$place" "$rep" "shm_floor: $out"
         fi
