@@ -36,9 +36,12 @@ inline sigset_t BackgroundThreadSignalMask() {
 
 // std::thread(f), the new thread starting with BackgroundThreadSignalMask()
 // (a thread inherits its creator's mask; the creator's own is restored before
-// this returns, so the calling application thread is untouched).
+// this returns, so the calling application thread is untouched) and named
+// `name` (at most 15 characters) before this returns: a thread that named
+// itself would be seen unnamed by whoever looks in between (tools, tests
+// that list /proc/self/task).
 template <typename F>
-std::thread StartBackgroundThread(F&& f) {
+std::thread StartBackgroundThread(const char* name, F&& f) {
   const sigset_t mask = BackgroundThreadSignalMask();
   sigset_t saved;
   pthread_sigmask(SIG_SETMASK, &mask, &saved);
@@ -50,6 +53,7 @@ std::thread StartBackgroundThread(F&& f) {
     throw;
   }
   pthread_sigmask(SIG_SETMASK, &saved, nullptr);
+  pthread_setname_np(t.native_handle(), name);
   return t;
 }
 

@@ -175,7 +175,6 @@ int SleepMs() {
 }
 
 void CmThread() {
-  pthread_setname_np(pthread_self(), "softrnic-cm");
   Cm& g = G();
   int sleep_ms = kMaxSleepMs;
   for (;;) {
@@ -342,7 +341,7 @@ int StartLocked() {
   // Registered per CM (a forked child registers its own, after its own
   // device exists, so that it runs before that device is torn down).
   atexit(DisconnectAllAtExit);
-  g.th = StartBackgroundThread(CmThread);
+  g.th = StartBackgroundThread("softrnic-cm", CmThread);
   g.th.detach();
   g.send_mad = Qp1Send;
   g.started = true;

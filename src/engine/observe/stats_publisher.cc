@@ -126,7 +126,7 @@ StatsPublisher::StatsPublisher(Engine& engine, std::chrono::milliseconds period)
   for (const auto& [qpn, qp] : engine_.qps_) engine_.NoteQpCounters(qp.get());
   engine_.mu_.unlock();
   PublishNow();
-  thread_ = StartBackgroundThread([this] { Run(); });
+  thread_ = StartBackgroundThread("softrnic-stats", [this] { Run(); });
 }
 
 StatsPublisher::~StatsPublisher() { Stop(); }
@@ -320,7 +320,6 @@ void StatsPublisher::PublishNow() {
 }
 
 void StatsPublisher::Run() {
-  pthread_setname_np(pthread_self(), "softrnic-stats");
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
     cv_.wait_for(lock, period_);

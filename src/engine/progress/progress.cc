@@ -149,7 +149,7 @@ void Progress::Start() {
   watching_replies_.store(false, std::memory_order_relaxed);
   CPU_ZERO(&app_cpus_);
   sched_getaffinity(0, sizeof(app_cpus_), &app_cpus_);
-  thread_ = StartBackgroundThread([this] { Run(); });
+  thread_ = StartBackgroundThread("softrnic-engine", [this] { Run(); });
 }
 
 void Progress::Stop() {
@@ -315,7 +315,6 @@ void Progress::Run() {
   // Sleeps must be short and precise (the default 50 us timer slack would
   // stretch every wait).
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-  pthread_setname_np(pthread_self(), "softrnic-engine");
   RequestShortSlice();
   if (settings_.placement_away) PlaceAwayFromApplication(app_cpus_);
   // Under SCHED_FIFO this thread must never spin on the lock: it would

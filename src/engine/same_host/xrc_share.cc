@@ -178,8 +178,7 @@ bool XrcShare::EnsureMailbox() {
   box_bytes_ = bytes;
   box_dev_ = st.st_dev;
   box_ino_ = st.st_ino;
-  server_ = StartBackgroundThread([this] {
-    pthread_setname_np(pthread_self(), "softrnic-xrc");
+  server_ = StartBackgroundThread("softrnic-xrc", [this] {
     while (!stop_.load()) {
       const uint32_t seen = box_->doorbell.load();
       if (seen != served_doorbell_.load(std::memory_order_relaxed)) {
