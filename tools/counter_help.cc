@@ -94,6 +94,8 @@ std::string CounterHelp(const std::string& name) {
       {"shm_rx_packets", "Packets read from this device's shared-memory rings."},
       {"shm_doorbells_sent", "Doorbell datagrams sent to wake a sleeping same-host peer."},
       {"shm_rx_doorbells", "Doorbell datagrams received."},
+      {"shm_stall_alarms",
+       "Naps of same-host peers' progress threads ended because packets sent to them waited unread (their application stopped polling)."},
       {"cq_events_inline",
        "Completion events a blocked ibv_get_cq_event made itself and took without the channel's pipe."},
       {"shm_direct_ops",

@@ -144,7 +144,8 @@ const std::vector<Group>& Groups() {
       // Same-host paths: packets through shared-memory rings, and one-sided
       // operations done directly on the peer's memory (no packet at all).
       {"shm", {{"tx", "shm_tx_packets"}, {"tx_bytes", "shm_tx_bytes"}, {"rx", "shm_rx_packets"},
-               {"doorbells_tx", "shm_doorbells_sent"}, {"doorbells_rx", "shm_rx_doorbells"}}},
+               {"doorbells_tx", "shm_doorbells_sent"}, {"doorbells_rx", "shm_rx_doorbells"},
+               {"stall_alarms", "shm_stall_alarms"}}},
       {"direct", {{"ops", "shm_direct_ops"}, {"bytes", "shm_direct_bytes"},
                   {"write", "shm_direct_write_ops"}, {"write_bytes", "shm_direct_write_bytes"},
                   {"read", "shm_direct_read_ops"}, {"read_bytes", "shm_direct_read_bytes"},

@@ -37,6 +37,7 @@
 #include "engine/spin_mutex.h"
 #include "engine/queues/queues.h"
 #include "engine/observe/stats.h"
+#include "engine/observe/stats_handover.h"
 #include "engine/trace/trace_recorder.h"
 #include "engine/wr_opcode.h"
 #include "engine/same_host/xrc_share.h"
@@ -264,6 +265,9 @@ class Engine : private ProgressHost {
   std::vector<Gid> gids_;
   std::string name_ = "softrnic0";
   EngineStats stats_ GUARDED_BY(mu_);
+  // A copy of the counters for the stats publisher when it found the lock
+  // busy (observe/stats_handover.h): made by PollCqLocked.
+  StatsHandover stats_handover_;
 
   // Objects (owned).
   std::vector<std::unique_ptr<Pd>> pds_ GUARDED_BY(mu_);

@@ -80,6 +80,7 @@ class FaultTransport final : public Transport {
   const TransportCounters& counters() const override;
   bool PrepareToSleep() override { return inner_->PrepareToSleep(); }
   void WokeUp() override { inner_->WokeUp(); }
+  std::atomic<uint32_t>* nap_word() override { return inner_->nap_word(); }
   bool WaitWhenBusy() const override { return inner_->WaitWhenBusy(); }
   void SetQuiet(bool quiet) override { inner_->SetQuiet(quiet); }
   void WakePeer(const Endpoint& dst, uint32_t dest_qpn) override { inner_->WakePeer(dst, dest_qpn); }

@@ -31,8 +31,8 @@ namespace softrnic::transport {
 inline constexpr uint64_t kShmMagic = 0x314D4853434E5253ull;  // "SRNCSHM1"
 // 3: 128 rings, a 128-bit ring mask; 4: packets_read; 5: receive queues
 // (direct SEND) and direct_recvs; 6: SRQ receive queues, ShmQpSlot::srq_slot,
-// ShmRecvEntry::qpn.
-inline constexpr uint32_t kShmVersion = 6;
+// ShmRecvEntry::qpn; 7: napping.
+inline constexpr uint32_t kShmVersion = 7;
 inline constexpr uint32_t kShmMaxLocals = 16;
 
 // Rings: how many senders can talk to one device at once through shared
@@ -208,6 +208,11 @@ struct alignas(kCacheLine) ShmSegmentHeader {
   uint16_t local_port[kShmMaxLocals];
   uint64_t total_size;
   alignas(kCacheLine) std::atomic<uint32_t> sleeping;  // the owner's progress thread sleeps
+  // 1 while the owner's progress thread naps, leaving the rings to an
+  // application thread that polls (engine/progress/progress.cc): a futex
+  // word. A sender whose packets sit unread sets it to 0 and wakes the
+  // napper (ShmTransport::SoundStallAlarms); the napper bounds its own nap.
+  alignas(kCacheLine) std::atomic<uint32_t> napping;
   // Bit i % 64 of word i / 64: ring i has (had) a producer.
   alignas(kCacheLine) std::atomic<uint64_t> active_rings[kShmRingMaskWords];
   // Packets the owner took out of its rings so far: a sender whose packet

@@ -109,6 +109,7 @@ const TransportCounters& ShmTransport::counters() const {
   merged_.shm_tx_bytes = counters_.shm_tx_bytes;
   merged_.shm_rx_packets = counters_.shm_rx_packets;
   merged_.doorbells_sent = counters_.doorbells_sent + raced_doorbells_.load(std::memory_order_relaxed);
+  merged_.shm_stall_alarms = counters_.shm_stall_alarms;
   return merged_;
 }
 
@@ -326,6 +327,7 @@ void ShmTransport::PublishDirty() {
     // its flag), but a sleeping peer is left asleep.
     if (!p->wake) continue;
     p->wake = false;
+    WatchForStall(p);
     // Dekker with the target's PrepareToSleep: our tail store, then its flag;
     // its flag store, then our tail. seq_cst on both sides means at least one
     // of us sees the other.
@@ -603,6 +605,11 @@ int ShmTransport::RecvBurst(RxPacket* packets, int n) {
   }
   ++recv_calls_;
   if ((recv_calls_ & 1023) == 0 && !peers_.empty()) CheckPeers();
+  // Every kStallCheckEvery receives, and at once after a sleep (force_udp_:
+  // the wake-up may be next_deadline's).
+  if (stall_watched_ > 0 && ((recv_calls_ & (kStallCheckEvery - 1)) == 0 ||
+                             force_udp_.load(std::memory_order_relaxed)))
+    SoundStallAlarms();
   if (produced < n) {
     // UDP: always when no ring is in use (the UDP path is unchanged then);
     // with shm traffic, at a reduced rate once UDP has been quiet.
@@ -743,6 +750,10 @@ void ShmTransport::CheckPeers() {
 void ShmTransport::DropPeer(const std::shared_ptr<ShmRingPeer>& peer) {
   if (peer->dead) return;
   peer->dead = true;
+  if (peer->stall_watch) {
+    peer->stall_watch = false;
+    --stall_watched_;
+  }
   if (peer->death_polled) {
     --peers_polled_by_pid_;
   } else if (peer->pidfd >= 0) {

@@ -53,6 +53,12 @@ struct ShmRingPeer : ShmPeer {
   // when last looked at, and when that count was last seen to move.
   uint64_t reads_seen = 0;
   std::chrono::steady_clock::time_point reads_moved_at{};
+  // Stall alarm (shm_stall_alarm.cc): packets we published that the peer
+  // has not read yet are watched; stall_head is the peer's read position
+  // when last looked at, stall_since when it was last seen to move.
+  bool stall_watch = false;
+  uint64_t stall_head = 0;
+  std::chrono::steady_clock::time_point stall_since{};
   ~ShmRingPeer();
 };
 
@@ -123,6 +129,20 @@ class ShmTransport final : public Transport, public PeerMemory {
   }
   bool sleeping_costs_senders() const override { return Active(); }
 
+  // Stall alarm: a peer that naps (its application polled, so its progress
+  // thread left the rings to it) while packets we published have waited
+  // unread for kStallAlarm is woken; its application stopped polling. A
+  // polling reader takes a packet within microseconds; 200 us is what a
+  // reader preempted once on a busy CPU may take without being woken.
+  static constexpr auto kStallAlarm = std::chrono::microseconds(200);
+  static constexpr uint64_t kStallCheckEvery = 64;
+  // The segment's `napping` word: a napping progress thread of ours is
+  // woken through it by a sender whose packets wait unread.
+  std::atomic<uint32_t>* nap_word() override { return &own_.header()->napping; }
+  // While packets of ours wait unread in a napping peer's ring: when the
+  // next stall check is due, so that a sleeping engine wakes for it.
+  std::optional<std::chrono::steady_clock::time_point> next_deadline() const override;
+
   PeerMemory* peer_memory() override { return this; }
   // PeerMemory: the peer reachable through shared memory at `dst`, or null
   // (UDP); this device's own control segment (exports live there).
@@ -175,6 +195,12 @@ class ShmTransport final : public Transport, public PeerMemory {
   // RecvBurst read a doorbell meant for a thread that still sleeps: puts
   // the `sleeping` flag back up (and wakes the sleeper if input came).
   void RearmAfterTakenDoorbell();
+  // Stall alarm (shm_stall_alarm.cc): after a publish that should wake
+  // `p`, watches its read position; every kStallCheckEvery receives (and
+  // after a sleep), a peer that naps while our packets have waited unread
+  // for kStallAlarm has its nap ended.
+  void WatchForStall(ShmRingPeer* p);
+  void SoundStallAlarms();
   // Puts the peer's pidfd in peer_deaths_fd_ (or marks it for a pid check).
   void WatchPeerDeath(ShmRingPeer* peer);
   // Drops the peers that died: one epoll_wait on peer_deaths_fd_, at most
@@ -256,6 +282,7 @@ class ShmTransport final : public Transport, public PeerMemory {
   std::atomic<uint64_t> raced_doorbells_{0};
   uint32_t udp_quiet_ = 0;
   uint64_t recv_calls_ = 0;
+  int stall_watched_ = 0;  // peers with stall_watch set
   std::chrono::steady_clock::time_point next_peer_check_{};
   // The pidfds of the peers (epoll): ready when a peer's process exited.
   int peer_deaths_fd_ = -1;

@@ -16,6 +16,7 @@
 // calls it under its own lock.
 #pragma once
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -126,6 +127,9 @@ struct TransportCounters {
   uint64_t shm_tx_packets = 0, shm_rx_packets = 0;
   uint64_t shm_tx_bytes = 0;  // packet bytes written to peers' rings
   uint64_t doorbells_sent = 0, rx_doorbells = 0;
+  // Naps of same-host peers' progress threads ended because our packets
+  // waited unread in their rings (shm_stall_alarm.cc).
+  uint64_t shm_stall_alarms = 0;
 };
 
 // The doorbell datagram a shared-memory sender sends to the UDP endpoint of
@@ -173,6 +177,15 @@ class Transport {
   // The sleeping thread woke up (or did not sleep). Called WITHOUT the
   // engine lock: an implementation may only touch atomics here.
   virtual void WokeUp() {}
+
+  // The word the engine's progress thread naps on while an application
+  // thread polls and takes the packets itself (engine/progress/progress.cc):
+  // the thread sets it to 1 and futex-waits while it stays 1 (at most its
+  // own bound); whoever needs the thread sets it to 0 and wakes it
+  // (SharedFutexWake). A shared-memory transport's word is in its segment,
+  // so that a same-host sender whose packets wait unread can end the nap
+  // (ShmTransport::SoundStallAlarms). Null: the thread naps on a timer only.
+  virtual std::atomic<uint32_t>* nap_word() { return nullptr; }
 
   // Quiet sends (engine/roles/ack_delay.cc: an ACK sent when the application
   // polls the completion it acknowledges, which the peer needs only when

@@ -85,6 +85,7 @@ std::string FormatStats(const EngineStats& s, const transport::TransportCounters
   line("shm_rx_packets", t.shm_rx_packets);
   line("shm_doorbells_sent", t.doorbells_sent);
   line("shm_rx_doorbells", t.rx_doorbells);
+  line("shm_stall_alarms", t.shm_stall_alarms);
   line("cq_events_inline", s.cq_events_inline);
   line("shm_direct_ops", s.shm_direct_ops);
   line("shm_direct_bytes", s.shm_direct_bytes);

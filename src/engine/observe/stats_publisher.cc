@@ -160,8 +160,15 @@ void StatsPublisher::Stop() {
 }
 
 bool StatsPublisher::LockEngineForSnapshot(bool wait) {
-  if (engine_.mu_.try_lock()) return true;
-  for (int i = 0; i < 64 && !wait; ++i) {
+  if (engine_.mu_.try_lock()) {
+    busy_periods_ = 0;
+    return true;
+  }
+  // Busy: the next lock holder copies the counters (stats_handover.h), so
+  // only every kInsistEvery-th period is worth the retries (each one a
+  // wake-up) that the per-QP rows need.
+  const bool insist = ++busy_periods_ % kInsistEvery == 0;
+  for (int i = 0; i < 64 && !wait && insist; ++i) {
     if (stop_requested_.load(std::memory_order_relaxed)) return false;
     const timespec ts{0, 200 * 1000};
     nanosleep(&ts, nullptr);
@@ -176,19 +183,27 @@ bool StatsPublisher::Snapshot(bool wait, std::string* text) {
   std::lock_guard<std::mutex> rows_lock(rows_mu_);
   EngineStats stats;
   transport::TransportCounters counters;
+  size_t live_qps = 0;
   // An application thread busy-polling its CQ holds the engine lock nearly
   // all the time and re-takes it at once. Queueing for the (spinning) lock
   // here burnt ~12% of a core under ib_write_bw (perf, 2 vCPUs), CPU the
-  // application needs: a periodic snapshot instead tries the lock between
-  // short sleeps and, if the engine stays busy, skips this period (the
-  // counters are published at the next one). Only a final snapshot (`wait`)
-  // queues for the lock.
-  if (!LockEngineForSnapshot(wait)) return false;
-  stats = engine_.stats_;
-  counters = engine_.transport_->counters();
-  CopyQpRowsLocked();
-  const size_t live_qps = engine_.qps_.size();
-  engine_.mu_.unlock();
+  // application needs, so a periodic snapshot only tries the lock; when it
+  // is busy, the copy the last holder made on our request is published
+  // instead (its QP rows wait for a period that gets the lock), and the next
+  // holder is asked for another. Only a final snapshot (`wait`) queues for
+  // the lock.
+  if (LockEngineForSnapshot(wait)) {
+    engine_.stats_handover_.Cancel();
+    stats = engine_.stats_;
+    counters = engine_.transport_->counters();
+    CopyQpRowsLocked();
+    live_qps = engine_.qps_.size();
+    engine_.mu_.unlock();
+  } else {
+    const bool given = engine_.stats_handover_.Take(&stats, &counters, &live_qps);
+    engine_.stats_handover_.Ask();
+    if (!given) return false;
+  }
   // "softrnic name value" lines -> "name value" lines.
   const std::string formatted = FormatStats(stats, counters);
   text->clear();

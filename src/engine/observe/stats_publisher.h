@@ -112,11 +112,13 @@ class StatsPublisher {
 
  private:
   void Run();
-  // Snapshot under the engine lock; false if `wait` is false and the lock
-  // was busy.
+  // Snapshot under the engine lock, or (lock busy, not `wait`) the copy a
+  // lock holder made for us (stats_handover.h); false if there is none yet.
   bool Snapshot(bool wait, std::string* text);
-  // Takes the engine lock for a snapshot (Snapshot says how); false: the
-  // lock stayed busy and `wait` is false, or Stop was asked for.
+  // Takes the engine lock for a snapshot: waits for it if `wait`; else
+  // tries once, or, every kInsistEvery-th busy period, keeps trying for a
+  // while (the per-QP rows are copied only under the lock). False: the lock
+  // stayed busy, or Stop was asked for.
   bool LockEngineForSnapshot(bool wait) TRY_ACQUIRE(true, engine_.mu_);
   // The per-QP part of a snapshot: the rows of the noted QPs copied, the
   // destroyed ones forgotten. REQUIRES: rows_mu_ (a std::mutex, which the
@@ -150,6 +152,9 @@ class StatsPublisher {
   bool rows_changed_ = true;
   std::string qp_lines_;  // FormatQpLines' last result
   uint64_t seq_ = 0;
+  // Periods in a row whose first try for the engine lock failed.
+  uint64_t busy_periods_ = 0;
+  static constexpr uint64_t kInsistEvery = 10;
   std::mutex mu_;  // guards stop_, stopped_, the file
   std::condition_variable cv_;
   bool stop_ = false;

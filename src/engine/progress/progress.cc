@@ -14,25 +14,30 @@
 #include <algorithm>
 
 #include "common/background_thread.h"
+#include "common/shared_futex.h"
 #include "engine/timeout.h"
 #include "transport/transport.h"
 
 namespace softrnic::engine {
 namespace {
 
-// While an application thread polls its CQ (shared-memory rings).
-// Each check is a wake-up, and on 2 CPUs with two polling applications
-// every wake-up preempts one of them for several microseconds: with checks
-// every 500 us, ~2,000 per second per process set the p99.9 of
-// ib_write_lat (15 us against a 0.22 us median; session 26). At 4 ms the
-// p99.9 fell to ~2 us, but ibv_rc_pingpong -e on one core went from 9 to
-// 14 us a round trip: some of its wake-ups came from this thread's checks
-// (a doorbell missed in the instant another sleeper woke), and those
-// waited up to 4 ms. Session 31 closed that gap (ShmTransport::WokeUp
-// rings the new sleeper's doorbell) and made it 4 ms (docs/benchmarks.md,
-// "A/B comparisons": the A/B behind it).
+// While an application thread polls its CQ (shared-memory rings), the
+// thread naps off the CPU, and each nap that finds the application still
+// polling is kNapGrowth times longer, up to kShmMaxPollingWindow. Each nap's
+// end is a wake-up, and on 2 CPUs with two polling applications every
+// wake-up preempts one of them for ~14 us: with checks every 500 us, ~2,000
+// per second per process set the p99.9 of ib_write_lat (15 us against a
+// 0.22 us median; session 26), and at 4 ms they were still half of its
+// samples over 10 us (session 36: 540 per million, 280 with 50 ms naps; the
+// shared-memory floor has 375). A long nap is safe because it ends early
+// when it must: a same-host sender whose packets sit unread for
+// kStallAlarm (transport/shm_stall_alarm.cc) and an application that arms
+// a completion channel (ChannelArmed) end it through the nap word. What
+// is left to the bound is the engine's own timers (retransmission, RNR
+// retry) when the application stops polling without arming.
 constexpr auto kAppPollingWindow = std::chrono::nanoseconds(20000);
-constexpr auto kShmMaxPollingWindow = std::chrono::nanoseconds(4000000);
+constexpr auto kShmMaxPollingWindow = std::chrono::nanoseconds(16000000);
+constexpr int kNapGrowth = 4;
 // The longest the progress thread sleeps while QPs exist: timers due later
 // than this never need a wake-up from the posting thread.
 constexpr auto kIdleTick = std::chrono::milliseconds(5);
@@ -126,9 +131,14 @@ bool MakeRealtime() {
 }  // namespace
 
 Progress::Progress(ProgressHost& host, transport::Transport& transport, ProgressSettings settings)
-    : host_(host), transport_(&transport), settings_(settings) {}
+    : host_(host), transport_(&transport), nap_word_(transport.nap_word()), settings_(settings) {}
 
 Progress::~Progress() { Stop(); }
+
+void Progress::ReplaceTransport(transport::Transport& next) {
+  transport_ = &next;
+  nap_word_ = next.nap_word();
+}
 
 void Progress::Start() {
   stop_.store(false);  // a thread stopped earlier may be started again
@@ -155,6 +165,7 @@ void Progress::Start() {
 void Progress::Stop() {
   if (!thread_.joinable()) return;
   stop_.store(true);
+  EndNap();
   const uint64_t one = 1;
   (void)!write(wake_fd_, &one, sizeof(one));
   thread_.join();
@@ -174,8 +185,11 @@ void Progress::ChannelArmed() {
   // a CPU per event (ibv_rc_pingpong -e over UDP on one core: 80-88 us a
   // round trip with it, 14-16 without).
   activity_at_arm_.store(app_activity_.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  channel_armed_.store(true, std::memory_order_relaxed);
-  if (!t_waits_for_events && (app_owns_packets() || RepliesUnwatched())) Wake();
+  // seq_cst: then the nap word (Dekker with NapWhileAppPolls).
+  channel_armed_.store(true, std::memory_order_seq_cst);
+  if (t_waits_for_events) return;
+  if (app_owns_packets() || RepliesUnwatched()) Wake();
+  EndNap();
 }
 
 void Progress::TimerArmed(Clock::time_point deadline) {
@@ -239,9 +253,38 @@ bool Progress::AppTakesPackets(bool may_leave) const {
 }
 
 void Progress::LeaveToApplication() {
+  // Over shared memory, naps (Run): one short nap, and Run's next round
+  // naps longer while the application keeps polling. Staying in the loop
+  // below would check every kAppCheckMax for as long as it polls, with
+  // nothing to end the wait when its packets sit unread.
+  if (transport_->sleeping_costs_senders()) {
+    NapWhileAppPolls(kAppCheckFirst);
+    return;
+  }
   std::chrono::nanoseconds period = kAppCheckFirst;
   while (SleepWhileAppPolls(period) && !stop_.load(std::memory_order_relaxed))
     period = std::min<std::chrono::nanoseconds>(period * 2, kAppCheckMax);
+}
+
+void Progress::NapWhileAppPolls(std::chrono::nanoseconds window) {
+  if (nap_word_ == nullptr) {
+    const timespec ts{0, static_cast<long>(window.count())};
+    nanosleep(&ts, nullptr);
+    return;
+  }
+  // The word first, then the reasons not to nap: ChannelArmed and Stop
+  // write theirs first, then look at the word, so one of the two sees the
+  // other (both seq_cst).
+  nap_word_->store(1, std::memory_order_seq_cst);
+  if (!AppAboutToBlock() && !stop_.load(std::memory_order_seq_cst))
+    SharedFutexWait(nap_word_, 1, window);
+  nap_word_->store(0, std::memory_order_relaxed);
+}
+
+void Progress::EndNap() {
+  if (nap_word_ != nullptr && nap_word_->load(std::memory_order_seq_cst) == 1 &&
+      nap_word_->exchange(0, std::memory_order_seq_cst) == 1)
+    SharedFutexWake(nap_word_);
 }
 
 void Progress::WaitForEvents(const timespec* timeout) {
@@ -327,15 +370,18 @@ void Progress::Run() {
     // Shared-memory peers ring a doorbell (a datagram) for every packet
     // while this thread sleeps. An application polling its CQ drains the
     // rings itself, so while it does, this thread stays awake-but-off-CPU
-    // (not "sleeping" to the peers), backing off while the application
-    // keeps polling. The price: up to kShmMaxPollingWindow before this
-    // thread takes over when the application stops polling.
+    // (not "sleeping" to the peers: it naps), backing off while the
+    // application keeps polling. When the application stops polling, a
+    // sender whose packets wait unread ends the nap (kStallAlarm), as does
+    // an application that arms a channel; the engine's own timers wait up
+    // to the nap (kShmMaxPollingWindow). An application that armed a
+    // channel is about to block: not napped on.
     const uint64_t activity = app_activity_.load(std::memory_order_relaxed);
-    if (activity != seen_activity && transport_->sleeping_costs_senders()) {
+    if (activity != seen_activity && transport_->sleeping_costs_senders() && !AppAboutToBlock()) {
       seen_activity = activity;
-      polling_window = std::min<std::chrono::nanoseconds>(polling_window * 2, kShmMaxPollingWindow);
-      const timespec ts{0, static_cast<long>(polling_window.count())};
-      nanosleep(&ts, nullptr);
+      polling_window =
+          std::min<std::chrono::nanoseconds>(polling_window * kNapGrowth, kShmMaxPollingWindow);
+      NapWhileAppPolls(polling_window);
       continue;
     }
     seen_activity = activity;

@@ -80,7 +80,7 @@ class Progress {
   void Stop();
   // The engine sends and receives through `next` from now on (tests only:
   // EngineTestPeer::ReplaceTransport). The thread must be stopped.
-  void ReplaceTransport(transport::Transport& next) { transport_ = &next; }
+  void ReplaceTransport(transport::Transport& next);
 
   // --- Told by application threads ---
   // An application thread polled or posted (no clock read: a clock_gettime
@@ -156,6 +156,11 @@ class Progress {
   // Sleeps while an application polls; returns whether it still does.
   bool SleepWhileAppPolls(std::chrono::nanoseconds period);
   bool AppAboutToBlock() const;
+  // Off the CPU for up to `window` while an application polls the
+  // shared-memory rings (Transport::nap_word); ended early by EndNap.
+  void NapWhileAppPolls(std::chrono::nanoseconds window);
+  // Ends a nap now (an application about to block, Stop).
+  void EndNap();
   bool WaitersTakePackets() const;
   void WatchRequests(bool on);
   // A wake-up needed because the thread does not wait for responses.
@@ -168,6 +173,7 @@ class Progress {
 
   ProgressHost& host_;
   transport::Transport* transport_;
+  std::atomic<uint32_t>* nap_word_;  // transport_->nap_word()
   const ProgressSettings settings_;
 
   std::thread thread_;

@@ -53,6 +53,9 @@ int Engine::PollCqLocked(Cq* cq, int n, Completion* out) {
   // handler): what it saw must be acknowledged before (ack_delay.cc).
   if (acks_deferred_ > 0 && got > 0) SendAcksOfPolledReceives(out, got);
   progress_.AppPollFound(got);
+  // The stats publisher found the lock busy: it publishes this copy.
+  if (stats_handover_.asked())
+    stats_handover_.Give(stats_, transport_->counters(), qps_.size());
   return got;
 }
 

@@ -4,7 +4,6 @@
 #include "engine/same_host/xrc_share.h"
 
 #include <fcntl.h>
-#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -21,6 +20,7 @@
 
 #include "common/background_thread.h"
 #include "common/secure_random.h"
+#include "common/shared_futex.h"
 #include "engine/engine.h"
 #include "log/log.h"
 #include "transport/owned_files.h"
@@ -60,17 +60,6 @@ enum Result : uint32_t {
   kBadBuffer = 5,
   kNotTaken = 6,
 };
-
-long Futex(std::atomic<uint32_t>* word, int op, uint32_t val, const timespec* timeout) {
-  // Not FUTEX_PRIVATE_FLAG: the word is in memory shared between processes.
-  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, val, timeout, nullptr, 0);
-}
-void FutexWake(std::atomic<uint32_t>* word) { Futex(word, FUTEX_WAKE, INT_MAX, nullptr); }
-void FutexWait(std::atomic<uint32_t>* word, uint32_t seen, std::chrono::microseconds us) {
-  const timespec ts{static_cast<time_t>(us.count() / 1000000),
-                    static_cast<long>(us.count() % 1000000) * 1000};
-  Futex(word, FUTEX_WAIT, seen, &ts);
-}
 
 bool Alive(pid_t pid) { return kill(pid, 0) == 0 || errno != ESRCH; }
 
@@ -122,7 +111,7 @@ XrcShare::~XrcShare() {
   if (server_.joinable()) {
     stop_.store(true);
     box_->doorbell.fetch_add(1);
-    FutexWake(&box_->doorbell);
+    SharedFutexWake(&box_->doorbell);
     server_.join();
   }
   const transport::OwnedDir dir = transport::OwnedDir::Open(
@@ -188,7 +177,7 @@ bool XrcShare::EnsureMailbox() {
         continue;
       }
       // Bounded: a wake-up lost to a peer that died mid-call costs 100 ms.
-      FutexWait(&box_->doorbell, seen, std::chrono::microseconds(100000));
+      SharedFutexWait(&box_->doorbell, seen, std::chrono::microseconds(100000));
     }
   });
   return true;
@@ -331,7 +320,7 @@ uint32_t XrcShare::Call(Peer& peer, const Request& req, const uint8_t* payload,
   slot->result = 0;
   slot->state.store(kRequest, std::memory_order_release);
   box->doorbell.fetch_add(1);
-  FutexWake(&box->doorbell);
+  SharedFutexWake(&box->doorbell);
   const auto start = Clock::now();
   uint32_t result = kGone;
   for (;;) {
@@ -354,7 +343,7 @@ uint32_t XrcShare::Call(Peer& peer, const Request& req, const uint8_t* payload,
       break;  // kGone
     // Serve our own mailbox meanwhile: its owner may be waiting for us.
     if (ServeLocked()) continue;
-    FutexWait(&slot->state, st, std::chrono::microseconds(50));
+    SharedFutexWait(&slot->state, st, std::chrono::microseconds(50));
   }
   slot->state.store(kFree);
   slot->owner.store(0, std::memory_order_release);
@@ -377,7 +366,7 @@ bool XrcShare::ServeLocked() {
     const Request req = s.req;  // copied: the forwarder's memory too
     s.result = req.len <= kMaxPayload ? Serve(req, s.payload) : kGone;
     s.state.store(kDone, std::memory_order_release);
-    FutexWake(&s.state);
+    SharedFutexWake(&s.state);
     served = true;
   }
   return served;

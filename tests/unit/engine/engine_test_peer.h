@@ -30,6 +30,8 @@ class EngineTestPeer {
   // One progress pass, as a polling application or the progress thread
   // runs it: receive, timers when due, the work list, the transmit flush.
   static bool PollOnce(Engine& e) { return e.PollOnceLocked(); }
+  // ibv_poll_cq's work, the lock already held by the caller.
+  static int PollCq(Engine& e, Cq* cq, int n, Completion* out) { return e.PollCqLocked(cq, n, out); }
   // The timers of every listed QP run as if the clock read `when`.
   static void FireTimers(Engine& e, Clock::time_point when) { e.CheckListedTimers(when); }
 

@@ -5,11 +5,14 @@
 // path's per-QP counts (two processes): tools_qp_counters.
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 
 #include "engine/observe/stats_publisher.h"
+#include "engine_test_peer.h"
 #include "rc_pair.h"
 
 namespace softrnic::engine::testing {
@@ -183,6 +186,38 @@ TEST_F(QpLinesTest, BoundedBusiestFirstAndDestroyedLeave) {
   ASSERT_EQ(f.qps.size(), 1u);
   EXPECT_EQ(f.qps[0].qpn, busy);
   publisher.Stop();
+}
+
+// An application that polls holds the engine lock nearly all the time: the
+// publisher, finding it busy, asks the next holder for a copy of the
+// counters (stats_handover.h) and publishes that, without ever getting the
+// lock itself. Here the test holds the lock throughout, as such an
+// application would for the instants the publisher looks, and a malformed
+// packet counted under it reaches the file through one poll.
+TEST_F(QpLinesTest, CountersReachTheFileWhileTheLockStaysBusy) {
+  Open({});
+  StatsPublisher publisher(a_.dev->engine(), std::chrono::milliseconds(10));
+  ASSERT_TRUE(publisher.enabled());
+  Engine& e = a_.dev->engine();
+  const uint64_t before = Read(publisher).Get("rx_dropped_parse");
+  std::unique_lock lock(e.mu_);
+  uint8_t runt[4] = {0x04, 0, 0xFF, 0xFF};  // shorter than a BTH
+  transport::RxPacket rx{};
+  rx.data = runt;
+  rx.length = sizeof(runt);
+  EngineTestPeer::Dispatch(e, rx);
+  ASSERT_EQ(EngineTestPeer::stats(e).rx_dropped_parse, before + 1);
+  // The publisher looks (and asks) while the lock is held; a poll under the
+  // lock then gives it the copy, at every round until it has published.
+  bool published = false;
+  for (int i = 0; i < 200 && !published; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    Completion wc[1];
+    EngineTestPeer::PollCq(e, a_.cq, 1, wc);
+    published = Read(publisher).Get("rx_dropped_parse") == before + 1;
+  }
+  lock.unlock();
+  EXPECT_TRUE(published);
 }
 
 }  // namespace

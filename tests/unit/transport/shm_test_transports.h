@@ -17,7 +17,8 @@ namespace softrnic::transport {
 
 // Addresses of this test process's own: 127.(200 + which).<pid>, each test
 // file with `which` values of its own (shm_path_test.cc 0-11,
-// shm_delivery_test.cc 30, 31, 37, shm_registry_test.cc 40-46).
+// shm_delivery_test.cc 30, 31, 37, shm_stall_alarm_test.cc 32, 33,
+// shm_registry_test.cc 40-46).
 inline std::string TestIp(int which) {
   const pid_t pid = getpid();
   return "127." + std::to_string(200 + which) + "." + std::to_string((pid >> 8) & 0xff) + "." +
