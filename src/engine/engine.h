@@ -149,6 +149,9 @@ class Engine : private ProgressHost {
   // lock (queues.h: queue memory is never freed under it).
   void AddChannelLocked(std::unique_ptr<CompletionChannel> channel) REQUIRES(mu_);
   int RemoveChannelLocked(CompletionChannel* channel) REQUIRES(mu_);
+  // A thread leaves ibv_get_cq_event on `channel` (it entered with
+  // ++channel->waiters): a destroyed channel goes with its last waiter.
+  void LeaveChannelLocked(CompletionChannel* channel) REQUIRES(mu_);
   int AddCqLocked(std::unique_ptr<Cq>& cq) REQUIRES(mu_);
   int RemoveCqLocked(Cq* cq, uint32_t* async_events_reported, std::unique_ptr<Cq>* doomed)
       REQUIRES(mu_);
@@ -275,6 +278,8 @@ class Engine : private ProgressHost {
   std::vector<std::unique_ptr<Mw>> mws_ GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Cq>> cqs_ GUARDED_BY(mu_);
   std::vector<std::unique_ptr<CompletionChannel>> channels_ GUARDED_BY(mu_);
+  // Destroyed while a thread waited on them (RemoveChannelLocked).
+  std::vector<std::unique_ptr<CompletionChannel>> destroyed_channels_ GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Srq>> srqs_ GUARDED_BY(mu_);
   // XRC (xrc.cc): the domains, and the XRC SRQs by the number requests name.
   std::vector<std::unique_ptr<Xrcd>> xrcds_ GUARDED_BY(mu_);

@@ -27,10 +27,10 @@ int Device::DestroyCompletionChannel(CompletionChannel* channel) {
 
 int Device::CompletionChannelFd(const CompletionChannel* channel) const { return channel->pipe.read_fd(); }
 
-int Device::GetCqEvent(CompletionChannel* channel, void** cq_handle) {
-  // Waits outside the lock: a blocking reader must not stall the engine.
-  if (int err = engine_->AwaitChannelEvent(channel)) return err;
-  SpinLock lock(engine_->mu_);
+namespace {
+
+// The event ibv_get_cq_event hands out (under the engine lock).
+int TakePendingEvent(CompletionChannel* channel, void** cq_handle) {
   if (channel->pending.empty()) return EIO;
   Cq* cq = channel->pending.front();
   channel->pending.pop_front();
@@ -39,6 +39,23 @@ int Device::GetCqEvent(CompletionChannel* channel, void** cq_handle) {
   *cq_handle = cq->handle;
   return 0;
 }
+
+}  // namespace
+
+int Device::GetCqEvent(CompletionChannel* channel, void** cq_handle) {
+  {
+    // Counted, so that a channel destroyed meanwhile stays until we leave.
+    SpinLock lock(engine_->mu_);
+    ++channel->waiters;
+  }
+  // Waits outside the lock: a blocking reader must not stall the engine.
+  const int err = engine_->AwaitChannelEvent(channel);
+  SpinLock lock(engine_->mu_);
+  const int rc = err != 0 ? err : TakePendingEvent(channel, cq_handle);
+  engine_->LeaveChannelLocked(channel);
+  return rc;
+}
+
 
 int Device::CreateCq(uint32_t cqe, CompletionChannel* channel, void* handle, Cq** out,
                      std::pmr::memory_resource* queue_memory) {

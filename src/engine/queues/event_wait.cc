@@ -20,6 +20,7 @@
 // when empty): its owner polls it, and a packet is not an event.
 #include <fcntl.h>
 #include <poll.h>
+#include <unistd.h>
 
 #include <cerrno>
 
@@ -58,6 +59,7 @@ int Engine::AwaitChannelEvent(CompletionChannel* channel) {
       // the lock, the sleep is announced to shared-memory peers (their
       // doorbell), and refused if input arrived meanwhile (transport.h).
       SpinLock lock(mu_);
+      if (channel->destroyed) break;
       const bool progressed = PollOnceForWaiterLocked(channel);
       if (channel->TakeUnsignaled()) {
         ++stats_.cq_events_inline;
@@ -95,6 +97,12 @@ int Engine::AwaitChannelEvent(CompletionChannel* channel) {
     // plain read of the channel would.
     if (fds[0].revents != 0) return ReadEventByte(event_fd);
   }
+  // The application destroyed the channel while this thread waited on it.
+  // A read of a real channel's fd blocks on (closing an fd does not end a
+  // read of it in another thread): so does this thread, without touching
+  // the engine again (the process may be tearing it down). pause() is a
+  // cancellation point, as the read is.
+  for (;;) pause();
 }
 
 }  // namespace softrnic::engine

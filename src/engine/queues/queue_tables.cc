@@ -15,7 +15,19 @@ void Engine::AddChannelLocked(std::unique_ptr<CompletionChannel> channel) {
 
 int Engine::RemoveChannelLocked(CompletionChannel* channel) {
   if (channel->users > 0) return EBUSY;
-  return EraseOwned(channels_, channel) ? 0 : EINVAL;
+  if (channel->waiters == 0) return EraseOwned(channels_, channel) ? 0 : EINVAL;
+  // A thread still blocks in ibv_get_cq_event on it (rping's CQ thread when
+  // its server gives up on a connection): destroyed for the application,
+  // kept for that thread (queues.h), freed when the last waiter leaves.
+  std::unique_ptr<CompletionChannel> kept = TakeOwned(channels_, channel);
+  if (!kept) return EINVAL;
+  kept->destroyed = true;
+  destroyed_channels_.push_back(std::move(kept));
+  return 0;
+}
+
+void Engine::LeaveChannelLocked(CompletionChannel* channel) {
+  if (--channel->waiters == 0 && channel->destroyed) EraseOwned(destroyed_channels_, channel);
 }
 
 int Engine::AddCqLocked(std::unique_ptr<Cq>& cq) {

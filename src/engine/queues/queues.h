@@ -61,6 +61,12 @@ class CompletionChannel {
   EventPipe pipe;
   std::deque<Cq*> pending;
   int users = 0;
+  // Threads inside ibv_get_cq_event on it (Device::GetCqEvent). A channel
+  // destroyed while some are is kept (Engine::RemoveChannelLocked) until
+  // they leave, and they never get an event: as a read of a real channel's
+  // fd that another thread closed, they block (AwaitChannelEvent).
+  int waiters = 0;
+  bool destroyed = false;
   // Events in `pending` whose byte was not written (see above).
   uint32_t unsignaled = 0;
   // The channel whose waiter is running a pass on this thread (set around

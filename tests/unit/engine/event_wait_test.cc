@@ -5,6 +5,7 @@
 // then turn the arriving SEND into a completion and an event.
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <chrono>
@@ -455,6 +456,41 @@ TEST(EventWait, NonBlockingChannelIsOnlyRead) {
   ASSERT_EQ(b.side.dev->ArmCq(b.side.cq, false), 0);
   void* handle = nullptr;
   EXPECT_EQ(b.side.dev->GetCqEvent(b.channel, &handle), EAGAIN);
+}
+
+// rping's server, refusing a connection, destroys its QP, CQ and channel
+// while its CQ thread still blocks in ibv_get_cq_event. A real channel's
+// read goes on blocking (closing the fd does not end it); the waiter here
+// must too, and never touch the freed channel (it did: ASan saw the
+// waiter's next pass read it, and a ppoll on the closed pipe returned).
+TEST(EventWait, AChannelDestroyedUnderItsWaiterLeavesItBlocked) {
+  const QpOptions o;
+  Side a;
+  ChannelSide b;
+  OpenToChannelSide(a, b, o);
+  ASSERT_EQ(b.side.dev->ArmCq(b.side.cq, false), 0);
+  std::atomic<bool> returned{false};
+  std::thread waiter([&] {
+    void* handle = nullptr;
+    b.side.dev->GetCqEvent(b.channel, &handle);
+    returned = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_FALSE(returned.load());
+  ASSERT_EQ(b.side.dev->DestroyQp(b.side.qp), 0);
+  ASSERT_EQ(b.side.dev->DestroyCq(b.side.cq), 0);
+  EXPECT_EQ(b.side.dev->DestroyCompletionChannel(b.channel), 0);
+  // Packets for the QP that is gone wake the waiter (it watches the
+  // transport): it must find the channel destroyed and block on.
+  for (int i = 0; i < 3; ++i) {
+    Sge send = SgeOf(a, 0, 64);
+    ASSERT_EQ(a.dev->PostSend(a.qp, MakeWr(WrOpcode::kSend, uint64_t(i), {&send, 1})), 0);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(returned.load());
+  // Cancelled, as a thread blocked in a read can be.
+  pthread_cancel(waiter.native_handle());
+  waiter.join();
 }
 
 }  // namespace

@@ -186,8 +186,11 @@ TEST_F(SealedTest, DuplicatedPacketsAreReplaysAndTheDataStillArrives) {
   }
   const EngineStats st = StatsOf(*b_.dev);
   EXPECT_GT(st.rx_dropped_seal_replay, 0u);
-  // Every duplicate was caught by the seal, before RC's own duplicate check.
-  EXPECT_EQ(st.rx_duplicates, 0u);
+  // Every duplicate was caught by the seal, before RC's own duplicate
+  // check. A retransmission is sealed anew (a fresh nonce: not a replay),
+  // so RC may see one for each packet A resent (an ACK late under a loaded
+  // CI run did that once) and no more.
+  EXPECT_LE(st.rx_duplicates, StatsOf(*a_.dev).tx_retransmit_packets);
 }
 
 TEST_F(SealedTest, RequiredWithoutAKeyRefusesToConnect) {
