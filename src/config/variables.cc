@@ -116,8 +116,15 @@ constexpr std::array kVariables = {
     Variable{"SOFTRNIC_SPIN_US", Kind::kInteger, "0", "0..1000000",
              "How long (us) the progress thread keeps busy-polling after the last work it saw "
              "before it sleeps in epoll; larger = lower wake-up latency for passive targets, more "
-             "CPU burnt (on a 2-CPU machine it competes with the application)",
+             "CPU burnt (on a 2-CPU machine it competes with the application). `0`: the spin "
+             "adapts (SOFTRNIC_ADAPTIVE_SPIN_US)",
              "engine", 0, 1000000},
+    Variable{"SOFTRNIC_ADAPTIVE_SPIN_US", Kind::kInteger, "50", "0..1000",
+             "How long (us) the progress thread busy-polls after its last work while requests "
+             "keep arriving densely (a spin that catches work, or a sleep that ends in work within "
+             "100 us, earns the next spin; an empty one costs four); never on a thread allowed one "
+             "CPU. `0`: never spin (docs/engine.md, \"Adaptive spin\")",
+             "engine", 0, 1000},
     Variable{"SOFTRNIC_PROGRESS_RT", Kind::kFlag, "0", "0|1",
              "`1`: run the progress thread `SCHED_FIFO` priority 1 (needs root, `CAP_SYS_NICE` or "
              "an `RLIMIT_RTPRIO`; ignored otherwise). Helps passive targets such as "

@@ -41,8 +41,9 @@ Engine::Engine(std::unique_ptr<transport::Transport> transport, DeviceAttr attr,
       attr_(std::move(attr)),
       transport_(std::move(transport)),
       progress_(*this, *transport_,
-                ProgressSettings{std::chrono::microseconds(config.spin_us), config.progress_realtime,
-                                 config.placement_away}),
+                ProgressSettings{std::chrono::microseconds(config.spin_us),
+                                 std::chrono::microseconds(config.adaptive_spin_us),
+                                 config.progress_realtime, config.placement_away}),
       peer_memory_(transport_->peer_memory()),
       udp_port_(config.udp.port) {
   if (peer_memory_ != nullptr && config.shm_direct)

@@ -28,6 +28,7 @@ EngineConfig ReadSettings(const config::Environment& env) {
   c.zerocopy_tx = env.Flag("SOFTRNIC_ZEROCOPY_TX");
   c.shm_direct = env.Flag("SOFTRNIC_SHM_DIRECT");
   c.spin_us = static_cast<unsigned>(env.Integer("SOFTRNIC_SPIN_US"));
+  c.adaptive_spin_us = static_cast<unsigned>(env.Integer("SOFTRNIC_ADAPTIVE_SPIN_US"));
   c.progress_realtime = env.Flag("SOFTRNIC_PROGRESS_RT");
   c.placement_away = env.Choice("SOFTRNIC_PLACEMENT") == "away";
 

@@ -36,6 +36,7 @@ struct EngineConfig {
   bool zerocopy_tx = true;                          // SOFTRNIC_ZEROCOPY_TX
   bool shm_direct = true;                           // SOFTRNIC_SHM_DIRECT
   unsigned spin_us = 0;                             // SOFTRNIC_SPIN_US
+  unsigned adaptive_spin_us = 50;                   // SOFTRNIC_ADAPTIVE_SPIN_US
   bool progress_realtime = false;                   // SOFTRNIC_PROGRESS_RT
   bool placement_away = false;                      // SOFTRNIC_PLACEMENT=away
 

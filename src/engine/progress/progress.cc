@@ -15,6 +15,7 @@
 
 #include "common/background_thread.h"
 #include "common/shared_futex.h"
+#include "engine/progress/adaptive_spin.h"
 #include "engine/timeout.h"
 #include "transport/transport.h"
 
@@ -117,6 +118,15 @@ void PlaceAwayFromApplication(const cpu_set_t& app_cpus) {
     if (!CPU_ISSET(c, &app_cpus)) CPU_SET(c, &other);
   if (CPU_COUNT(&other) == 0) return;
   sched_setaffinity(0, sizeof(other), &other);
+}
+
+// Whether the calling thread may run on two CPUs or more: a spin on a
+// thread confined to one CPU only takes it from the application.
+bool MayCpuSpin() {
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  if (sched_getaffinity(0, sizeof(mine), &mine) != 0) return false;
+  return CPU_COUNT(&mine) >= 2;
 }
 
 // SOFTRNIC_PROGRESS_RT=1: run the progress thread SCHED_FIFO (needs
@@ -362,7 +372,8 @@ void Progress::Run() {
   if (settings_.placement_away) PlaceAwayFromApplication(app_cpus_);
   // Under SCHED_FIFO this thread must never spin on the lock: it would
   // starve the application thread holding it (the loop below never does).
-  if (settings_.realtime) MakeRealtime();
+  const bool realtime = settings_.realtime && MakeRealtime();
+  AdaptiveSpin adaptive(settings_.adaptive_spin, !realtime && MayCpuSpin());
   Clock::time_point last_work = Clock::now();
   uint64_t seen_activity = app_activity_.load(std::memory_order_relaxed);
   std::chrono::nanoseconds polling_window = kAppPollingWindow;
@@ -403,7 +414,10 @@ void Progress::Run() {
     }
     WatchRequests(true);
     const Clock::time_point now = Clock::now();
-    switch (host_.ProgressThreadPass(now - last_work >= settings_.spin)) {
+    // SOFTRNIC_SPIN_US spins after every work; otherwise the spin adapts.
+    const bool may_sleep = settings_.spin.count() > 0 ? now - last_work >= settings_.spin
+                                                      : adaptive.MaySleep(now);
+    switch (host_.ProgressThreadPass(may_sleep)) {
       case PassResult::kLockBusy:
         // An application thread is inside the engine (a streaming client
         // posting a burst, or polling): leave the packets to it while it
@@ -430,9 +444,11 @@ void Progress::Run() {
         // More may be queued (a pass is bounded; edge-triggered epoll would
         // not report it again): go round before sleeping.
         last_work = now;
+        adaptive.Worked(now);
         continue;
       case PassResult::kIdle:
-        CpuRelax();  // SOFTRNIC_SPIN_US
+        adaptive.Idle(now);
+        CpuRelax();  // spinning
         continue;
       case PassResult::kSleepRefused:
         continue;
@@ -444,6 +460,7 @@ void Progress::Run() {
     WaitForEvents(TimeoutUntil(sleep_deadline_, &timeout));
     sleeping_.store(false, std::memory_order_release);
     transport_->WokeUp();
+    adaptive.WokeUp();
   }
 }
 

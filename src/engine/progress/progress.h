@@ -64,6 +64,9 @@ class ProgressHost {
 
 struct ProgressSettings {
   std::chrono::microseconds spin{0};  // SOFTRNIC_SPIN_US: busy-poll after the last work
+  // SOFTRNIC_ADAPTIVE_SPIN_US: busy-poll while requests arrive densely
+  // (adaptive_spin.h); used when `spin` is 0.
+  std::chrono::microseconds adaptive_spin{50};
   bool realtime = false;              // SOFTRNIC_PROGRESS_RT
   bool placement_away = false;        // SOFTRNIC_PLACEMENT=away
 };
