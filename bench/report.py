@@ -418,6 +418,11 @@ def main():
     # them), so that a new full run's table is not followed by an older one.
     if not has_tail:
         include_kept(w, "tail_results.md", TAIL_BEGIN, TAIL_END)
+    # Sections recorded by their own scripts or by hand (the host NIC across
+    # namespaces, sealed RC, storage and VMs), kept next to this script so
+    # that a full run does not drop them.
+    for kept in ("host_nic_results.md", "sealed_results.md", "storage_results.md"):
+        include_kept(w, kept, f"<!-- {kept} begin -->", f"<!-- {kept} end -->")
     # Issue 17's table, every row from this run (bench/report_issue17.py).
     issue17_section(w, d, meta, fails, fmt)
     # What limits the figures: analysis kept by hand next to this script.
