@@ -2,7 +2,10 @@
 // first softrnic process of a user that wants the host's addresses
 // (src/transport/host_nic/client.cc), never by hand in normal use:
 //
-//   softrnic-nicd --port 4791 [--foreground]
+//   softrnic-nicd --port 4791 [--foreground] [--stay]
+//
+// --stay: never leave for want of processes (root's nicd run as a service,
+// so that it owns the port before any user's: docs/host-nic.md, "Users").
 //
 // It binds its control socket, then detaches (setsid; the first process
 // exits, so the starting process reaps it at once) and serves until no
@@ -32,7 +35,7 @@ void OnTerminate(int) {
 }
 
 int Usage() {
-  std::fprintf(stderr, "usage: softrnic-nicd --port N [--foreground]\n");
+  std::fprintf(stderr, "usage: softrnic-nicd --port N [--foreground] [--stay]\n");
   return 2;
 }
 
@@ -41,6 +44,7 @@ int Usage() {
 int main(int argc, char** argv) {
   long port = -1;
   bool foreground = false;
+  bool stay = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--port" && i + 1 < argc) {
@@ -49,6 +53,8 @@ int main(int argc, char** argv) {
       if (*end != '\0') return Usage();
     } else if (a == "--foreground") {
       foreground = true;
+    } else if (a == "--stay") {
+      stay = true;
     } else {
       return Usage();
     }
@@ -89,7 +95,7 @@ int main(int argc, char** argv) {
   g_daemon = &daemon;
   std::signal(SIGTERM, OnTerminate);
   std::signal(SIGINT, OnTerminate);
-  const int rc = daemon.Run();
+  const int rc = stay ? daemon.Run(softrnic::transport::host_nic::kNeverIdleExit) : daemon.Run();
   g_daemon = nullptr;
   return rc == 0 ? 0 : 1;
 }

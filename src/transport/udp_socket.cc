@@ -237,7 +237,7 @@ bool OpenEndpoints(const UdpConfig& config,
     for (const EndpointSockets& e : lease->endpoints) {
       if (e.main.endpoint.gid.IsV4Mapped() != ipv4) continue;
       if (!add(e, error)) return false;
-      sockets += e.reply.fd >= 0 ? 2 : 1;
+      sockets += (e.reply.fd >= 0 ? 2 : 1) + (e.forwarded.fd >= 0 ? 1 : 0);
     }
     return true;
   };

@@ -48,12 +48,17 @@ struct LocalSocket {
   uint16_t local = 0;  // the endpoint (index into the transport's locals) it belongs to
   bool reply = false;  // the endpoint's reply socket (see the top of this file)
   bool group = false;  // a multicast group's socket (udp_multicast.h); endpoint = the group
+  // A host NIC channel (host_nic/protocol.h, forwarded leases): a unix
+  // datagram socket whose datagrams carry a ForwardHeader; endpoint = the
+  // address and port the datagrams were sent to.
+  bool forwarded = false;
 };
 
 // The sockets of one endpoint (see the top of this file).
 struct EndpointSockets {
   LocalSocket main;
   LocalSocket reply;  // fd -1: none
+  LocalSocket forwarded;  // fd -1: none (a host NIC channel: receive only)
   int owner_fd = -1;  // abstract unix socket naming the address:port, or -1
 };
 

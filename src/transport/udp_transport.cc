@@ -24,6 +24,7 @@
 
 #include "log/log.h"
 #include "transport/host_nic/client.h"
+#include "transport/host_nic/protocol.h"
 #include "transport/link_mtu.h"
 #include "transport/local_address.h"
 #include "transport/udp_multicast.h"
@@ -178,9 +179,10 @@ bool UdpTransport::AddEndpoint(const EndpointSockets& e, std::string* error) {
   auto close_all = [&] {
     close(e.main.fd);
     if (e.reply.fd >= 0) close(e.reply.fd);
+    if (e.forwarded.fd >= 0) close(e.forwarded.fd);
     if (e.owner_fd >= 0) close(e.owner_fd);
   };
-  if (sockets_.size() + 2 > kMaxReadySockets) {
+  if (sockets_.size() + 3 > kMaxReadySockets) {
     close_all();
     *error = "too many local addresses";
     return false;
@@ -215,8 +217,26 @@ bool UdpTransport::AddEndpoint(const EndpointSockets& e, std::string* error) {
   main_of_local_.push_back(static_cast<uint16_t>(sockets_.size()));
   sockets_.push_back(e.main);
   sockets_.back().local = local;
-  locals_.push_back(e.main.endpoint);
+  // A host NIC channel's endpoint is the address and port peers send to;
+  // the main socket's (a port the kernel chose) is only where it sends
+  // from, and frames its ICRC with (UdpSender reads the socket's).
+  locals_.push_back(e.forwarded.fd >= 0 ? e.forwarded.endpoint : e.main.endpoint);
   owner_fds_.push_back(e.owner_fd);
+  if (e.forwarded.fd >= 0) {
+    // A host NIC channel: everything sent to the address for this process
+    // arrives here (requests and responses alike), so it is watched as the
+    // main socket is.
+    ev.data.u32 = static_cast<uint32_t>(sockets_.size());
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, e.forwarded.fd, &ev) != 0 ||
+        epoll_ctl(all_epoll_fd_, EPOLL_CTL_ADD, e.forwarded.fd, &ev) != 0) {
+      *error = "epoll_ctl: " + std::string(std::strerror(errno));
+      close(e.forwarded.fd);
+      if (e.reply.fd >= 0) close(e.reply.fd);
+      return false;
+    }
+    sockets_.push_back(e.forwarded);
+    sockets_.back().local = local;
+  }
   if (e.reply.fd < 0) return true;
   ev.data.u32 = static_cast<uint32_t>(sockets_.size());
   if (epoll_ctl(reply_epoll_fd_, EPOLL_CTL_ADD, e.reply.fd, &ev) != 0) {
@@ -248,8 +268,26 @@ bool UdpTransport::SplitDatagram(int slot, uint16_t sock, RxPacket* packets, int
   d.length = rx_hdrs_[slot].msg_len;
   d.truncated = (h.msg_flags & MSG_TRUNC) != 0;
   Endpoint src;
-  const bool ok = FromSockaddr(reinterpret_cast<const sockaddr*>(&rx_src_[slot]), h.msg_namelen,
-                               &src, nullptr);
+  bool ok = false;
+  host_nic::ForwardHeader fh;
+  if (s.forwarded) {
+    // What nicd's recvmsg said, in front of the datagram (host_nic/protocol.h).
+    // The channel's other end is root's nicd; a short or unmarked datagram
+    // is dropped as a runt (no source).
+    if (d.length >= sizeof(fh)) {
+      std::memcpy(&fh, d.data, sizeof(fh));
+      ok = fh.magic == host_nic::kForwardMagic && fh.source_length <= sizeof(fh.source) &&
+           FromSockaddr(reinterpret_cast<const sockaddr*>(fh.source), fh.source_length, &src,
+                        nullptr);
+      d.data += sizeof(fh);
+      d.length -= static_cast<uint32_t>(sizeof(fh));
+    } else {
+      d.length = 0;
+    }
+  } else {
+    ok = FromSockaddr(reinterpret_cast<const sockaddr*>(&rx_src_[slot]), h.msg_namelen, &src,
+                      nullptr);
+  }
   // The source's family must be the socket's: an IPv6 socket is V6ONLY, so
   // anything else is not a datagram it could have received.
   if (ok && src.gid.IsV4Mapped() == s.endpoint.gid.IsV4Mapped()) {
@@ -266,7 +304,12 @@ bool UdpTransport::SplitDatagram(int slot, uint16_t sock, RxPacket* packets, int
   d.src_port = src.port;
   d.dst_port = s.endpoint.port;
   d.group = s.group ? &s.endpoint.gid : nullptr;
-  ReadReceiveControl(h, d.length, &d.gro_segment_size, &d.traffic_class);
+  if (s.forwarded) {
+    d.gro_segment_size = fh.gro_segment_size < d.length ? fh.gro_segment_size : 0;
+    d.traffic_class = fh.traffic_class;
+  } else {
+    ReadReceiveControl(h, d.length, &d.gro_segment_size, &d.traffic_class);
+  }
   return splitter_.Split(d, s.local, rx_now_ns_, &next_segment_, packets, n, produced);
 }
 

@@ -94,8 +94,23 @@ bool StartNicd(const std::string& path, uint16_t port, std::string* why) {
 
 std::optional<ClientLease> AcquireLease(uint16_t port, const std::string& nicd_path,
                                         std::string* why) {
-  const std::string name = ControlSocketName(static_cast<uint32_t>(geteuid()), port);
+  const uint32_t euid = static_cast<uint32_t>(geteuid());
+  std::string name = ControlSocketName(euid, port);
   int fd = Connect(name);
+  // Root's nicd serves every user (forwarded leases). A user's own nicd
+  // would find the port taken by root's group while it runs.
+  bool via_root = false;
+  if ((fd == -ECONNREFUSED || fd == -ENOENT) && euid != 0) {
+    const std::string root_name = ControlSocketName(0, port);
+    const int root_fd = Connect(root_name);
+    if (root_fd >= 0 && PeerUid(root_fd) == 0) {
+      fd = root_fd;
+      name = root_name;
+      via_root = true;
+    } else if (root_fd >= 0) {
+      close(root_fd);  // not root's: an impostor, never trusted
+    }
+  }
   if (fd == -ECONNREFUSED || fd == -ENOENT) {
     const std::string path = nicd_path.empty() ? DefaultNicdPath() : nicd_path;
     if (path.empty() || access(path.c_str(), X_OK) != 0) {
@@ -118,7 +133,7 @@ std::optional<ClientLease> AcquireLease(uint16_t port, const std::string& nicd_p
   };
   // Another user can hold the abstract name first (names have no
   // permissions): such a "nicd" is never trusted with our traffic.
-  if (PeerUid(fd) != static_cast<int64_t>(geteuid()))
+  if (PeerUid(fd) != static_cast<int64_t>(via_root ? 0 : euid))
     return fail("the nicd socket '" + name + "' belongs to another user");
   Hello hello;
   hello.port = port;
@@ -132,10 +147,14 @@ std::optional<ClientLease> AcquireLease(uint16_t port, const std::string& nicd_p
   auto close_fds = [&] {
     for (int f : fds) close(f);
   };
+  // Forwarded exactly when another user's (root's) nicd serves us: our own
+  // nicd hands out members, root's never hands another uid one.
+  const bool forwarded = via_root;
   size_t wanted = 0;
   for (uint8_t i = 0; i < lease.count && i < kMaxLeaseEndpoints; ++i)
-    wanted += lease.endpoints[i].has_reply ? 2 : 1;
+    wanted += !forwarded && lease.endpoints[i].has_reply ? 2 : 1;
   if (lease.magic != kLeaseMagic || lease.count > kMaxLeaseEndpoints || fds.size() != wanted ||
+      (lease.error == 0 && lease.forwarded != (forwarded ? 1 : 0)) ||
       (lease.error == 0 && (lease.lane < kFirstLane || lease.lane > kLastLane))) {
     close_fds();
     return fail("nicd sent a malformed lease");
@@ -147,6 +166,7 @@ std::optional<ClientLease> AcquireLease(uint16_t port, const std::string& nicd_p
   ClientLease out;
   out.control_fd = fd;
   out.lane = lease.lane;
+  out.forwarded = forwarded;
   size_t next = 0;
   for (uint8_t i = 0; i < lease.count; ++i) {
     const LeaseEndpoint& le = lease.endpoints[i];
@@ -154,6 +174,27 @@ std::optional<ClientLease> AcquireLease(uint16_t port, const std::string& nicd_p
     Endpoint ep;
     std::memcpy(ep.gid.raw.data(), le.gid, 16);
     ep.port = le.port;
+    if (forwarded) {
+      // Sent from a socket of ours at the address (any port: RoCE v2 peers
+      // answer at the port they are configured with, and the ICRC is framed
+      // with the port the datagram leaves from); received through the
+      // channel, as sent to the address at the lease's port.
+      std::string error;
+      if (OpenSocket(LocalAddress{ep.gid, le.scope_id, ""}, 0, true, false, &e.main, &error) != 0) {
+        for (size_t k = next; k < fds.size(); ++k) close(fds[k]);
+        for (const EndpointSockets& done : out.endpoints) {
+          close(done.main.fd);
+          close(done.forwarded.fd);
+        }
+        return fail("host NIC: " + error);
+      }
+      e.forwarded.fd = fds[next++];
+      e.forwarded.endpoint = ep;
+      e.forwarded.scope_id = le.scope_id;
+      e.forwarded.forwarded = true;
+      out.endpoints.push_back(e);
+      continue;
+    }
     e.main.fd = fds[next++];
     e.main.endpoint = ep;
     e.main.scope_id = le.scope_id;

@@ -1,6 +1,8 @@
 // nicd, the host NIC daemon (daemon.h).
 #include "transport/host_nic/daemon.h"
 
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -13,12 +15,19 @@
 #include "common/secure_random.h"
 #include "log/log.h"
 #include "transport/endpoint_claim.h"
+#include "transport/udp_receive.h"
 #include "transport/udp_socket.h"
 
 namespace softrnic::transport::host_nic {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Datagrams Forward takes per recvmmsg, and the room for each: a forwarded
+// member has no GRO, so a datagram is one packet (or a fragmented one up to
+// what fits behind the header in the process's 64 KiB receive buffer).
+constexpr int kForwardBatch = 16;
+constexpr size_t kForwardSlot = 65536;
 
 // Whether address:port is free of every socket (no group, no other
 // binder): a bind without SO_REUSEPORT succeeds only then. A group nicd
@@ -34,7 +43,8 @@ bool PortFree(const LocalAddress& address, uint16_t port) {
 
 }  // namespace
 
-NicDaemon::NicDaemon(int listen_fd, uint16_t port) : listen_fd_(listen_fd), port_(port) {
+NicDaemon::NicDaemon(int listen_fd, uint16_t port)
+    : listen_fd_(listen_fd), port_(port), serves_other_users_(geteuid() == 0) {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   epoll_event ev{};
@@ -89,6 +99,8 @@ int NicDaemon::Run(std::chrono::milliseconds idle_exit) {
       if (fd == stop_fd_) return 0;
       if (fd == listen_fd_) {
         Accept();
+      } else if (forwards_.contains(fd)) {
+        Forward(fd);
       } else if (clients_.contains(fd)) {
         if (events[i].events & (EPOLLHUP | EPOLLERR)) {
           End(fd);
@@ -104,9 +116,13 @@ int NicDaemon::Run(std::chrono::milliseconds idle_exit) {
 void NicDaemon::Accept() {
   const int conn = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
   if (conn < 0) return;
-  // Only our own user (docs/host-nic.md, "Users"): the sockets handed out
-  // can re-program the whole group, so they never leave this uid.
-  if (PeerUid(conn) != static_cast<int64_t>(geteuid())) {
+  // Our own user gets members (docs/host-nic.md, "Users"). A member can
+  // re-program the whole group, so it never leaves this uid: root's nicd
+  // serves the other users through channels (forwarded), any other nicd
+  // refuses them.
+  const int64_t uid = PeerUid(conn);
+  const bool own = uid == static_cast<int64_t>(geteuid());
+  if (!own && !(serves_other_users_ && uid >= 0)) {
     ++counters_.leases_refused;
     close(conn);
     return;
@@ -118,7 +134,9 @@ void NicDaemon::Accept() {
     close(conn);
     return;
   }
-  clients_[conn] = Client{};
+  Client c;
+  c.forwarded = !own;
+  clients_[conn] = c;
 }
 
 void NicDaemon::Serve(int conn) {
@@ -201,15 +219,25 @@ void NicDaemon::Lease(int conn, const Hello& hello) {
   }
   c.lane = static_cast<uint8_t>(lane);
   lease.lane = c.lane;
+  lease.forwarded = c.forwarded ? 1 : 0;
+  std::vector<int> close_after;  // the processes' ends of the channels
   RefreshGroups();
   for (Group& g : groups_) {
     if (lease.count >= kMaxLeaseEndpoints) break;
     if (g.members.empty() && !PortFree(g.address, port_)) continue;
     Member main{-1, conn, false}, reply{-1, conn, true};
+    int channel[2] = {-1, -1};
+    if (c.forwarded && socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, channel) != 0) continue;
     LocalSocket s;
     std::string error;
-    if (OpenSocket(g.address, port_, true, true, &s, &error) != 0) continue;
+    // A forwarded member has no GRO: each datagram then fits the process's
+    // receive buffer behind its ForwardHeader.
+    if (OpenSocket(g.address, port_, !c.forwarded, true, &s, &error) != 0) {
+      if (channel[0] >= 0) close(channel[0]), close(channel[1]);
+      continue;
+    }
     main.fd = s.fd;
+    main.channel = channel[0];
     g.members.push_back(main);
     if (g.members.size() == 1) {
       g.gro = s.gro;
@@ -218,8 +246,29 @@ void NicDaemon::Lease(int conn, const Hello& hello) {
         // A process of ours owns the address on its own and joined the
         // group we just made: leave it to that process.
         RemoveMember(g, 0);
+        if (channel[1] >= 0) close(channel[1]);
         continue;
       }
+    }
+    if (c.forwarded) {
+      // The channel runs one way, and nicd never blocks on it: a full one
+      // (a process that stopped reading) drops, counted.
+      (void)fcntl(channel[0], F_SETFL, O_NONBLOCK);
+      EnlargeSocketBuffers(channel[0]);
+      EnlargeSocketBuffers(channel[1]);
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.fd = main.fd;
+      (void)epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, main.fd, &ev);
+      forwards_[main.fd] = channel[0];
+      LeaseEndpoint& e = lease.endpoints[lease.count++];
+      std::memcpy(e.gid, g.address.gid.raw.data(), 16);
+      e.scope_id = g.address.scope_id;
+      e.port = port_;
+      fds.push_back(channel[1]);
+      close_after.push_back(channel[1]);
+      Reprogram(g);
+      continue;
     }
     LocalSocket r;
     if (OpenSocket(g.address, port_, true, true, &r, &error) == 0) {
@@ -231,13 +280,71 @@ void NicDaemon::Lease(int conn, const Hello& hello) {
     e.scope_id = g.address.scope_id;
     e.port = port_;
     e.has_reply = reply.fd >= 0;
-    e.gro = g.gro;
+    e.gro = s.gro;
     fds.push_back(main.fd);
     if (reply.fd >= 0) fds.push_back(reply.fd);
     Reprogram(g);
   }
   ++counters_.leases;
-  if (SendMessage(conn, &lease, sizeof(lease), fds) != 0) End(conn);
+  if (c.forwarded) ++counters_.forwarded_leases;
+  const int sent = SendMessage(conn, &lease, sizeof(lease), fds);
+  for (int fd : close_after) close(fd);
+  if (sent != 0) End(conn);
+}
+
+void NicDaemon::Forward(int fd) {
+  const auto it = forwards_.find(fd);
+  if (it == forwards_.end()) return;
+  const int channel = it->second;
+  if (!forward_buf_) forward_buf_.reset(new uint8_t[kForwardBatch * kForwardSlot]);
+  mmsghdr in[kForwardBatch], out[kForwardBatch];
+  iovec in_iov[kForwardBatch], out_iov[kForwardBatch];
+  sockaddr_in6 source[kForwardBatch];
+  alignas(cmsghdr) uint8_t control[kForwardBatch][64];
+  // Level-triggered: a batch per wake-up at most, so that a flood on one
+  // lane does not keep nicd from the others and from its control sockets.
+  for (int i = 0; i < kForwardBatch; ++i) {
+    uint8_t* slot = forward_buf_.get() + static_cast<size_t>(i) * kForwardSlot;
+    in_iov[i] = {slot + sizeof(ForwardHeader), kForwardSlot - sizeof(ForwardHeader)};
+    in[i] = {};
+    in[i].msg_hdr.msg_iov = &in_iov[i];
+    in[i].msg_hdr.msg_iovlen = 1;
+    in[i].msg_hdr.msg_name = &source[i];
+    in[i].msg_hdr.msg_namelen = sizeof(source[i]);
+    in[i].msg_hdr.msg_control = control[i];
+    in[i].msg_hdr.msg_controllen = sizeof(control[i]);
+  }
+  const int n = recvmmsg(fd, in, kForwardBatch, MSG_DONTWAIT, nullptr);
+  if (n <= 0) return;
+  int ready = 0;
+  for (int i = 0; i < n; ++i) {
+    const msghdr& h = in[i].msg_hdr;
+    if ((h.msg_flags & MSG_TRUNC) != 0 || h.msg_namelen > sizeof(ForwardHeader::source)) {
+      ++counters_.forward_drops;
+      continue;
+    }
+    ForwardHeader fh;
+    uint32_t gro = 0;
+    ReadReceiveControl(h, in[i].msg_len, &gro, &fh.traffic_class);
+    fh.gro_segment_size = static_cast<uint16_t>(gro);
+    fh.source_length = static_cast<uint8_t>(h.msg_namelen);
+    std::memcpy(fh.source, &source[i], h.msg_namelen);
+    uint8_t* slot = static_cast<uint8_t*>(in_iov[i].iov_base) - sizeof(ForwardHeader);
+    std::memcpy(slot, &fh, sizeof(fh));
+    out_iov[ready] = {slot, sizeof(ForwardHeader) + in[i].msg_len};
+    out[ready] = {};
+    out[ready].msg_hdr.msg_iov = &out_iov[ready];
+    out[ready].msg_hdr.msg_iovlen = 1;
+    ++ready;
+  }
+  int sent = 0;
+  while (sent < ready) {
+    const int r = sendmmsg(channel, out + sent, static_cast<unsigned>(ready - sent), MSG_DONTWAIT);
+    if (r <= 0) break;  // full (the process does not read) or gone: dropped
+    sent += r;
+  }
+  counters_.forwarded_datagrams += static_cast<uint64_t>(sent);
+  counters_.forward_drops += static_cast<uint64_t>(ready - sent);
 }
 
 void NicDaemon::Reprogram(Group& g, int without_client) {
@@ -266,6 +373,10 @@ void NicDaemon::RemoveMember(Group& g, size_t index) {
   // As the kernel does at close (sock_reuseport.c): the last member moves
   // into the hole. Every member is ours, so this close is the last one
   // (a served process's copy is closed already, or is about to be).
+  if (g.members[index].channel >= 0) {
+    forwards_.erase(g.members[index].fd);
+    close(g.members[index].channel);
+  }
   close(g.members[index].fd);
   g.members[index] = g.members.back();
   g.members.pop_back();

@@ -17,12 +17,20 @@
 // for kLaneQuarantine, so late packets for the dead QPNs reach no QP of a
 // new process.
 //
+// Root's nicd also serves other users, without handing them a member
+// (protocol.h, "forwarded"): it keeps their lanes' members and passes what
+// they receive to the process through a unix datagram channel. That costs
+// those users a hop through nicd per datagram (and nicd's wake-up); it is
+// the price of never letting another uid hold a socket that can re-program
+// the group.
+//
 // Thread-safety: one thread (Run).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -38,10 +46,14 @@ inline constexpr std::chrono::seconds kLaneQuarantine{10};
 // How long nicd stays with no process to serve (a server started right
 // after its predecessor exited finds it still there).
 inline constexpr std::chrono::seconds kIdleExit{2};
+// Run's idle_exit for a nicd that never leaves by itself (--stay).
+inline constexpr std::chrono::milliseconds kNeverIdleExit{std::chrono::hours(24 * 365 * 100)};
 
 struct DaemonCounters {
   uint64_t leases = 0, leases_refused = 0, leases_ended = 0;
   uint64_t program_attaches = 0, program_attach_errors = 0;
+  uint64_t forwarded_leases = 0;
+  uint64_t forwarded_datagrams = 0, forward_drops = 0;
 };
 
 class NicDaemon {
@@ -65,6 +77,7 @@ class NicDaemon {
     int fd = -1;
     int client = -1;  // the serving connection's fd
     bool reply = false;
+    int channel = -1;  // a forwarded lease's channel (nicd's end), or -1
   };
   // One host address's group, in the kernel's array order.
   struct Group {
@@ -75,12 +88,19 @@ class NicDaemon {
   };
   struct Client {
     uint8_t lane = 0;
+    bool forwarded = false;  // another uid: served through channels
     std::set<std::pair<uint16_t, uint16_t>> services;  // (port space, port)
   };
 
   void Accept();
   void Serve(int conn);  // one message from a served process
   void Lease(int conn, const Hello& hello);
+  // A forwarded lease's member: its own member socket (no GRO: a datagram
+  // then fits the process's receive buffer with its header) and a channel;
+  // returns the process's end of the channel, or -1.
+  int OpenForwardedMember(Group& g, int conn);
+  // Passes what the member `fd` received to its channel.
+  void Forward(int fd);
   void End(int conn);
   // Opens the groups of host addresses that appeared since the last lease.
   void RefreshGroups();
@@ -94,6 +114,11 @@ class NicDaemon {
   uint16_t port_;
   std::vector<Group> groups_;
   std::map<int, Client> clients_;  // by connection fd
+  std::map<int, int> forwards_;    // a forwarded member's fd -> its channel (nicd's end)
+  // Root's nicd serves every uid (other uids forwarded); any other nicd only
+  // its own.
+  const bool serves_other_users_;
+  std::unique_ptr<uint8_t[]> forward_buf_;  // Forward's receive slots, made at first use
   std::map<uint8_t, std::chrono::steady_clock::time_point> quarantine_;  // lane -> until
   DaemonCounters counters_;
 };

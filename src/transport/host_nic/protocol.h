@@ -11,9 +11,16 @@
 //   EOF either way                     the lease ends (nicd quarantines the lane)
 //
 // Every message is one fixed-size struct; anything else ends the
-// connection. nicd serves only its own effective uid and a process trusts
-// only a nicd of its own uid (SO_PEERCRED both ways): another user's
-// socket of that name is an impostor and is not used.
+// connection. A nicd serves its own effective uid with members of its
+// groups; a process trusts only a nicd of its own uid (SO_PEERCRED both
+// ways): another user's socket of that name is an impostor and is not used.
+// The one exception is root's nicd, which every user may trust: it serves
+// other uids too, but never hands them a member (a member can re-program
+// the whole group): their lease is *forwarded* (Lease::forwarded). nicd
+// keeps the lane's members, and passes each datagram they receive, with a
+// ForwardHeader in front, through a unix datagram channel per host address
+// whose other end is the lease's descriptor; the process sends from a
+// socket of its own bound to the address at a port the kernel picks.
 //
 // Thread-safety: pure functions and single-descriptor I/O.
 #pragma once
@@ -48,9 +55,28 @@ struct Lease {
   int32_t error = 0;  // 0, or why there is no lease (then no fds)
   uint8_t lane = 0;   // the top byte of every QPN and comm ID of the process
   uint8_t count = 0;  // endpoints[0..count)
-  uint16_t reserved = 0;
+  // 0: per endpoint a main and (has_reply) a reply member follow. 1: per
+  // endpoint one unix datagram channel follows, carrying ForwardHeader +
+  // datagram (root's nicd serving another uid).
+  uint8_t forwarded = 0;
+  uint8_t reserved = 0;
   LeaseEndpoint endpoints[kMaxLeaseEndpoints];
 };
+
+inline constexpr uint32_t kForwardMagic = 0x534e4631;  // "SNF1"
+
+// In front of every datagram on a forwarded lease's channel: what recvmsg
+// told nicd about it, which the process's receive path needs (the ICRC
+// covers the addresses and ports; the segment size cuts a coalesced
+// datagram; the traffic class carries ECN).
+struct ForwardHeader {
+  uint32_t magic = kForwardMagic;
+  uint16_t gro_segment_size = 0;  // 0: one packet
+  uint8_t traffic_class = 0;
+  uint8_t source_length = 0;      // bytes of `source` used (a sockaddr_in or _in6)
+  uint8_t source[28] = {};        // sockaddr_in / sockaddr_in6 as recvmsg returned it
+};
+static_assert(sizeof(ForwardHeader) == 36);
 
 enum class ServiceOp : uint16_t { kAdd = 1, kRemove = 2 };
 

@@ -87,11 +87,16 @@ for i in 0 1; do start_bg rs$i 60 run_in_ns $B ibv_rc_pingpong -g 0 -p $((19150 
 wait_listening 19150 19151
 tool="$SOFTRNIC_BUILD_DIR/bin/softrnic"
 stat_of() { LD_PRELOAD= timeout 10 "$tool" stat -p "$1" -r | awk -v n="$2" '$3 == n {print $4}'; }
-rs_pid=() rs_qpn=()
-for p in $(ip netns pids $B); do
-  [[ $(cat /proc/$p/comm 2>/dev/null) == ibv_rc_pingpong ]] || continue
-  q=$(LD_PRELOAD= timeout 10 "$tool" stat -q -p "$p" -P | sed -nE 's/.*qpn="([0-9]+)".*/\1/p' | head -1)
-  [[ -n "$q" ]] && { rs_pid+=("$p"); rs_qpn+=("$q"); }
+# A QP shows in the stats file at the publisher's next pass.
+for _ in $(seq 50); do
+  rs_pid=() rs_qpn=()
+  for p in $(ip netns pids $B); do
+    [[ $(cat /proc/$p/comm 2>/dev/null) == ibv_rc_pingpong ]] || continue
+    q=$(LD_PRELOAD= timeout 10 "$tool" stat -q -p "$p" -P | sed -nE 's/.*qpn="([0-9]+)".*/\1/p' | head -1)
+    [[ -n "$q" ]] && { rs_pid+=("$p"); rs_qpn+=("$q"); }
+  done
+  (( ${#rs_pid[@]} == 2 )) && break
+  sleep 0.1
 done
 (( ${#rs_pid[@]} == 2 )) || die "expected 2 servers with a QP on $B, found ${#rs_pid[@]}"
 for t in 0 1; do
@@ -115,19 +120,21 @@ kill_bg rs0; kill_bg rs1
 
 # ---- 2. checked ping-pongs; one server killed mid-run
 for i in 0 1 2 3; do
-  start_bg pps$i 120 run_in_ns $B ibv_rc_pingpong -e -g 0 -c -s 4096 -n 5000 -p $((19200 + i))
+  start_bg pps$i 120 run_in_ns $B ibv_rc_pingpong -e -g 0 -c -s 4096 -n 20000 -p $((19200 + i))
 done
 wait_listening 19200 19201 19202 19203
-for i in 0 1 2 3; do
-  start_bg ppc$i 120 run_in_ns $A ibv_rc_pingpong -e -g 0 -c -s 4096 -n 5000 -p $((19200 + i)) $IPB
-done
-sleep 1
+# The victim is found before the clients start (a run can end within a
+# second on a quiet machine).
 victim=""
 for p in $(ip netns pids $B); do
   if [[ $(cat /proc/$p/comm 2>/dev/null) == ibv_rc_pingpong ]] &&
-     tr '\0' ' ' </proc/$p/cmdline | grep -q -- '-p 19200'; then victim=$p; fi
+     tr '\0' ' ' </proc/$p/cmdline | grep -q -- '-p 19200 '; then victim=$p; fi
 done
 [[ -n "$victim" ]] || die "no ibv_rc_pingpong server for port 19200 on $B"
+for i in 0 1 2 3; do
+  start_bg ppc$i 120 run_in_ns $A ibv_rc_pingpong -e -g 0 -c -s 4096 -n 20000 -p $((19200 + i)) $IPB
+done
+sleep 0.3
 kill -KILL "$victim"
 log "killed the server of port 19200 (pid $victim)"
 for i in 1 2 3; do
@@ -198,11 +205,11 @@ done
 # QPs carry on (their sockets and the kernel's steering program outlive it;
 # docs/host-nic.md, "When nicd dies")
 for i in 0 1; do
-  start_bg kds$i 120 run_in_ns $B ibv_rc_pingpong -e -g 0 -c -s 4096 -n 5000 -p $((19400 + i))
+  start_bg kds$i 120 run_in_ns $B ibv_rc_pingpong -e -g 0 -c -s 4096 -n 20000 -p $((19400 + i))
 done
 wait_listening 19400 19401
 for i in 0 1; do
-  start_bg kdc$i 120 run_in_ns $A ibv_rc_pingpong -e -g 0 -c -s 4096 -n 5000 -p $((19400 + i)) $IPB
+  start_bg kdc$i 120 run_in_ns $A ibv_rc_pingpong -e -g 0 -c -s 4096 -n 20000 -p $((19400 + i)) $IPB
 done
 sleep 0.5
 nicd=$(nicd_pids)

@@ -16,11 +16,15 @@
 #              the victim's port naming pid 1 -> the victim's rdma_listen
 #              succeeds (no EADDRINUSE) and the pair completes
 #   squat      nobody runs its own rping server on the victim's port first
-#              -> the victim's server still listens, the victim's client
-#              reaches the victim's server, nobody's server sees nothing;
-#              and a victim client with no victim server is not connected
-#              to nobody's (same-host rdma_cm between two users does not go
-#              through the registry: docs/rdmacm.md)
+#              -> a victim client with no victim server is not connected to
+#              nobody's (same-host rdma_cm between two users does not go
+#              through the registry: docs/rdmacm.md); the victim's server
+#              on that port gets a clean EADDRINUSE while nobody's holds it
+#              when root's nicd serves both users (the port is the host's
+#              then, first come as in the kernel's rdma_cm and TCP:
+#              docs/host-nic.md, "Users"), or listens beside it otherwise;
+#              once nobody's listener is gone, the victim's server listens
+#              and its client reaches it, and nobody's server saw nothing
 # Runs in a private mount namespace with its own /dev/shm (no interference
 # with other tests' registries), on per-process loopback addresses.
 #
@@ -137,13 +141,26 @@ for c in "${cases[@]}"; do
         rc=1; log "the victim's client talked to nobody's server (exit $lone)"
       fi
       result $rc "squat: a victim client is not connected to nobody's listener"
-      # 2. The victim's own server on the same port listens and is reached.
+      # 2. The victim's own server on the same port: it listens beside
+      # nobody's, or (root's nicd serving both at the host address, where
+      # the port is the host's) its listen fails cleanly with EADDRINUSE.
+      timeout -k 2 3 rping -s -v -C 3 -p $PORT >"$SOFTRNIC_TMP/squat-held.log" 2>&1
+      held=$?
+      rc=0
+      if grep -q "rdma_listen: Address already in use" "$SOFTRNIC_TMP/squat-held.log"; then
+        log "the victim's listen while nobody's holds the port: EADDRINUSE (the host's port)"
+      elif (( held != 124 )); then
+        rc=1; log "the victim's server while nobody's listens: exit $held: $(tail -2 "$SOFTRNIC_TMP/squat-held.log" | tr '\n' ' ')"
+      fi
+      result $rc "squat: the victim's listen beside nobody's either works or fails with EADDRINUSE"
+      # 3. Once nobody's listener is gone, the victim's server listens and
+      # its client reaches it; nobody's server never saw a ping.
+      kill_bg squat-attacker
       rc=0; rping_pair squat $PORT || rc=1
       if grep -q 'ping data' "$(bg_log_file squat-attacker)"; then
         rc=1; log "nobody's server received the victim's pings"
       fi
-      result $rc "squat: the victim's listen succeeds and its client reaches the victim's server"
-      kill_bg squat-attacker ;;
+      result $rc "squat: the victim's server then listens and its client reaches it" ;;
     *) die "unknown case $c" ;;
   esac
 done

@@ -13,9 +13,12 @@
 #             (softrnic-nicd-0-4791) first -> the victim does not trust it
 #             (another uid) and still owns hostIP:4791, binding alone
 #   lease     while root's nicd serves a root process, nobody asks it for a
-#             lease (refused: no descriptor comes back) and binds
-#             hostIP:4791 with SO_REUSEPORT to join the group (EADDRINUSE):
-#             nobody receives none of root's packets (docs/host-nic.md)
+#             lease (root's nicd serves other users forwarded: what comes
+#             back are unix channels, never a UDP socket of the group) and
+#             binds hostIP:4791 with SO_REUSEPORT to join the group
+#             (EADDRINUSE): nobody holds no member, so it can neither
+#             receive root's packets nor re-program the group
+#             (docs/host-nic.md, "Users")
 # What this cannot cover: binding UDP hostIP:4791 itself before any softrnic
 # process runs takes the host address from every softrnic process of other
 # users (RoCE v2's port is fixed and unprivileged): docs/security.md.
@@ -137,8 +140,15 @@ try:
     s.send(struct.pack("<IHH", 0x534e4831, 4791, 0))  # Hello
     s.settimeout(5)
     data, anc, flags, _ = s.recvmsg(4096, socket.CMSG_SPACE(64 * 4))
-    fds = sum(len(d) // 4 for (l, t, d) in anc if t == socket.SCM_RIGHTS)
-    print("lease bytes=%d fds=%d" % (len(data), fds))
+    fds = []
+    for (l, t, d) in anc:
+        if t == socket.SCM_RIGHTS:
+            fds += array.array("i", d[: len(d) - len(d) % 4]).tolist()
+    fams = [socket.socket(fileno=f).family for f in fds]
+    inet = sum(1 for f in fams if f in (socket.AF_INET, socket.AF_INET6))
+    # Lease: magic, error, lane, count, forwarded (protocol.h).
+    print("lease bytes=%d fds=%d inet=%d forwarded=%d" %
+          (len(data), len(fds), inet, data[10] if len(data) > 10 else -1))
 except OSError as e:
     print("lease refused:", e.strerror)
 u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -151,8 +161,9 @@ except OSError as e:
       log "nobody: $(tr '\n' ' ' <<<"$out")"
       kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
       ok=1
-      grep -qE "^lease (refused|bytes=0 fds=0)" <<<"$out" && grep -q "^bind: EADDRINUSE" <<<"$out" && ok=0
-      result $ok "lease: nobody gets no socket from root's nicd and cannot join root's group" ;;
+      grep -qE "^lease bytes=[0-9]+ fds=[1-9][0-9]* inet=0 forwarded=1" <<<"$out" &&
+        grep -q "^bind: EADDRINUSE" <<<"$out" && ok=0
+      result $ok "lease: root's nicd gives nobody channels, no socket of its group, and nobody cannot join the group" ;;
     *) die "unknown case $c" ;;
   esac
 done

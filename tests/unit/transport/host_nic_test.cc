@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -247,6 +248,102 @@ TEST_F(NicdInProcess, EachLeaseGetsItsLaneAndKeepsItAsOthersComeAndGo) {
   EXPECT_EQ(ArrivesAt(sender_, to, Packet(kRcSendOnly, qb), fds_bc), 0);
   Release(*b);
   Release(*c);
+}
+
+// Root's nicd serves another uid without handing it a member: the lease
+// is forwarded (a channel per address; the process's own socket, at another
+// port, for sending), and a datagram for its lane arrives on the channel
+// behind a ForwardHeader naming its true source.
+TEST_F(NicdInProcess, AnotherUserIsForwardedThroughAChannelNeverAMember) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (a second uid)";
+  int to_parent[2], to_child[2];
+  ASSERT_EQ(pipe(to_parent), 0);
+  ASSERT_EQ(pipe(to_child), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The other user: nobody. Exit codes name what failed.
+    if (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0) _exit(10);
+    std::string why;
+    auto lease = AcquireLease(port_, "/nonexistent", &why);
+    if (!lease) _exit(11);
+    if (!lease->forwarded) _exit(12);
+    const EndpointSockets* v4 = nullptr;
+    for (const EndpointSockets& e : lease->endpoints) {
+      if (e.reply.fd >= 0 || e.forwarded.fd < 0) _exit(13);  // a member, or no channel
+      if (e.main.endpoint.port == port_) _exit(14);         // its own socket is not at the port
+      if (e.main.endpoint.gid.IsV4Mapped() && v4 == nullptr) v4 = &e;
+    }
+    if (v4 == nullptr) _exit(20);  // no IPv4 host address: skipped by the parent
+    uint8_t msg[7] = {lease->lane};
+    std::memcpy(msg + 1, v4->main.endpoint.gid.raw.data() + 12, 4);
+    msg[5] = static_cast<uint8_t>(v4->main.endpoint.port >> 8);
+    msg[6] = static_cast<uint8_t>(v4->main.endpoint.port);
+    if (write(to_parent[1], msg, sizeof msg) != sizeof msg) _exit(15);
+    uint8_t go;
+    if (read(to_child[0], &go, 1) != 1) _exit(16);
+    pollfd p{v4->forwarded.fd, POLLIN, 0};
+    if (poll(&p, 1, 2000) != 1) _exit(17);
+    uint8_t buf[512];
+    const ssize_t n = recv(v4->forwarded.fd, buf, sizeof buf, 0);
+    ForwardHeader fh;
+    if (n < static_cast<ssize_t>(sizeof fh)) _exit(18);
+    std::memcpy(&fh, buf, sizeof fh);
+    Endpoint src;
+    if (fh.magic != kForwardMagic ||
+        !FromSockaddr(reinterpret_cast<const sockaddr*>(fh.source), fh.source_length, &src, nullptr))
+      _exit(19);
+    const std::vector<uint8_t> want =
+        Packet(wire::op::kRcSendOnly, uint32_t{lease->lane} << 16 | 0x0abc);
+    if (static_cast<size_t>(n) != sizeof fh + want.size() ||
+        std::memcmp(buf + sizeof fh, want.data(), want.size()) != 0)
+      _exit(21);
+    // The source travels along: the sender's IPv4 socket and its port.
+    if (!src.gid.IsV4Mapped() || src.port == 0) _exit(22);
+    // Nothing else (the packet for another lane) arrives.
+    if (poll(&p, 1, 300) != 0) _exit(23);
+    _exit(0);
+  }
+  close(to_parent[1]);
+  close(to_child[0]);
+  uint8_t msg[7];
+  const ssize_t got = read(to_parent[0], msg, sizeof msg);
+  int status = 0;
+  if (got != sizeof msg) {
+    waitpid(child, &status, 0);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 20) GTEST_SKIP() << "no IPv4 host address";
+    FAIL() << "the other user's lease failed: exit " << WEXITSTATUS(status);
+  }
+  Endpoint to;
+  uint32_t ip;
+  std::memcpy(&ip, msg + 1, 4);
+  to.gid = Gid::FromIpv4(ip);
+  to.port = port_;
+  const uint8_t lane = msg[0];
+  // The other user's socket for sending is its own, at another port.
+  EXPECT_NE((msg[5] << 8) | msg[6], port_);
+  auto send = [&](const std::vector<uint8_t>& packet) {
+    sockaddr_in6 sa{};
+    const socklen_t len = ToSockaddr(to, 0, &sa);
+    EXPECT_EQ(sendto(sender_, packet.data(), packet.size(), 0, reinterpret_cast<sockaddr*>(&sa), len),
+              static_cast<ssize_t>(packet.size()));
+  };
+  // Root's own lease, so that a second lane exists (its packets must not
+  // reach the other user).
+  std::string why;
+  auto mine = AcquireLease(port_, "/nonexistent", &why);
+  ASSERT_TRUE(mine) << why;
+  EXPECT_FALSE(mine->forwarded);
+  const uint8_t go = 1;
+  ASSERT_EQ(write(to_child[1], &go, 1), 1);
+  send(Packet(wire::op::kRcSendOnly, uint32_t{lane} << 16 | 0x0abc));
+  send(Packet(wire::op::kRcSendOnly, uint32_t{mine->lane} << 16 | 0x0abc));
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "the other user's check failed: exit " << WEXITSTATUS(status);
+  close(to_parent[0]);
+  close(to_child[1]);
+  Release(*mine);
 }
 
 TEST(HostNicProtocol, MalformedMessagesAreRefusedAndCloseTheirDescriptors) {
