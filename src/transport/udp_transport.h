@@ -61,7 +61,10 @@ bool ParseUdpConfig(const char* bind, const char* port, const char* faults, UdpC
 // How many datagrams one RecvBurst can return at most, and how large one
 // receive buffer is (any IPv4 UDP datagram fits, so nothing is truncated).
 inline constexpr int kUdpMaxRecvBurst = 32;
-inline constexpr uint32_t kUdpRecvBufferSize = 65536;
+// The largest UDP datagram (65,507 bytes of payload, a coalesced UDP_GRO
+// one included), with room in front for a host NIC channel's
+// ForwardHeader (host_nic/protocol.h), rounded up to a cache line.
+inline constexpr uint32_t kUdpRecvBufferSize = 65536 + 64;
 // Largest packet SendBurst accepts (IPv4 UDP payload limit).
 inline constexpr uint32_t kUdpMaxPayload = 65507;
 

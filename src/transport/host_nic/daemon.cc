@@ -17,17 +17,18 @@
 #include "transport/endpoint_claim.h"
 #include "transport/udp_receive.h"
 #include "transport/udp_socket.h"
+#include "transport/udp_transport.h"
 
 namespace softrnic::transport::host_nic {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Datagrams Forward takes per recvmmsg, and the room for each: a forwarded
-// member has no GRO, so a datagram is one packet (or a fragmented one up to
-// what fits behind the header in the process's 64 KiB receive buffer).
+// Datagrams Forward takes per recvmmsg, and the room for each: the largest
+// UDP datagram (a UDP_GRO run of them included) behind its ForwardHeader,
+// which the process's receive buffer holds too (kUdpRecvBufferSize).
 constexpr int kForwardBatch = 16;
-constexpr size_t kForwardSlot = 65536;
+constexpr size_t kForwardSlot = kUdpRecvBufferSize;
 
 // Whether address:port is free of every socket (no group, no other
 // binder): a bind without SO_REUSEPORT succeeds only then. A group nicd
@@ -230,9 +231,10 @@ void NicDaemon::Lease(int conn, const Hello& hello) {
     if (c.forwarded && socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, channel) != 0) continue;
     LocalSocket s;
     std::string error;
-    // A forwarded member has no GRO: each datagram then fits the process's
-    // receive buffer behind its ForwardHeader.
-    if (OpenSocket(g.address, port_, !c.forwarded, true, &s, &error) != 0) {
+    // A forwarded member coalesces too (UDP_GRO): a GSO run arrives whole,
+    // so the process's ICRC check knows each segment's IPv4 ID (its index
+    // in the run) and nicd forwards one datagram per run instead of 16.
+    if (OpenSocket(g.address, port_, true, true, &s, &error) != 0) {
       if (channel[0] >= 0) close(channel[0]), close(channel[1]);
       continue;
     }

@@ -95,10 +95,6 @@ class NicDaemon {
   void Accept();
   void Serve(int conn);  // one message from a served process
   void Lease(int conn, const Hello& hello);
-  // A forwarded lease's member: its own member socket (no GRO: a datagram
-  // then fits the process's receive buffer with its header) and a channel;
-  // returns the process's end of the channel, or -1.
-  int OpenForwardedMember(Group& g, int conn);
   // Passes what the member `fd` received to its channel.
   void Forward(int fd);
   void End(int conn);
