@@ -73,8 +73,6 @@ int main(int argc, char** argv) {
   const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
   if (bind(fd, reinterpret_cast<const sockaddr*>(&sa), len) != 0)
     return errno == EADDRINUSE ? 0 : 1;  // another nicd serves
-  if (listen(fd, 128) != 0) return 1;
-
   if (!foreground) {
     const pid_t pid = fork();
     if (pid < 0) return 1;
@@ -89,6 +87,11 @@ int main(int argc, char** argv) {
       if (null > 2) close(null);
     }
   }
+  // Listening only now, in the process that serves: a connection's
+  // SO_PEERCRED names the listener, so clients and `softrnic setup --remove`
+  // see the daemon's pid (a starter that connects in between is refused
+  // and retries: client.cc).
+  if (listen(fd, 128) != 0) return 1;
   std::signal(SIGPIPE, SIG_IGN);
   std::signal(SIGHUP, SIG_IGN);
   softrnic::transport::host_nic::NicDaemon daemon(fd, static_cast<uint16_t>(port));

@@ -14,14 +14,26 @@
 // /sys/class/infiniband does not exist (the kernel's ib_core is not loaded)
 // only /dev is set up, and the message says so.
 //
+//   root's softrnic-nicd               the host NIC daemon of this network
+//                                      namespace, run with --stay: it owns
+//                                      UDP 4791 at the host's addresses and
+//                                      serves every user's processes there
+//                                      (docs/host-nic.md, "Users"), so no
+//                                      user's own nicd takes the port first
+//
 // What was done is recorded in /run/softrnic/setup.state, one action per
 // line; running setup again re-renders sysfs (addresses change) and creates
 // only what is missing; --remove undoes exactly the recorded actions, newest
 // first, and leaves anything it did not create alone.
 //
 // Exit status: 0 done, 2 on failure (the message names the step and errno).
+#include <signal.h>
+#include <spawn.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -38,6 +50,8 @@
 #include "device_view.h"
 #include "engine/device_identity.h"
 #include "mounts.h"
+#include "self_lib_dir.h"
+#include "transport/host_nic/protocol.h"
 
 namespace softrnic::tools {
 namespace {
@@ -48,16 +62,21 @@ constexpr const char* kDevDir = "/dev/infiniband";
 constexpr const char* kSysfsDir = "/sys/class/infiniband";
 constexpr long kTmpfsMagic = 0x01021994;
 
+constexpr uint16_t kRocePort = 4791;
+
 void SetupUsage(FILE* out) {
   std::fprintf(out,
                "usage: softrnic setup [--remove]\n"
                "As root: creates /dev/infiniband/%s and rdma_cm (character devices 1:3) and,\n"
                "if /sys/class/infiniband exists, mounts a read-only tmpfs on it holding\n"
-               "%s's attributes, GIDs and port as the kernel's sysfs shows an RDMA device.\n"
+               "%s's attributes, GIDs and port as the kernel's sysfs shows an RDMA device;\n"
+               "starts root's host NIC daemon (softrnic-nicd --stay) for this network\n"
+               "namespace, which serves every user's processes at the host's addresses.\n"
                "Running it again refreshes the GIDs. --remove undoes exactly what setup did\n"
                "(recorded in %s). Without root, use `softrnic run CMD`.\n",
                engine::kUverbsName, engine::kDeviceName, kStateFile);
 }
+
 
 // "ACTION PATH" lines: mkdir, mknod, bind (a file with /dev/null bound on
 // it), mount (our tmpfs).
@@ -101,6 +120,88 @@ int Fail(const std::string& what) {
   return 2;
 }
 
+// The pid of the process listening on root's nicd name for `port` in this
+// network namespace, or -1 (SO_PEERCRED of a connection to it).
+pid_t RootNicdPid(uint16_t port) {
+  const std::string name = transport::host_nic::ControlSocketName(0, port);
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::memcpy(sa.sun_path + 1, name.data(), name.size());
+  const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  pid_t pid = -1;
+  ucred cred{};
+  socklen_t cred_len = sizeof(cred);
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&sa), len) == 0 &&
+      getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) == 0 && cred.uid == 0)
+    pid = cred.pid;
+  close(fd);  // nicd sees an EOF from a client that never said Hello
+  return pid;
+}
+
+bool IsNicd(pid_t pid) {
+  std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
+  std::string name;
+  return std::getline(comm, name) && name == "softrnic-nicd";
+}
+
+// Root's nicd for this network namespace (docs/host-nic.md, "Users"). Not
+// fatal when it cannot start: the device files are set up regardless.
+void StartNicd(std::vector<Action>* actions) {
+  const std::string port = std::to_string(kRocePort);
+  if (RootNicdPid(kRocePort) > 0) {
+    std::printf("root's host NIC daemon already runs for UDP %s%s\n", port.c_str(),
+                Has(*actions, {"nicd", port}) ? "" : " (not started by softrnic setup: left as is)");
+    return;
+  }
+  const std::string lib = SelfLibDir();
+  const std::string path = lib + "/softrnic-nicd";
+  if (lib.empty() || access(path.c_str(), X_OK) != 0) {
+    std::printf("no softrnic-nicd beside the libraries (%s): root's host NIC daemon not started;\n"
+                "each user's first process starts its own, serving that user only\n",
+                path.c_str());
+    return;
+  }
+  std::string arg0 = "softrnic-nicd", arg1 = "--port", arg3 = "--stay";
+  std::string port_arg = port;
+  char* argv[] = {arg0.data(), arg1.data(), port_arg.data(), arg3.data(), nullptr};
+  char* envp[] = {nullptr};
+  pid_t child = -1;
+  if (const int err = posix_spawn(&child, path.c_str(), nullptr, nullptr, argv, envp)) {
+    std::printf("cannot start %s: %s\n", path.c_str(), std::strerror(err));
+    return;
+  }
+  // nicd detaches: its first process exits once the control socket listens.
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  // It listens once detached (softrnic_nicd.cc): a moment later.
+  pid_t pid = -1;
+  for (int i = 0; i < 300 && (pid = RootNicdPid(kRocePort)) <= 0; ++i) usleep(10000);
+  if (pid <= 0) {
+    std::printf("root's host NIC daemon did not come up (%s exited with %d)\n", path.c_str(),
+                WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    return;
+  }
+  if (!Has(*actions, {"nicd", port})) actions->push_back({"nicd", port});
+  std::printf("started root's host NIC daemon for UDP %s (pid %d): every user's processes are\n"
+              "reached at the host's addresses\n",
+              port.c_str(), static_cast<int>(pid));
+}
+
+// Stops root's nicd of `port` if one runs (SIGTERM: it closes its groups).
+std::string StopNicd(const std::string& port) {
+  char* end = nullptr;
+  const long p = std::strtol(port.c_str(), &end, 10);
+  if (*end != '\0' || p <= 0 || p > 65535) return "bad port in the state file: " + port;
+  const pid_t pid = RootNicdPid(static_cast<uint16_t>(p));
+  if (pid <= 0 || !IsNicd(pid)) return "";  // gone already
+  if (kill(pid, SIGTERM) != 0) return "cannot stop nicd " + std::to_string(pid) + ": " + std::strerror(errno);
+  for (int i = 0; i < 200 && kill(pid, 0) == 0; ++i) usleep(10000);
+  return "";
+}
+
 int Remove() {
   std::vector<Action> actions = LoadState();
   if (actions.empty()) {
@@ -111,7 +212,9 @@ int Remove() {
   while (!actions.empty()) {
     const Action a = actions.back();
     std::string err;
-    if (a.kind == "mount") {
+    if (a.kind == "nicd") {
+      err = StopNicd(a.path);
+    } else if (a.kind == "mount") {
       if (IsOurTmpfs(a.path) && umount2(a.path.c_str(), MNT_DETACH) != 0)
         err = "cannot unmount " + a.path + ": " + std::strerror(errno);
     } else if (a.kind == "bind") {
@@ -131,7 +234,10 @@ int Remove() {
       rc = 2;
       break;
     }
-    std::printf("removed %s%s\n", a.path.c_str(), a.kind == "mount" ? " (tmpfs)" : "");
+    if (a.kind == "nicd")
+      std::printf("stopped root's host NIC daemon for UDP %s\n", a.path.c_str());
+    else
+      std::printf("removed %s%s\n", a.path.c_str(), a.kind == "mount" ? " (tmpfs)" : "");
     actions.pop_back();
   }
   if (!SaveState(actions)) return Fail(std::string("cannot write ") + kStateFile);
@@ -183,6 +289,7 @@ int Setup() {
       return Fail(e);
     }
   }
+  StartNicd(&actions);
   if (!IsDir(kSysfsDir)) {
     if (!save()) return Fail(std::string("cannot write ") + kStateFile);
     std::printf(

@@ -7,7 +7,9 @@
 # nobody can open read-write; the sysfs tree is mounted read-only with the
 # host's GIDs; setup twice is idempotent; --remove restores exactly the state
 # before; without /sys/class/infiniband only /dev is set up and the message
-# says so; a non-root caller gets exit 2 and a pointer to `softrnic run`.
+# says so; a non-root caller gets exit 2 and a pointer to `softrnic run`;
+# in a private network namespace, setup starts root's host NIC daemon
+# (softrnic-nicd --stay), a second setup finds it, --remove stops it.
 set -euo pipefail
 source "$SOFTRNIC_INTEGRATION_LIB/common.sh"
 softrnic_require_root
@@ -72,5 +74,41 @@ for with in 1 0; do
   fi
   log "ok: setup / setup again / --remove, /sys/class/infiniband present: $with"
 done
+# Root's host NIC daemon: setup starts softrnic-nicd --stay for the network
+# namespace (here a private one, with an install layout whose
+# lib/softrnic holds nicd), a second setup finds it, --remove stops it.
+INST="$SOFTRNIC_TMP/inst"
+mkdir -p "$INST/bin" "$INST/lib/softrnic"
+cp "$TOOL" "$INST/bin/softrnic"
+cp -a "$SOFTRNIC_LIB_DIR"/lib*.so* "$SOFTRNIC_LIB_DIR/softrnic-nicd" "$INST/lib/softrnic/"
+nicd_scenario='
+set -eu
+TOOL=$1
+fail() { echo "FAIL: $*"; exit 1; }
+mount --make-rprivate /
+mount -t tmpfs fakerun /run
+mount -t tmpfs fakedev /dev && mknod -m 666 /dev/null c 1 3 && ln -s /proc/self/fd /dev/fd
+mount -t tmpfs fakeclass /sys/class && mkdir /sys/class/net
+ip link set lo up
+out=$("$TOOL" setup)
+echo "$out"
+echo "$out" | grep -q "started root.s host NIC daemon" || fail "no nicd started"
+ss -Hxl | grep -q "@softrnic-nicd-0-4791" || fail "no listener on root nicd name"
+pid=$(echo "$out" | sed -nE "s/.*\(pid ([0-9]+)\).*/\1/p")
+[ "$(cat /proc/$pid/comm)" = softrnic-nicd ] || fail "pid $pid is not softrnic-nicd"
+tr "\0" " " </proc/$pid/cmdline | grep -q -- "--stay" || fail "nicd not started with --stay"
+sleep 3  # longer than a nicd without --stay stays with no process
+kill -0 "$pid" || fail "nicd left while idle"
+"$TOOL" setup | grep -q "already runs" || fail "second setup did not find nicd"
+"$TOOL" setup --remove | grep -q "stopped root.s host NIC daemon" || fail "remove did not stop nicd"
+for i in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+kill -0 "$pid" 2>/dev/null && fail "nicd still runs after --remove"
+ss -Hxl | grep -q "@softrnic-nicd-0-4791" && fail "root nicd name still listened on"
+echo "nicd scenario ok"
+'
+out=$(unshare -m -n bash -c "$nicd_scenario" _ "$INST/bin/softrnic" 2>&1) && rc=0 || rc=$?
+echo "$out" | sed 's/^/    /' >&2
+[[ $rc -eq 0 ]] || die "setup's nicd scenario failed"
+log "ok: setup starts root's host NIC daemon (--stay), finds it again, --remove stops it"
 [[ ! -e /dev/infiniband ]] || die "the host's /dev changed"
 log "PASS: softrnic setup"
