@@ -40,13 +40,7 @@ nicd_pids() {
     [[ $(cat /proc/$p/comm 2>/dev/null) == softrnic-nicd ]] && echo "$p"
   done
 }
-wait_listening() {  # wait_listening PORT...
-  local p
-  for p in "$@"; do
-    wait_until 10 bash -c "ip netns exec $B ss -Hltn 'sport = :$p' | grep -q ." ||
-      die "nothing listening on $B:$p"
-  done
-}
+wait_listening() { ns_wait_listening $B "$@"; }
 
 fail=0
 # ---- 1. 8 ib_write_bw pairs at once, one address on B; the first 3,000

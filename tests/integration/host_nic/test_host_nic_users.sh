@@ -49,13 +49,7 @@ qpn_of() {  # the QPN of a process's QP, once its stats file lists it (the publi
     sleep 0.1
   done
 }
-wait_listening() {  # wait_listening PORT...
-  local p
-  for p in "$@"; do
-    wait_until 10 bash -c "ip netns exec $B ss -Hltn 'sport = :$p' | grep -q ." ||
-      die "nothing listening on $B:$p"
-  done
-}
+wait_listening() { ns_wait_listening $B "$@"; }
 server_pid() {  # server_pid PORT: the ibv_rc_pingpong of B started with -p PORT
   local p
   for p in $(ip netns pids $B); do

@@ -366,6 +366,17 @@ netns_pair_down() {
 
 # run_in_ns NS CMD...: run CMD inside NS with a hard timeout
 # ($SOFTRNIC_CMD_TIMEOUT, default 60 s). The environment is kept.
+# ns_wait_listening NS PORT...: waits up to 10 s for a TCP listener on
+# each PORT inside NS (perftest's and ibv_rc_pingpong's out-of-band
+# exchange), dies naming the first that never came.
+ns_wait_listening() {
+  local ns=$1 p; shift
+  for p in "$@"; do
+    wait_until 10 bash -c "ip netns exec $ns ss -Hltn 'sport = :$p' | grep -q ." ||
+      die "nothing listening on $ns:$p"
+  done
+}
+
 run_in_ns() {
   local ns=$1; shift
   timeout -k 5 "$SOFTRNIC_CMD_TIMEOUT" ip netns exec "$ns" "$@"
