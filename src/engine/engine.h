@@ -278,7 +278,10 @@ class Engine : private ProgressHost {
   std::vector<std::unique_ptr<Mw>> mws_ GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Cq>> cqs_ GUARDED_BY(mu_);
   std::vector<std::unique_ptr<CompletionChannel>> channels_ GUARDED_BY(mu_);
-  // Destroyed while a thread waited on them (RemoveChannelLocked).
+  // Destroyed channels, kept for threads still waiting or on their way in
+  // (RemoveChannelLocked): every one with a waiter, and the last
+  // kRetiredChannels without.
+  static constexpr size_t kRetiredChannels = 64;
   std::vector<std::unique_ptr<CompletionChannel>> destroyed_channels_ GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Srq>> srqs_ GUARDED_BY(mu_);
   // XRC (xrc.cc): the domains, and the XRC SRQs by the number requests name.

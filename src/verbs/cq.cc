@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
 
 #include "verbs/async_acks.h"
 #include "verbs/internal.h"
@@ -235,12 +238,35 @@ SOFTRNIC_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* ctx) {
   });
 }
 
+namespace {
+
+// Destroyed channels' structs, kept for a while: another thread of the
+// application may have entered ibv_get_cq_event with the pointer before
+// the destroy (rping's CQ thread when its server gives up on a connection),
+// and it must find the channel destroyed (EBADF, from the engine), not
+// freed memory. The last kRetiredCompChannels are kept (the engine keeps as
+// many of its own, Engine::RemoveChannelLocked).
+constexpr size_t kRetiredCompChannels = 64;
+std::mutex g_retired_mu;
+std::deque<std::unique_ptr<CompChannel>>* g_retired = nullptr;  // never freed: exit-safe
+
+void Retire(CompChannel* ch) {
+  std::lock_guard<std::mutex> lock(g_retired_mu);
+  if (g_retired == nullptr) g_retired = new std::deque<std::unique_ptr<CompChannel>>;
+  g_retired->emplace_back(ch);
+  if (g_retired->size() > kRetiredCompChannels) g_retired->pop_front();
+}
+
+}  // namespace
+
 SOFTRNIC_EXPORT int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
   if (!channel) return EINVAL;
   auto* ch = reinterpret_cast<CompChannel*>(channel);
-  return DestroyThenFree(ch, [&] {
+  return NoThrow<int>(ENOMEM, [&] {
     if (__atomic_load_n(&channel->refcnt, __ATOMIC_RELAXED) > 0) return EBUSY;
-    return DevOf(channel->context)->DestroyCompletionChannel(ch->e);
+    const int rc = DevOf(channel->context)->DestroyCompletionChannel(ch->e);
+    if (rc == 0) Retire(ch);
+    return rc;
   });
 }
 

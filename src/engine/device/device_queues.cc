@@ -44,8 +44,11 @@ int TakePendingEvent(CompletionChannel* channel, void** cq_handle) {
 
 int Device::GetCqEvent(CompletionChannel* channel, void** cq_handle) {
   {
-    // Counted, so that a channel destroyed meanwhile stays until we leave.
     SpinLock lock(engine_->mu_);
+    // Destroyed before this call got the lock (another thread of the
+    // application raced it): as a read of a closed channel fd.
+    if (channel->destroyed) return EBADF;
+    // Counted, so that a channel destroyed meanwhile stays until we leave.
     ++channel->waiters;
   }
   // Waits outside the lock: a blocking reader must not stall the engine.

@@ -13,9 +13,12 @@ EventPipe::EventPipe() {
   fcntl(write_fd_, F_SETFL, fcntl(write_fd_, F_GETFL) | O_NONBLOCK);
 }
 
-EventPipe::~EventPipe() {
+EventPipe::~EventPipe() { Close(); }
+
+void EventPipe::Close() {
   if (read_fd_ >= 0) close(read_fd_);
   if (write_fd_ >= 0) close(write_fd_);
+  read_fd_ = write_fd_ = -1;
 }
 
 void EventPipe::Signal() const {

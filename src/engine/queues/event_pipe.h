@@ -22,6 +22,9 @@ class EventPipe {
   // engine never waits on a reader; a full pipe (64 Ki unread notifications)
   // drops the byte.
   void Signal() const;
+  // Closes both ends now (a destroyed channel nobody waits on: its struct
+  // outlives its descriptors, Engine::RemoveChannelLocked).
+  void Close();
 
  private:
   int read_fd_ = -1;

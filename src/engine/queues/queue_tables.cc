@@ -15,19 +15,36 @@ void Engine::AddChannelLocked(std::unique_ptr<CompletionChannel> channel) {
 
 int Engine::RemoveChannelLocked(CompletionChannel* channel) {
   if (channel->users > 0) return EBUSY;
-  if (channel->waiters == 0) return EraseOwned(channels_, channel) ? 0 : EINVAL;
-  // A thread still blocks in ibv_get_cq_event on it (rping's CQ thread when
-  // its server gives up on a connection): destroyed for the application,
-  // kept for that thread (queues.h), freed when the last waiter leaves.
+  // Destroyed for the application, but kept (queues.h): a thread may still
+  // block in ibv_get_cq_event on it (rping's CQ thread when its server
+  // gives up on a connection), or be on its way in, holding the pointer it
+  // read before the destroy and waiting for the engine lock. The first is
+  // freed when the last waiter leaves; the others, which a later call finds
+  // destroyed (EBADF, as a read of a closed channel fd), are freed only
+  // once kRetiredChannels later ones were destroyed.
   std::unique_ptr<CompletionChannel> kept = TakeOwned(channels_, channel);
   if (!kept) return EINVAL;
   kept->destroyed = true;
+  // Its descriptors go now, as a real channel's fd does, unless a thread
+  // waits on them (then when it leaves).
+  if (kept->waiters == 0) kept->pipe.Close();
   destroyed_channels_.push_back(std::move(kept));
+  size_t idle = 0;
+  for (const auto& c : destroyed_channels_) idle += c->waiters == 0;
+  for (auto it = destroyed_channels_.begin();
+       idle > kRetiredChannels && it != destroyed_channels_.end();) {
+    if ((*it)->waiters == 0) {
+      it = destroyed_channels_.erase(it);  // the oldest idle one
+      --idle;
+    } else {
+      ++it;
+    }
+  }
   return 0;
 }
 
 void Engine::LeaveChannelLocked(CompletionChannel* channel) {
-  if (--channel->waiters == 0 && channel->destroyed) EraseOwned(destroyed_channels_, channel);
+  if (--channel->waiters == 0 && channel->destroyed) channel->pipe.Close();
 }
 
 int Engine::AddCqLocked(std::unique_ptr<Cq>& cq) {

@@ -64,7 +64,9 @@ class CompletionChannel {
   // Threads inside ibv_get_cq_event on it (Device::GetCqEvent). A channel
   // destroyed while some are is kept (Engine::RemoveChannelLocked) until
   // they leave, and they never get an event: as a read of a real channel's
-  // fd that another thread closed, they block (AwaitChannelEvent).
+  // fd that another thread closed, they block (AwaitChannelEvent). One
+  // destroyed before a call takes the engine lock fails that call with
+  // EBADF; it is kept a while for such late calls too.
   int waiters = 0;
   bool destroyed = false;
   // Events in `pending` whose byte was not written (see above).

@@ -493,5 +493,32 @@ TEST(EventWait, AChannelDestroyedUnderItsWaiterLeavesItBlocked) {
   waiter.join();
 }
 
+// A thread that enters ibv_get_cq_event with a channel another thread has
+// just destroyed (rping's CQ thread against its server's reject path: an
+// ASan heap-use-after-free in CI) gets EBADF, as a read of a closed channel
+// fd does, and touches no freed memory; the channel's descriptor is closed
+// at the destroy all the same. Many destroys later the engine frees it.
+TEST(EventWait, AChannelDestroyedBeforeTheCallFailsItWithEbadf) {
+  const QpOptions o;
+  Side a;
+  ChannelSide b;
+  OpenToChannelSide(a, b, o);
+  const int fd = b.side.dev->CompletionChannelFd(b.channel);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(b.side.dev->DestroyQp(b.side.qp), 0);
+  ASSERT_EQ(b.side.dev->DestroyCq(b.side.cq), 0);
+  ASSERT_EQ(b.side.dev->DestroyCompletionChannel(b.channel), 0);
+  EXPECT_EQ(fcntl(fd, F_GETFD), -1) << "the channel's pipe stayed open";
+  void* handle = nullptr;
+  EXPECT_EQ(b.side.dev->GetCqEvent(b.channel, &handle), EBADF);
+  EXPECT_EQ(b.side.dev->GetCqEvent(b.channel, &handle), EBADF);
+  // Later destroys retire it for good, without touching it again.
+  for (int i = 0; i < 80; ++i) {
+    CompletionChannel* c = nullptr;
+    ASSERT_EQ(b.side.dev->CreateCompletionChannel(&c), 0);
+    ASSERT_EQ(b.side.dev->DestroyCompletionChannel(c), 0);
+  }
+}
+
 }  // namespace
 }  // namespace softrnic::engine::testing
