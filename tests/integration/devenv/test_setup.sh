@@ -95,6 +95,9 @@ echo "$out"
 echo "$out" | grep -q "started root.s host NIC daemon" || fail "no nicd started"
 ss -Hxl | grep -q "@softrnic-nicd-0-4791" || fail "no listener on root nicd name"
 pid=$(echo "$out" | sed -nE "s/.*\(pid ([0-9]+)\).*/\1/p")
+# The daemon would outlive the network namespace of this scenario: it goes
+# with the scenario, whatever the outcome.
+[ -n "$pid" ] && trap "kill $pid 2>/dev/null || true" EXIT
 [ "$(cat /proc/$pid/comm)" = softrnic-nicd ] || fail "pid $pid is not softrnic-nicd"
 tr "\0" " " </proc/$pid/cmdline | grep -q -- "--stay" || fail "nicd not started with --stay"
 sleep 3  # longer than a nicd without --stay stays with no process
