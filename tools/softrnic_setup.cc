@@ -32,7 +32,6 @@
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
@@ -123,18 +122,13 @@ int Fail(const std::string& what) {
 // The pid of the process listening on root's nicd name for `port` in this
 // network namespace, or -1 (SO_PEERCRED of a connection to it).
 pid_t RootNicdPid(uint16_t port) {
-  const std::string name = transport::host_nic::ControlSocketName(0, port);
-  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  const int fd =
+      transport::host_nic::ConnectControlSocket(transport::host_nic::ControlSocketName(0, port));
   if (fd < 0) return -1;
-  sockaddr_un sa{};
-  sa.sun_family = AF_UNIX;
-  std::memcpy(sa.sun_path + 1, name.data(), name.size());
-  const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
   pid_t pid = -1;
   ucred cred{};
   socklen_t cred_len = sizeof(cred);
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&sa), len) == 0 &&
-      getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) == 0 && cred.uid == 0)
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) == 0 && cred.uid == 0)
     pid = cred.pid;
   close(fd);  // nicd sees an EOF from a client that never said Hello
   return pid;

@@ -36,21 +36,6 @@ std::string DefaultNicdPath() {
          "/softrnic-nicd";
 }
 
-int Connect(const std::string& name) {
-  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -errno;
-  sockaddr_un sa{};
-  sa.sun_family = AF_UNIX;
-  std::memcpy(sa.sun_path + 1, name.data(), name.size());  // abstract: leading NUL
-  const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&sa), len) != 0) {
-    const int err = errno;
-    close(fd);
-    return -err;
-  }
-  return fd;
-}
-
 // Starts nicd; it detaches itself (its first process exits once the control
 // socket listens), so the child reaped here is short-lived. Only softrnic's
 // and the sanitizers' variables go along: the application's LD_PRELOAD and
@@ -96,13 +81,13 @@ std::optional<ClientLease> AcquireLease(uint16_t port, const std::string& nicd_p
                                         std::string* why) {
   const uint32_t euid = static_cast<uint32_t>(geteuid());
   std::string name = ControlSocketName(euid, port);
-  int fd = Connect(name);
+  int fd = ConnectControlSocket(name);
   // Root's nicd serves every user (forwarded leases). A user's own nicd
   // would find the port taken by root's group while it runs.
   bool via_root = false;
   if ((fd == -ECONNREFUSED || fd == -ENOENT) && euid != 0) {
     const std::string root_name = ControlSocketName(0, port);
-    const int root_fd = Connect(root_name);
+    const int root_fd = ConnectControlSocket(root_name);
     if (root_fd >= 0 && PeerUid(root_fd) == 0) {
       fd = root_fd;
       name = root_name;
@@ -119,7 +104,7 @@ std::optional<ClientLease> AcquireLease(uint16_t port, const std::string& nicd_p
     }
     if (!StartNicd(path, port, why)) return std::nullopt;
     const auto deadline = std::chrono::steady_clock::now() + kStartTimeout;
-    while ((fd = Connect(name)) == -ECONNREFUSED && std::chrono::steady_clock::now() < deadline)
+    while ((fd = ConnectControlSocket(name)) == -ECONNREFUSED && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   if (fd < 0) {

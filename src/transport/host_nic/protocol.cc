@@ -3,15 +3,32 @@
 
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 
 namespace softrnic::transport::host_nic {
 
 std::string ControlSocketName(uint32_t euid, uint16_t port) {
   return "softrnic-nicd-" + std::to_string(euid) + "-" + std::to_string(port);
+}
+
+int ConnectControlSocket(const std::string& name) {
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -errno;
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::memcpy(sa.sun_path + 1, name.data(), name.size());  // abstract: leading NUL
+  const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&sa), len) != 0) {
+    const int err = errno;
+    close(fd);
+    return -err;
+  }
+  return fd;
 }
 
 int SendMessage(int sock, const void* data, size_t len, const std::vector<int>& fds) {

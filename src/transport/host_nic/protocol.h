@@ -96,6 +96,11 @@ struct ServiceReply {
 // "softrnic-nicd-<euid>-<port>": the abstract name (without its leading NUL).
 std::string ControlSocketName(uint32_t euid, uint16_t port);
 
+// A connected SOCK_SEQPACKET socket to the abstract name `name` (as
+// ControlSocketName gives it), or -errno (ECONNREFUSED, ENOENT: nobody
+// listens there).
+int ConnectControlSocket(const std::string& name);
+
 // Sends `len` bytes as one message with `fds` attached. 0 or an errno.
 int SendMessage(int sock, const void* data, size_t len, const std::vector<int>& fds = {});
 // Receives one message of exactly `len` bytes, waiting up to `timeout_ms`
