@@ -9,6 +9,8 @@
 // described in responder_fuzzer.cc: [ctl][aux][sel][len lo][len hi][packet].
 // The committed files in fuzz/corpus/ come from this program; rerun it after
 // changing the record format (cmake --build <dir> --target fuzz_corpus).
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "transport/host_nic/protocol.h"
 #include "transport/shm_segment.h"
 #include "transport/transport.h"
 #include "wire/headers.h"
@@ -449,7 +452,8 @@ void ResponderSeeds() {
 }
 
 // --- udp_receive: datagram records (udp_receive_fuzzer.cc).
-constexpr uint8_t kUdpTrunc = 1, kUdpNotIpv4 = 2, kUdpRawControl = 4, kUdpFixIcrc = 8, kUdpIpv6 = 16;
+constexpr uint8_t kUdpTrunc = 1, kUdpNotIpv4 = 2, kUdpRawControl = 4, kUdpFixIcrc = 8, kUdpIpv6 = 16,
+                  kUdpForwarded = 32;
 
 struct Datagrams {
   Bytes bytes;
@@ -484,6 +488,25 @@ Bytes Run(uint32_t count, uint32_t payload, uint32_t last_payload) {
                           k + 1 == count ? last_payload : payload, f);
     out.insert(out.end(), p.begin(), p.end());
   }
+  return out;
+}
+
+// A forwarded lease's channel datagram (transport/host_nic/protocol.h):
+// nicd's ForwardHeader for `datagram` from 10.0.0.2:4791 (the fuzzer's
+// sender 0), then the datagram.
+Bytes Forwarded(const Bytes& datagram, uint16_t gro = 0) {
+  softrnic::transport::host_nic::ForwardHeader fh;
+  fh.gro_segment_size = gro;
+  fh.traffic_class = 0x02;
+  sockaddr_in sin{};
+  sin.sin_family = AF_INET;
+  sin.sin_addr.s_addr = 0x0200000A;
+  sin.sin_port = htons(4791);
+  fh.source_length = sizeof(sin);
+  std::memcpy(fh.source, &sin, sizeof(sin));
+  Bytes out(sizeof(fh));
+  std::memcpy(out.data(), &fh, sizeof(fh));
+  out.insert(out.end(), datagram.begin(), datagram.end());
   return out;
 }
 
@@ -528,6 +551,18 @@ void UdpReceiveSeeds() {
             .Add(kUdpFixIcrc | kUdpIpv6, 0, 32, 0, static_cast<uint16_t>(seg), 0, Run(4, 1024, 100))
             .Add(kUdpIpv6, 0, 32, 0, 0, 0, Bytes(one.size(), 0x44))
             .bytes);
+  // Forwarded channel datagrams (root's nicd serving another user): one
+  // packet, a coalesced run, and a channel datagram cut inside its header.
+  Write(d, "forwarded_single_valid",
+        Datagrams().Add(kUdpForwarded | kUdpFixIcrc, 0, 32, 0, 0, 0, Forwarded(one)).bytes);
+  {
+    const Bytes run = Forwarded(Run(4, 1024, 100), static_cast<uint16_t>(seg));
+    Write(d, "forwarded_gro_and_cut",
+          Datagrams()
+              .Add(kUdpForwarded | kUdpFixIcrc, 0, 32, 0, 0, 0, run)
+              .Add(kUdpForwarded, 0, 32, 0, 0, 0, Bytes(run.begin(), run.begin() + 20))
+              .bytes);
+  }
   Write(d, "aged_source", Datagrams()
                               .Add(kUdpFixIcrc, 2, 32, 0, 0, 0, one)
                               .Add(kUdpFixIcrc, 2, 32, 30, 0, 3, one)

@@ -11,6 +11,10 @@
 // (id base + segment index) mod 64, so mutations get past the ICRC and reach
 // the ID retry; bit4 the source is IPv6 (fd77:243::<the sender's IPv4
 // bytes>, to fd77:243::1: an IPv6 socket's datagram, no IDs, no retry).
+// bit5 the datagram bytes are a forwarded lease's channel datagram
+// (host_nic/protocol.h: a ForwardHeader, then the UDP datagram, its source
+// and segment size taken from the header, not from the record), opened by
+// OpenForwardedDatagram as UdpTransport does for a forwarded socket.
 // source picks one of four senders; capacity (1..32) is how
 // many packets one Split call may return, so datagrams are resumed across
 // calls as RecvBurst does. Each datagram lives in a buffer of exactly its
@@ -20,6 +24,9 @@
 //  - every returned packet lies inside its datagram, is at least BTH + ICRC
 //    long, carries the datagram's source, and its ICRC verifies for some
 //    IPv4 ID a GSO run can have;
+//  - a forwarded channel datagram opens to exactly the bytes behind its
+//    header, or to nothing (a runt) when the header is cut, unmarked or
+//    names a source longer than its field;
 //  - Split returns false only with the output full, and every segment of a
 //    datagram is accounted once: returned, runt, ICRC error or doorbell;
 //  - review M7: no ID retry for a segment longer than kMaxGsoSegmentBytes,
@@ -38,8 +45,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <set>
 #include <vector>
 
+#include "transport/host_nic/protocol.h"
 #include "transport/udp_receive.h"
 #include "wire/icrc.h"
 
@@ -136,7 +145,7 @@ size_t BuildControl(uint8_t* buf, size_t cap, uint8_t tos, uint16_t gro) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   TransportCounters counters;
   DatagramSplitter splitter(&counters);
-  bool source_ever_valid[4] = {};
+  std::set<uint64_t> source_ever_valid;  // senders (IPv4 address, port) that sent a valid packet
   uint64_t now_ns = 1'000'000'000;
   size_t pos = 0;
   while (size - pos >= kRecordHeader) {
@@ -170,43 +179,66 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     pos += dlen;
 
     ReceivedDatagram d;
-    d.data = buf.get();
-    d.length = dlen;
     d.truncated = flags & 1;
     const bool v6 = (flags & 0x10) != 0;
-    d.source_is_ipv4 = !(flags & 2) && !v6;
-    d.source_is_ipv6 = !(flags & 2) && v6;
-    d.src_ip6 = Ipv6Of(kSrcIps[source]);
-    d.dst_ip6 = Ipv6Of(kDstIp);
-    d.src_ip = kSrcIps[source];
-    d.src_port = kSrcPorts[source];
-    d.dst_ip = kDstIp;
-    d.dst_port = kDstPort;
-    msghdr h{};
-    h.msg_control = control_len > 0 ? control.get() : nullptr;
-    h.msg_controllen = control_len;
-    ReadReceiveControl(h, dlen, &d.gro_segment_size, &d.traffic_class);
-    CHECK(d.gro_segment_size == 0 || d.gro_segment_size < dlen);
+    const bool forwarded = (flags & 0x20) != 0;
+    if (forwarded) {
+      const Endpoint local{v6 ? Ipv6Of(kDstIp) : Gid::FromIpv4(kDstIp), kDstPort};
+      sockaddr_storage src;
+      socklen_t src_length = 0;
+      constexpr uint32_t kHeader = sizeof(host_nic::ForwardHeader);
+      if (OpenForwardedDatagram(buf.get(), dlen, &d, &src, &src_length)) {
+        CHECK(dlen >= kHeader && d.data == buf.get() + kHeader && d.length == dlen - kHeader);
+        CHECK(src_length <= sizeof(host_nic::ForwardHeader::source));
+      } else {
+        CHECK(d.length == 0 && src_length == 0);
+      }
+      CHECK(d.gro_segment_size == 0 || d.gro_segment_size < d.length);
+      SetDatagramAddresses(reinterpret_cast<const sockaddr*>(&src), src_length, local, &d);
+      if (d.source_is_ipv4) CHECK(d.dst_ip == kDstIp);
+      if (d.source_is_ipv6) CHECK(d.dst_ip6 == local.gid);
+    } else {
+      d.data = buf.get();
+      d.length = dlen;
+      d.source_is_ipv4 = !(flags & 2) && !v6;
+      d.source_is_ipv6 = !(flags & 2) && v6;
+      d.src_ip6 = Ipv6Of(kSrcIps[source]);
+      d.dst_ip6 = Ipv6Of(kDstIp);
+      d.src_ip = kSrcIps[source];
+      d.src_port = kSrcPorts[source];
+      d.dst_ip = kDstIp;
+      d.dst_port = kDstPort;
+      msghdr h{};
+      h.msg_control = control_len > 0 ? control.get() : nullptr;
+      h.msg_controllen = control_len;
+      ReadReceiveControl(h, dlen, &d.gro_segment_size, &d.traffic_class);
+      CHECK(d.gro_segment_size == 0 || d.gro_segment_size < dlen);
+    }
+    // The packets' addresses: the record's sender, or the forwarded header's.
+    const bool ip6 = forwarded ? d.source_is_ipv6 : v6;
+    const uint32_t glen = d.length;
 
-    const uint32_t seg_size = d.gro_segment_size ? d.gro_segment_size : std::max<uint32_t>(dlen, 1);
-    const uint32_t segments = (dlen + seg_size - 1) / seg_size;
+    const uint32_t seg_size = d.gro_segment_size ? d.gro_segment_size : std::max<uint32_t>(glen, 1);
+    const uint32_t segments = (glen + seg_size - 1) / seg_size;
     const wire::IpUdpFields ip =
-        v6 ? FieldsFor6(d.src_ip6, d.src_port, d.dst_ip6) : FieldsFor(d.src_ip, d.src_port);
+        ip6 ? FieldsFor6(d.src_ip6, d.src_port, d.dst_ip6) : FieldsFor(d.src_ip, d.src_port);
     if (flags & 8) {
       for (uint32_t k = 0; k < segments; ++k) {
         const uint32_t off = k * seg_size;
-        const uint32_t slen = std::min(seg_size, dlen - off);
+        const uint32_t slen = std::min(seg_size, glen - off);
         if (slen < kMinPacket) continue;
         wire::IpUdpFields f = ip;
         f.ipv4_id = static_cast<uint16_t>((id_base + k) % kMaxGsoIds);
-        wire::AppendIcrc(f, buf.get() + off, slen);
+        wire::AppendIcrc(f, d.data + off, slen);
       }
     }
     uint32_t eligible_segments = 0;  // segments short enough to be GSO segments
     for (uint32_t k = 0; k < segments; ++k) {
-      const uint32_t slen = std::min(seg_size, dlen - k * seg_size);
+      const uint32_t slen = std::min(seg_size, glen - k * seg_size);
       if (slen >= kMinPacket && slen <= kMaxGsoSegmentBytes) ++eligible_segments;
     }
+    // The splitter remembers senders by IPv4 address and port.
+    const uint64_t sender = (uint64_t{d.src_ip} << 16) | d.src_port;
 
     const TransportCounters before = counters;
     uint32_t next_segment = 0;
@@ -220,12 +252,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!done) CHECK(produced == capacity);
       for (int i = 0; i < produced; ++i) {
         const RxPacket& p = out[i];
-        CHECK(p.data >= buf.get() && p.length >= kMinPacket &&
-              p.data + p.length <= buf.get() + dlen);
+        CHECK(p.data >= d.data && p.length >= kMinPacket && p.data + p.length <= d.data + glen);
         CHECK(p.local_index == 3);
-        CHECK((v6 ? p.src.gid == d.src_ip6 : p.src.gid.Ipv4() == d.src_ip) &&
+        CHECK((ip6 ? p.src.gid == d.src_ip6 : p.src.gid.Ipv4() == d.src_ip) &&
               p.src.port == d.src_port);
-        if (v6) CHECK(wire::CheckIcrc(ip, p.data, p.length));
+        if (ip6) CHECK(wire::CheckIcrc(ip, p.data, p.length));
         CHECK(p.traffic_class == d.traffic_class);
         CHECK(VerifiesForSomeGsoId(ip, p.data, p.length));
         any_returned = true;
@@ -239,7 +270,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                (counters.rx_icrc_errors - before.rx_icrc_errors) +
                                (counters.rx_doorbells - before.rx_doorbells);
     const bool whole_datagram_dropped = counters.rx_doorbells != before.rx_doorbells ||
-                                        (dlen < kMinPacket || d.truncated ||
+                                        (glen < kMinPacket || d.truncated ||
                                          d.source_is_ipv4 == d.source_is_ipv6);
     CHECK(accounted == (whole_datagram_dropped ? 1 : segments));
     const uint64_t retry_crcs = counters.rx_icrc_id_retry_crcs - before.rx_icrc_id_retry_crcs;
@@ -247,15 +278,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::fprintf(stderr,
                    "datagram: len %u flags %#x source %u gro %u segments %u eligible %u "
                    "returned %d retry_crcs %llu\n",
-                   dlen, flags, source, d.gro_segment_size, segments, eligible_segments,
+                   glen, flags, source, d.gro_segment_size, segments, eligible_segments,
                    any_returned, static_cast<unsigned long long>(retry_crcs));
     // kMaxGsoIds - 1 retries per segment; kMaxGsoIds for a segment whose
     // index is past the IDs a run can carry (its first check used no run ID).
     CHECK(retry_crcs <= uint64_t{eligible_segments} * kMaxGsoIds);
-    if (!source_ever_valid[source] && !any_returned) CHECK(retry_crcs == 0);
-    if (v6) CHECK(retry_crcs == 0);  // IPv6 has no identification to retry
+    if (source_ever_valid.count(sender) == 0 && !any_returned) CHECK(retry_crcs == 0);
+    if (ip6) CHECK(retry_crcs == 0);  // IPv6 has no identification to retry
     CHECK(counters.rx_icrc_id_retries - before.rx_icrc_id_retries <= eligible_segments);
-    if (any_returned) source_ever_valid[source] = true;
+    if (any_returned) source_ever_valid.insert(sender);
   }
   return 0;
 }

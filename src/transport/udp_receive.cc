@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "transport/host_nic/protocol.h"
 #include "transport/icrc_framing.h"
+#include "transport/local_address.h"
 
 namespace softrnic::transport {
 
@@ -47,6 +49,49 @@ void ReadReceiveControl(const msghdr& h, uint32_t datagram_length, uint32_t* gro
         *gro_segment_size = static_cast<uint32_t>(size);
     }
   }
+}
+
+bool OpenForwardedDatagram(uint8_t* data, uint32_t length, ReceivedDatagram* d,
+                           sockaddr_storage* source, socklen_t* source_length) {
+  d->data = data;
+  d->length = 0;
+  d->gro_segment_size = 0;
+  d->traffic_class = 0;
+  *source_length = 0;
+  host_nic::ForwardHeader fh;
+  if (length < sizeof(fh)) return false;
+  std::memcpy(&fh, data, sizeof(fh));
+  if (fh.magic != host_nic::kForwardMagic || fh.source_length > sizeof(fh.source)) return false;
+  static_assert(sizeof(fh.source) <= sizeof(sockaddr_storage));
+  std::memset(source, 0, sizeof(*source));
+  std::memcpy(source, fh.source, fh.source_length);
+  *source_length = fh.source_length;
+  d->data = data + sizeof(fh);
+  d->length = length - static_cast<uint32_t>(sizeof(fh));
+  d->gro_segment_size = fh.gro_segment_size < d->length ? fh.gro_segment_size : 0;
+  d->traffic_class = fh.traffic_class;
+  return true;
+}
+
+void SetDatagramAddresses(const sockaddr* source, socklen_t source_length, const Endpoint& local,
+                          ReceivedDatagram* d) {
+  Endpoint src;
+  const bool ok = source_length > 0 && FromSockaddr(source, source_length, &src, nullptr);
+  d->source_is_ipv4 = false;
+  d->source_is_ipv6 = false;
+  if (ok && src.gid.IsV4Mapped() == local.gid.IsV4Mapped()) {
+    if (src.gid.IsV4Mapped()) {
+      d->source_is_ipv4 = true;
+      d->src_ip = src.gid.Ipv4();
+      d->dst_ip = local.gid.Ipv4();
+    } else {
+      d->source_is_ipv6 = true;
+      d->src_ip6 = src.gid;
+      d->dst_ip6 = local.gid;
+    }
+  }
+  d->src_port = src.port;
+  d->dst_port = local.port;
 }
 
 bool DatagramSplitter::RecentlyValid(uint32_t ip, uint16_t port, uint64_t now_ns) const {

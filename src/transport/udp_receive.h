@@ -57,6 +57,26 @@ struct ReceivedDatagram {
 void ReadReceiveControl(const msghdr& h, uint32_t datagram_length, uint32_t* gro_segment_size,
                         uint8_t* traffic_class);
 
+// A datagram of a forwarded lease's channel (host_nic/protocol.h): root's
+// nicd wrote a ForwardHeader and then the UDP datagram one of its members
+// received. Points d->data / d->length at that datagram, takes its segment
+// size and traffic class from the header and copies the sender's sockaddr
+// to *source (*source_length bytes). Returns false for a channel datagram
+// shorter than the header, with another magic or with a source longer than
+// the header's field: d->length is then 0 and *source_length 0, so the
+// splitter counts a runt. A segment size not below the datagram's length
+// means "one packet", as in ReadReceiveControl.
+bool OpenForwardedDatagram(uint8_t* data, uint32_t length, ReceivedDatagram* d,
+                           sockaddr_storage* source, socklen_t* source_length);
+
+// Fills d's source from the sockaddr recvmsg (or nicd) returned and its
+// destination from the endpoint of the socket that received it. A source of
+// neither family, cut short, or not of the socket's family (an IPv6 socket
+// is V6ONLY) leaves both source flags false: the splitter drops the
+// datagram as a runt.
+void SetDatagramAddresses(const sockaddr* source, socklen_t source_length, const Endpoint& local,
+                          ReceivedDatagram* d);
+
 // The largest RoCE packet softrnic sends or accepts as a GSO segment: one
 // 4096-byte IBA MTU of payload plus headers (engine TxBatch::kBufferSize).
 inline constexpr uint32_t kMaxGsoSegmentBytes = 4096 + 128;

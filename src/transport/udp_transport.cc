@@ -264,52 +264,25 @@ bool UdpTransport::SplitDatagram(int slot, uint16_t sock, RxPacket* packets, int
   const msghdr& h = rx_hdrs_[slot].msg_hdr;
   const LocalSocket& s = sockets_[sock];
   ReceivedDatagram d;
-  d.data = static_cast<uint8_t*>(rx_iov_[slot].iov_base);
-  d.length = rx_hdrs_[slot].msg_len;
   d.truncated = (h.msg_flags & MSG_TRUNC) != 0;
-  Endpoint src;
-  bool ok = false;
-  host_nic::ForwardHeader fh;
+  auto* data = static_cast<uint8_t*>(rx_iov_[slot].iov_base);
   if (s.forwarded) {
     // What nicd's recvmsg said, in front of the datagram (host_nic/protocol.h).
     // The channel's other end is root's nicd; a short or unmarked datagram
-    // is dropped as a runt (no source).
-    if (d.length >= sizeof(fh)) {
-      std::memcpy(&fh, d.data, sizeof(fh));
-      ok = fh.magic == host_nic::kForwardMagic && fh.source_length <= sizeof(fh.source) &&
-           FromSockaddr(reinterpret_cast<const sockaddr*>(fh.source), fh.source_length, &src,
-                        nullptr);
-      d.data += sizeof(fh);
-      d.length -= static_cast<uint32_t>(sizeof(fh));
-    } else {
-      d.length = 0;
-    }
+    // is dropped as a runt (no source, no length).
+    sockaddr_storage source;
+    socklen_t source_length = 0;
+    OpenForwardedDatagram(data, rx_hdrs_[slot].msg_len, &d, &source, &source_length);
+    SetDatagramAddresses(reinterpret_cast<const sockaddr*>(&source), source_length, s.endpoint,
+                         &d);
   } else {
-    ok = FromSockaddr(reinterpret_cast<const sockaddr*>(&rx_src_[slot]), h.msg_namelen, &src,
-                      nullptr);
-  }
-  // The source's family must be the socket's: an IPv6 socket is V6ONLY, so
-  // anything else is not a datagram it could have received.
-  if (ok && src.gid.IsV4Mapped() == s.endpoint.gid.IsV4Mapped()) {
-    if (src.gid.IsV4Mapped()) {
-      d.source_is_ipv4 = true;
-      d.src_ip = src.gid.Ipv4();
-      d.dst_ip = s.endpoint.gid.Ipv4();
-    } else {
-      d.source_is_ipv6 = true;
-      d.src_ip6 = src.gid;
-      d.dst_ip6 = s.endpoint.gid;
-    }
-  }
-  d.src_port = src.port;
-  d.dst_port = s.endpoint.port;
-  d.group = s.group ? &s.endpoint.gid : nullptr;
-  if (s.forwarded) {
-    d.gro_segment_size = fh.gro_segment_size < d.length ? fh.gro_segment_size : 0;
-    d.traffic_class = fh.traffic_class;
-  } else {
+    d.data = data;
+    d.length = rx_hdrs_[slot].msg_len;
+    SetDatagramAddresses(reinterpret_cast<const sockaddr*>(&rx_src_[slot]), h.msg_namelen,
+                         s.endpoint, &d);
     ReadReceiveControl(h, d.length, &d.gro_segment_size, &d.traffic_class);
   }
+  d.group = s.group ? &s.endpoint.gid : nullptr;
   return splitter_.Split(d, s.local, rx_now_ns_, &next_segment_, packets, n, produced);
 }
 
