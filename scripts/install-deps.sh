@@ -19,8 +19,9 @@ REQUIRED=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libisal-dev zlib1g-dev
   # HMAC-SHA256 of the device GUIDs (src/engine/device_identity.cc); sealed
-  # RC's ciphers (src/seal: OpenSSL, and libsodium for short packets).
-  libssl-dev libsodium-dev
+  # RC (src/seal: OpenSSL's HKDF and X25519, libgcrypt's AES-256-GCM;
+  # libsodium only for bench/sealed/aead_bench's comparison).
+  libssl-dev libgcrypt20-dev libsodium-dev
   # Fault-lab scenario files (src/faults/scenario_parse.cc), and the JSON
   # schema check of its traces (tests/integration/faults).
   libtomlplusplus-dev python3-jsonschema

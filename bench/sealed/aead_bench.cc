@@ -10,11 +10,15 @@
 //   OpensslAes256Gcm    OpenSSL EVP, the call pattern of src/seal/aead.cc:
 //                       a new nonce, the 28-byte AAD, the payload, the tag
 //   OpensslChaCha20Poly1305  the same pattern with ChaCha20-Poly1305
+//   GcryptAes256Gcm     libgcrypt, the call pattern of src/seal/aead.cc for
+//                       packets of 512 bytes or more (OpenSSL's until
+//                       session 38): a new nonce, the AAD, the payload, the tag
 //   SodiumAes256Gcm / SodiumChaCha20Poly1305Ietf  libsodium's detached
 //                       AEADs with precomputed keys (when libsodium-dev is
-//                       installed: bench only, the product does not link it)
+//                       installed; the product uses its AES-256-GCM for short packets)
 // bench/sealed/sealed_bench.sh runs it beside the perftest pairs.
 #include <benchmark/benchmark.h>
+#include <gcrypt.h>
 #include <openssl/evp.h>
 
 #include <array>
@@ -116,6 +120,34 @@ void Evp(benchmark::State& state, const EVP_CIPHER* cipher) {
 void OpensslAes256Gcm(benchmark::State& state) { Evp(state, EVP_aes_256_gcm()); }
 void OpensslChaCha20Poly1305(benchmark::State& state) { Evp(state, EVP_chacha20_poly1305()); }
 
+void GcryptAes256Gcm(benchmark::State& state) {
+  if (gcry_check_version(GCRYPT_VERSION) == nullptr)
+    return state.SkipWithError("libgcrypt too old");
+  gcry_cipher_hd_t h = nullptr;
+  const uint8_t key[32] = {7};
+  if (gcry_cipher_open(&h, GCRY_CIPHER_AES256, GCRY_CIPHER_MODE_GCM, 0) != 0 ||
+      gcry_cipher_setkey(h, key, sizeof key) != 0)
+    return state.SkipWithError("libgcrypt init failed");
+  const auto len = static_cast<size_t>(state.range(0));
+  uint8_t nonce[12] = {}, aad[kHeader] = {}, tag[16];
+  std::vector<uint8_t> buf(len, 0x5A);
+  uint32_t counter = 0;
+  for (auto _ : state) {
+    ++counter;
+    std::memcpy(nonce + 8, &counter, sizeof counter);
+    if (gcry_cipher_setiv(h, nonce, sizeof nonce) != 0 ||
+        gcry_cipher_authenticate(h, aad, sizeof aad) != 0 ||
+        gcry_cipher_encrypt(h, buf.data(), len, nullptr, 0) != 0 ||
+        gcry_cipher_gettag(h, tag, sizeof tag) != 0) {
+      gcry_cipher_close(h);
+      return state.SkipWithError("libgcrypt failed");
+    }
+    benchmark::DoNotOptimize(tag);
+  }
+  gcry_cipher_close(h);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * len));
+}
+
 #ifdef SOFTRNIC_BENCH_SODIUM
 // One libsodium AEAD per packet: `encrypt(buf, len, tag, aad, nonce)`.
 template <class Encrypt>
@@ -167,6 +199,7 @@ BENCHMARK(QpSealSeal)->Apply(Sizes);
 BENCHMARK(QpSealRoundTrip)->Apply(Sizes);
 BENCHMARK(OpensslAes256Gcm)->Apply(Sizes);
 BENCHMARK(OpensslChaCha20Poly1305)->Apply(Sizes);
+BENCHMARK(GcryptAes256Gcm)->Apply(Sizes);
 #ifdef SOFTRNIC_BENCH_SODIUM
 BENCHMARK(SodiumAes256Gcm)->Apply(Sizes);
 BENCHMARK(SodiumChaCha20Poly1305Ietf)->Apply(Sizes);

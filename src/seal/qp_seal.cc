@@ -33,14 +33,6 @@ std::unique_ptr<QpSeal> QpSeal::Create(std::span<const uint8_t> secret, uint32_t
   if (!s->secrets_.ok() || epoch_shift == 0 || epoch_shift > 62) return nullptr;
   s->tx_ = new (s->secrets_.data()) DirectionSecret;
   s->rx_ = new (s->secrets_.data() + sizeof(DirectionSecret)) DirectionSecret;
-  // The three ciphers' short-packet key schedules (aead.h) follow, aligned.
-  constexpr size_t kStates = (2 * sizeof(DirectionSecret) + kShortStateAlign - 1) /
-                             kShortStateAlign * kShortStateAlign;
-  static_assert(kStates + 3 * kShortStateBytes <= 4096, "one page holds a QP's secrets");
-  if (s->secrets_.size() < kStates + 3 * kShortStateBytes) return nullptr;
-  s->tx_cipher_.set_short_state(s->secrets_.data() + kStates);
-  s->rx_cipher_[0].set_short_state(s->secrets_.data() + kStates + kShortStateBytes);
-  s->rx_cipher_[1].set_short_state(s->secrets_.data() + kStates + 2 * kShortStateBytes);
   if (!DeriveDirection(secret, local_qpn, remote_qpn, s->tx_) ||
       !DeriveDirection(secret, remote_qpn, local_qpn, s->rx_))
     return nullptr;

@@ -31,12 +31,12 @@ enum class OpenResult : uint8_t {
   kReplay,     // its counter was seen, or is older than the window
   kStaleEpoch, // its epoch is not next to the last authentic one
   kForged,     // the tag does not match: forged, corrupted, or another key
-  kError,      // OpenSSL failed (out of memory): dropped, not judged
+  kError,      // the cipher library failed (out of memory): dropped, not judged
 };
 
 class QpSeal {
  public:
-  // Null if the keys cannot be made (OpenSSL or mmap failed). epoch_shift:
+  // Null if the keys cannot be made (OpenSSL, libgcrypt or mmap failed). epoch_shift:
   // tests only (a small one shows re-keying).
   static std::unique_ptr<QpSeal> Create(std::span<const uint8_t> secret, uint32_t local_qpn,
                                         uint32_t remote_qpn, unsigned epoch_shift = kEpochShift);
@@ -48,8 +48,8 @@ class QpSeal {
   // `packet`, followed by room for payload_length + pad_length body bytes
   // and kTrailerBytes: the payload is read from `payload` (registered
   // memory) or, if null, is already in place; the pad bytes are in place.
-  // Sets the BTH's TVer. False on an OpenSSL error (the packet must not
-  // leave).
+  // Sets the BTH's TVer. False on a cipher library error (the packet must
+  // not leave).
   bool Seal(uint8_t* packet, uint32_t header_length, const uint8_t* payload,
             uint32_t payload_length, uint32_t pad_length);
 

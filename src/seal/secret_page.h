@@ -2,9 +2,8 @@
 // their own that the kernel leaves out of core dumps (MADV_DONTDUMP), that
 // are locked in memory where the limit allows (never swapped out), and that
 // are wiped before they are unmapped. docs/sealed.md, "Where keys live",
-// says what this covers and what it does not (OpenSSL's expanded AES
-// schedules are in its own heap objects; libsodium's, for short packets,
-// are in a QP's secret page).
+// says what this covers and what it does not (the expanded AES schedules
+// are in libgcrypt's cipher handles, on its heap).
 //
 // Thread-safety: an owner at a time; the bytes are written once, then read.
 #pragma once
