@@ -60,6 +60,7 @@ struct EndpointSockets {
   LocalSocket reply;  // fd -1: none
   LocalSocket forwarded;  // fd -1: none (a host NIC channel: receive only)
   int owner_fd = -1;  // abstract unix socket naming the address:port, or -1
+  int sink_fd = -1;   // a host NIC lease: nicd's sink, held (never read), or -1
 };
 
 // Asks for 4 MiB send and receive buffers on `fd` (past net.core.[rw]mem_max

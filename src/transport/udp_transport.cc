@@ -83,7 +83,8 @@ class UdpTransport final : public Transport {
   std::vector<LocalSocket> sockets_;
   int groups_ = 0;  // group sockets open
   std::vector<uint16_t> main_of_local_;  // the socket that sends for each endpoint
-  std::vector<int> owner_fds_;  // EndpointSockets::owner_fd of each endpoint
+  // Held while the transport lives: each endpoint's owner_fd and sink_fd.
+  std::vector<int> owner_fds_;
   std::vector<Endpoint> locals_;
   // The host NIC lease (udp_socket.h, OpenEndpoints): its lane and its
   // control connection, closed after every socket (nicd then reclaims
@@ -181,6 +182,7 @@ bool UdpTransport::AddEndpoint(const EndpointSockets& e, std::string* error) {
     if (e.reply.fd >= 0) close(e.reply.fd);
     if (e.forwarded.fd >= 0) close(e.forwarded.fd);
     if (e.owner_fd >= 0) close(e.owner_fd);
+    if (e.sink_fd >= 0) close(e.sink_fd);
   };
   if (sockets_.size() + 3 > kMaxReadySockets) {
     close_all();
@@ -222,6 +224,7 @@ bool UdpTransport::AddEndpoint(const EndpointSockets& e, std::string* error) {
   // from, and frames its ICRC with (UdpSender reads the socket's).
   locals_.push_back(e.forwarded.fd >= 0 ? e.forwarded.endpoint : e.main.endpoint);
   owner_fds_.push_back(e.owner_fd);
+  owner_fds_.push_back(e.sink_fd);
   if (e.forwarded.fd >= 0) {
     // A host NIC channel: everything sent to the address for this process
     // arrives here (requests and responses alike), so it is watched as the

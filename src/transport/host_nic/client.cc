@@ -127,7 +127,7 @@ std::optional<ClientLease> AcquireLease(uint16_t port, const std::string& nicd_p
   Lease lease;
   std::vector<int> fds;
   if (int err = ReceiveMessage(fd, &lease, sizeof(lease), kReplyTimeoutMs, &fds,
-                               2 * kMaxLeaseEndpoints))
+                               3 * kMaxLeaseEndpoints))
     return fail("nicd: " + std::string(std::strerror(err)));
   auto close_fds = [&] {
     for (int f : fds) close(f);
@@ -136,8 +136,10 @@ std::optional<ClientLease> AcquireLease(uint16_t port, const std::string& nicd_p
   // nicd hands out members, root's never hands another uid one.
   const bool forwarded = via_root;
   size_t wanted = 0;
-  for (uint8_t i = 0; i < lease.count && i < kMaxLeaseEndpoints; ++i)
-    wanted += !forwarded && lease.endpoints[i].has_reply ? 2 : 1;
+  for (uint8_t i = 0; i < lease.count && i < kMaxLeaseEndpoints; ++i) {
+    const LeaseEndpoint& le = lease.endpoints[i];
+    wanted += forwarded ? 1 : 1 + (le.has_reply ? 1 : 0) + (le.has_sink ? 1 : 0);
+  }
   if (lease.magic != kLeaseMagic || lease.count > kMaxLeaseEndpoints || fds.size() != wanted ||
       (lease.error == 0 && lease.forwarded != (forwarded ? 1 : 0)) ||
       (lease.error == 0 && (lease.lane < kFirstLane || lease.lane > kLastLane))) {
@@ -189,6 +191,7 @@ std::optional<ClientLease> AcquireLease(uint16_t port, const std::string& nicd_p
       e.reply.fd = fds[next++];
       e.reply.reply = true;
     }
+    if (le.has_sink) e.sink_fd = fds[next++];
     out.endpoints.push_back(e);
   }
   return out;

@@ -102,6 +102,8 @@ int NicDaemon::Run(std::chrono::milliseconds idle_exit) {
         Accept();
       } else if (forwards_.contains(fd)) {
         Forward(fd);
+      } else if (sinks_.contains(fd)) {
+        DrainSink(fd);
       } else if (clients_.contains(fd)) {
         if (events[i].events & (EPOLLHUP | EPOLLERR)) {
           End(fd);
@@ -225,7 +227,7 @@ void NicDaemon::Lease(int conn, const Hello& hello) {
   RefreshGroups();
   for (Group& g : groups_) {
     if (lease.count >= kMaxLeaseEndpoints) break;
-    if (g.members.empty() && !PortFree(g.address, port_)) continue;
+    if (g.members.empty() && (!PortFree(g.address, port_) || !OpenGroup(g))) continue;
     Member main{-1, conn, false}, reply{-1, conn, true};
     int channel[2] = {-1, -1};
     if (c.forwarded && socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, channel) != 0) continue;
@@ -236,22 +238,12 @@ void NicDaemon::Lease(int conn, const Hello& hello) {
     // in the run) and nicd forwards one datagram per run instead of 16.
     if (OpenSocket(g.address, port_, true, true, &s, &error) != 0) {
       if (channel[0] >= 0) close(channel[0]), close(channel[1]);
+      CloseIfIdle(g);
       continue;
     }
     main.fd = s.fd;
     main.channel = channel[0];
     g.members.push_back(main);
-    if (g.members.size() == 1) {
-      g.gro = s.gro;
-      g.claim_fd = ClaimEndpoint(s.endpoint);
-      if (g.claim_fd < 0 && errno == EADDRINUSE) {
-        // A process of ours owns the address on its own and joined the
-        // group we just made: leave it to that process.
-        RemoveMember(g, 0);
-        if (channel[1] >= 0) close(channel[1]);
-        continue;
-      }
-    }
     if (c.forwarded) {
       // The channel runs one way, and nicd never blocks on it: a full one
       // (a process that stopped reading) drops, counted.
@@ -285,6 +277,10 @@ void NicDaemon::Lease(int conn, const Hello& hello) {
     e.gro = s.gro;
     fds.push_back(main.fd);
     if (reply.fd >= 0) fds.push_back(reply.fd);
+    if (g.members[0].client < 0) {  // the sink, held by every process of ours
+      e.has_sink = 1;
+      fds.push_back(g.members[0].fd);
+    }
     Reprogram(g);
   }
   ++counters_.leases;
@@ -292,6 +288,43 @@ void NicDaemon::Lease(int conn, const Hello& hello) {
   const int sent = SendMessage(conn, &lease, sizeof(lease), fds);
   for (int fd : close_after) close(fd);
   if (sent != 0) End(conn);
+}
+
+bool NicDaemon::OpenGroup(Group& g) {
+  LocalSocket s;
+  std::string error;
+  if (OpenSocket(g.address, port_, true, true, &s, &error) != 0) return false;
+  g.members.push_back(Member{s.fd, -1, false, -1});
+  g.gro = s.gro;
+  g.claim_fd = ClaimEndpoint(s.endpoint);
+  if (g.claim_fd < 0 && errno == EADDRINUSE) {
+    // A process of ours owns the address on its own and joined the group
+    // we just made: leave it to that process.
+    RemoveMember(g, 0);
+    return false;
+  }
+  sinks_.insert(s.fd);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = s.fd;
+  (void)epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, s.fd, &ev);
+  return true;
+}
+
+void NicDaemon::CloseIfIdle(Group& g) {
+  // Only the sink left: the group ends, and the port is free again.
+  if (g.members.size() == 1 && g.members[0].client < 0) RemoveMember(g, 0);
+  if (g.members.empty() && g.claim_fd >= 0) {
+    close(g.claim_fd);
+    g.claim_fd = -1;
+  }
+}
+
+void NicDaemon::DrainSink(int fd) {
+  uint8_t buf[2048];
+  // A coalesced run counts once; what matters is that it went nowhere.
+  for (int i = 0; i < 256 && recv(fd, buf, sizeof buf, MSG_DONTWAIT | MSG_TRUNC) >= 0; ++i)
+    ++counters_.stray_datagrams;
 }
 
 void NicDaemon::Forward(int fd) {
@@ -352,6 +385,8 @@ void NicDaemon::Forward(int fd) {
 void NicDaemon::Reprogram(Group& g, int without_client) {
   if (g.members.empty()) return;
   SteeringTable table;
+  for (size_t i = 0; i < g.members.size(); ++i)
+    if (g.members[i].client < 0) table.miss_index = static_cast<uint32_t>(i);
   for (const auto& [conn, c] : clients_) {
     if (conn == without_client || c.lane == 0) continue;
     LaneSockets l{c.lane, kNowhere, kNowhere};
@@ -379,6 +414,7 @@ void NicDaemon::RemoveMember(Group& g, size_t index) {
     forwards_.erase(g.members[index].fd);
     close(g.members[index].channel);
   }
+  sinks_.erase(g.members[index].fd);
   close(g.members[index].fd);
   g.members[index] = g.members.back();
   g.members.pop_back();
@@ -401,10 +437,7 @@ void NicDaemon::End(int conn) {
       RemoveMember(g, static_cast<size_t>(m - g.members.begin()));
     }
     Reprogram(g, conn);
-    if (g.members.empty() && g.claim_fd >= 0) {
-      close(g.claim_fd);
-      g.claim_fd = -1;
-    }
+    CloseIfIdle(g);
   }
   if (lane != 0) {
     quarantine_[lane] = Clock::now() + kLaneQuarantine;

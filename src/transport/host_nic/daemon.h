@@ -54,6 +54,7 @@ struct DaemonCounters {
   uint64_t program_attaches = 0, program_attach_errors = 0;
   uint64_t forwarded_leases = 0;
   uint64_t forwarded_datagrams = 0, forward_drops = 0;
+  uint64_t stray_datagrams = 0;  // for no live lane: read by the sink, dropped
 };
 
 class NicDaemon {
@@ -75,11 +76,16 @@ class NicDaemon {
  private:
   struct Member {
     int fd = -1;
-    int client = -1;  // the serving connection's fd
+    int client = -1;  // the serving connection's fd; -1 for the sink
     bool reply = false;
     int channel = -1;  // a forwarded lease's channel (nicd's end), or -1
   };
   // One host address's group, in the kernel's array order.
+  // Its first member is nicd's sink: the program sends it every packet no
+  // lane claims (a dead or quarantined lane, an unknown QPN, a datagram too
+  // short to steer), which nicd reads and drops. It is made with the group
+  // and closed when no process is served there any more, so it stays at
+  // index 0 meanwhile.
   struct Group {
     LocalAddress address;
     std::vector<Member> members;
@@ -97,6 +103,12 @@ class NicDaemon {
   void Lease(int conn, const Hello& hello);
   // Passes what the member `fd` received to its channel.
   void Forward(int fd);
+  // Reads and drops what the sink `fd` received.
+  void DrainSink(int fd);
+  // Makes the group's sink and claims its address (the group is empty).
+  bool OpenGroup(Group& g);
+  // Ends a group whose only member left is its sink.
+  void CloseIfIdle(Group& g);
   void End(int conn);
   // Opens the groups of host addresses that appeared since the last lease.
   void RefreshGroups();
@@ -111,6 +123,7 @@ class NicDaemon {
   std::vector<Group> groups_;
   std::map<int, Client> clients_;  // by connection fd
   std::map<int, int> forwards_;    // a forwarded member's fd -> its channel (nicd's end)
+  std::set<int> sinks_;            // the groups' sinks
   // Root's nicd serves every uid (other uids forwarded); any other nicd only
   // its own.
   const bool serves_other_users_;

@@ -5,7 +5,8 @@
 //   process -> nicd   Hello            "serve me at the host's addresses"
 //   nicd -> process   Lease + fds      a lane, and per host address a main
 //                                      and a reply socket of nicd's
-//                                      SO_REUSEPORT group (SCM_RIGHTS)
+//                                      SO_REUSEPORT group and its sink
+//                                      (SCM_RIGHTS)
 //   process -> nicd   Service          "steer REQs for (port space, port) to me"
 //   nicd -> process   ServiceReply     0 or an errno
 //   EOF either way                     the lease ends (nicd quarantines the lane)
@@ -48,6 +49,11 @@ struct LeaseEndpoint {
   uint16_t port = 0;
   uint8_t has_reply = 0;  // a reply socket follows the main one
   uint8_t gro = 0;        // UDP_GRO is on for both
+  // nicd's sink follows (daemon.h): the process holds it and never reads
+  // it, so that it outlives a nicd that is killed (its closing would move
+  // the last member of the group into its slot).
+  uint8_t has_sink = 0;
+  uint8_t reserved[3] = {};
 };
 
 struct Lease {

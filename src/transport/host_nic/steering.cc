@@ -73,9 +73,9 @@ class Assembler {
 };
 
 // Emits a binary search over sorted `keys` (A holds the key); `leaf(i)`
-// emits the code for keys[i] matching; a miss returns kNowhere.
+// emits the code for keys[i] matching; a miss returns `miss`.
 void EmitSearch(Assembler& a, const std::vector<uint32_t>& keys, size_t lo, size_t hi,
-                const std::function<void(size_t)>& leaf) {
+                uint32_t miss, const std::function<void(size_t)>& leaf) {
   if (hi - lo == 1) {
     // jeq key: into the body; else over it (the body is a few
     // instructions, within a conditional jump's reach) to "nowhere".
@@ -83,15 +83,15 @@ void EmitSearch(Assembler& a, const std::vector<uint32_t>& keys, size_t lo, size
     a.Emit(BPF_JMP | BPF_JEQ | BPF_K, keys[lo], 0, 0);
     leaf(lo);
     a.SetFalseOffset(at, static_cast<uint8_t>(a.size() - at - 1));
-    a.Return(kNowhere);
+    a.Return(miss);
     return;
   }
   const size_t mid = lo + (hi - lo) / 2;
   Assembler::Label upper = a.NewLabel();
   a.JumpIf(BPF_JGE, keys[mid], upper);
-  EmitSearch(a, keys, lo, mid, leaf);
+  EmitSearch(a, keys, lo, mid, miss, leaf);
   a.Bind(upper);
-  EmitSearch(a, keys, mid, hi, leaf);
+  EmitSearch(a, keys, mid, hi, miss, leaf);
 }
 
 }  // namespace
@@ -135,21 +135,22 @@ std::vector<sock_filter> BuildSteeringProgram(const SteeringTable& table) {
 
   a.Bind(by_service);
   if (services.empty()) {
-    a.Return(kNowhere);
+    a.Return(table.miss_index);
   } else {
     a.LoadWord(kCmServiceIdLow);  // port space << 16 | port (rdma_cm's service IDs)
     std::vector<uint32_t> keys;
     for (const ServiceSockets& s : services) keys.push_back(service_key(s));
-    EmitSearch(a, keys, 0, keys.size(), [&](size_t i) { a.Return(services[i].main_index); });
+    EmitSearch(a, keys, 0, keys.size(), table.miss_index,
+               [&](size_t i) { a.Return(services[i].main_index); });
   }
 
   a.Bind(by_lane);  // A = a lane
   if (lanes.empty()) {
-    a.Return(kNowhere);
+    a.Return(table.miss_index);
   } else {
     std::vector<uint32_t> keys;
     for (const LaneSockets& l : lanes) keys.push_back(l.lane);
-    EmitSearch(a, keys, 0, keys.size(), [&](size_t i) {
+    EmitSearch(a, keys, 0, keys.size(), table.miss_index, [&](size_t i) {
       // RC responses to the reply socket (udp_socket.h), the rest to main.
       a.LoadByte(kBthOpcode);
       a.Emit(BPF_JMP | BPF_JGE | BPF_K, wire::op::kRcReadResponseFirst, 0, 2);

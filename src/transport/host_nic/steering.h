@@ -20,9 +20,13 @@
 // What a classic BPF reuseport program returns is an index into the group's
 // socket array, which the kernel appends to at bind and fills by moving the
 // last socket into the hole at close (net/core/sock_reuseport.c). An index
-// past the end (kNowhere) makes the kernel pick a socket by hash: a packet
-// for a lane nobody owns reaches some served process, which has no such QP
-// and drops it (counted); every socket of a group belongs to one user.
+// past the end (kNowhere) makes the kernel pick a socket by hash, and a
+// datagram too short for a load ends the program with 0: so a packet that
+// no lane claims goes to the table's miss_index, nicd's own sink (index 0,
+// which it reads and discards), never to a process by chance. A group can
+// hold members of several users' lanes (root's nicd keeps the forwarded
+// lanes' members, docs/host-nic.md "Users"): a packet for a dead or unknown
+// lane must reach none of them.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -63,6 +67,8 @@ inline constexpr size_t kMaxServices = 256;
 struct SteeringTable {
   std::vector<LaneSockets> lanes;
   std::vector<ServiceSockets> services;
+  // Where a packet goes that no lane or service claims.
+  uint32_t miss_index = kNowhere;
 };
 
 // The program for `table`; entries in any order, no duplicate lanes or

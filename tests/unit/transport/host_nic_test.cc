@@ -10,6 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
+
 #include <cstring>
 #include <thread>
 
@@ -52,14 +54,14 @@ std::vector<uint8_t> Packet(uint8_t opcode, uint32_t dest_qpn, uint16_t attribut
 // Which of `fds` the datagram sent to `to` arrives at (-1: none within
 // 1 s); exactly one must get it.
 int ArrivesAt(int sender, const Endpoint& to, const std::vector<uint8_t>& packet,
-              const std::vector<int>& fds) {
+              const std::vector<int>& fds, int timeout_ms = 1000) {
   sockaddr_in6 sa{};
   const socklen_t len = ToSockaddr(to, 0, &sa);
   EXPECT_EQ(sendto(sender, packet.data(), packet.size(), 0, reinterpret_cast<sockaddr*>(&sa), len),
             static_cast<ssize_t>(packet.size()));
   std::vector<pollfd> p;
   for (int fd : fds) p.push_back({fd, POLLIN, 0});
-  if (poll(p.data(), p.size(), 1000) <= 0) return -1;
+  if (poll(p.data(), p.size(), timeout_ms) <= 0) return -1;
   int at = -1, count = 0;
   for (size_t i = 0; i < p.size(); ++i) {
     uint8_t buf[256];
@@ -174,7 +176,7 @@ class NicdInProcess : public ::testing::Test {
   void TearDown() override {
     if (!daemon_) return;
     daemon_->Stop();
-    thread_.join();
+    if (thread_.joinable()) thread_.join();
     daemon_.reset();
     close(sender_);
   }
@@ -182,6 +184,7 @@ class NicdInProcess : public ::testing::Test {
     for (EndpointSockets& e : l.endpoints) {
       close(e.main.fd);
       if (e.reply.fd >= 0) close(e.reply.fd);
+      if (e.sink_fd >= 0) close(e.sink_fd);
     }
     close(l.control_fd);
   }
@@ -250,6 +253,122 @@ TEST_F(NicdInProcess, EachLeaseGetsItsLaneAndKeepsItAsOthersComeAndGo) {
   Release(*c);
 }
 
+// A packet that no live lane claims (an unknown lane, the lane of a process
+// that ended, a datagram too short to steer) reaches no process: nicd's
+// sink takes it. Without the sink the kernel picks a member by hash, and
+// in root's nicd that may be the member of another user's forwarded lane.
+TEST_F(NicdInProcess, APacketForNoLiveLaneReachesNoProcess) {
+  std::string why;
+  auto a = AcquireLease(port_, "/nonexistent", &why);
+  ASSERT_TRUE(a) << why;
+  auto b = AcquireLease(port_, "/nonexistent", &why);
+  ASSERT_TRUE(b) << why;
+  const EndpointSockets* ea = nullptr;
+  const EndpointSockets* eb = nullptr;
+  for (const EndpointSockets& e : a->endpoints)
+    if (e.main.endpoint.gid.IsV4Mapped() && ea == nullptr) ea = &e;
+  for (const EndpointSockets& e : b->endpoints)
+    if (e.main.endpoint.gid.IsV4Mapped() && eb == nullptr) eb = &e;
+  if (ea == nullptr || eb == nullptr) GTEST_SKIP() << "no IPv4 host address";
+  const Endpoint to = ea->main.endpoint;
+  std::vector<int> fds = {ea->main.fd, ea->reply.fd, eb->main.fd, eb->reply.fd};
+  using namespace wire::op;
+  constexpr int kNothing = 200;  // ms to wait for a datagram that must not come
+  // A lane nobody holds: neither a's nor b's, nor next to them.
+  uint8_t unknown = 0x80;
+  while (unknown == a->lane || unknown == b->lane) ++unknown;
+  // Several source ports: by hash, at least one would have reached a process.
+  for (int i = 0; i < 4; ++i) {
+    const int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(s, 0);
+    const uint32_t qpn = uint32_t{unknown} << 16 | 0x0101;
+    EXPECT_EQ(ArrivesAt(s, to, Packet(kRcSendOnly, qpn), fds, kNothing), -1);
+    EXPECT_EQ(ArrivesAt(s, to, Packet(kRcAck, qpn), fds, kNothing), -1);
+    // Shorter than a BTH: the program's load fails and returns 0.
+    EXPECT_EQ(ArrivesAt(s, to, std::vector<uint8_t>{0x04, 0x00, 0xff}, fds, kNothing), -1);
+    close(s);
+  }
+  // The lane of a process that ended (quarantined): not the survivor's.
+  const uint8_t lane_a = a->lane;
+  Release(*a);
+  a.reset();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // nicd handles the EOF
+  fds = {eb->main.fd, eb->reply.fd};
+  EXPECT_EQ(ArrivesAt(sender_, to, Packet(kRcWriteOnly, uint32_t{lane_a} << 16 | 0x0202), fds,
+                      kNothing),
+            -1);
+  // The survivor's own packets still arrive.
+  EXPECT_EQ(ArrivesAt(sender_, to, Packet(kRcWriteOnly, uint32_t{b->lane} << 16 | 0x0202), fds), 0);
+  daemon_->Stop();
+  thread_.join();
+  EXPECT_GE(daemon_->counters().stray_datagrams, 13u);
+  Release(*b);
+}
+
+// nicd killed with SIGKILL: the kernel closes its copies, and a member of
+// which nicd held the only copy would move the last member of the array
+// into its slot, under a program nobody updates any more. The processes
+// hold every member nicd gives them, the sink included, so nothing moves
+// and both lanes' requests and responses still reach their sockets.
+TEST(NicdKilled, EveryServedLaneStillReachesItsSockets) {
+  if (HostAddresses().empty()) GTEST_SKIP() << "no host address to share";
+  const auto port = static_cast<uint16_t>(20000 + SecureRandomBelow(20000));
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  const std::string name = ControlSocketName(static_cast<uint32_t>(geteuid()), port);
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::memcpy(sa.sun_path + 1, name.data(), name.size());
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&sa),
+                 static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size())),
+            0);
+  ASSERT_EQ(listen(fd, 16), 0);
+  const pid_t nicd = fork();
+  ASSERT_GE(nicd, 0);
+  if (nicd == 0) {
+    NicDaemon daemon(fd, port);
+    _exit(daemon.Run(std::chrono::seconds(30)) == 0 ? 0 : 1);
+  }
+  close(fd);
+  std::string why;
+  auto a = AcquireLease(port, "/nonexistent", &why);
+  auto b = a ? AcquireLease(port, "/nonexistent", &why) : std::nullopt;
+  kill(nicd, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(waitpid(nicd, &status, 0), nicd);
+  ASSERT_TRUE(a && b) << why;
+  const EndpointSockets* ea = nullptr;
+  const EndpointSockets* eb = nullptr;
+  for (const EndpointSockets& e : a->endpoints)
+    if (e.main.endpoint.gid.IsV4Mapped() && ea == nullptr) ea = &e;
+  for (const EndpointSockets& e : b->endpoints)
+    if (e.main.endpoint.gid.IsV4Mapped() && eb == nullptr) eb = &e;
+  if (ea == nullptr || eb == nullptr) GTEST_SKIP() << "no IPv4 host address";
+  EXPECT_GE(ea->sink_fd, 0);
+  EXPECT_GE(eb->sink_fd, 0);
+  const std::vector<int> fds = {ea->main.fd, ea->reply.fd, eb->main.fd, eb->reply.fd};
+  using namespace wire::op;
+  const uint32_t qa = uint32_t{a->lane} << 16 | 0x1234, qb = uint32_t{b->lane} << 16 | 0x4321;
+  // From several source ports: a lane left to the kernel's hash would miss.
+  for (int i = 0; i < 4; ++i) {
+    const int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(s, 0);
+    EXPECT_EQ(ArrivesAt(s, ea->main.endpoint, Packet(kRcSendOnly, qa), fds), 0);
+    EXPECT_EQ(ArrivesAt(s, ea->main.endpoint, Packet(kRcAck, qa), fds), 1);
+    EXPECT_EQ(ArrivesAt(s, ea->main.endpoint, Packet(kRcWriteOnly, qb), fds), 2);
+    EXPECT_EQ(ArrivesAt(s, ea->main.endpoint, Packet(kRcAtomicAck, qb), fds), 3);
+    close(s);
+  }
+  for (ClientLease* l : {&*a, &*b}) {
+    for (EndpointSockets& e : l->endpoints) {
+      close(e.main.fd);
+      if (e.reply.fd >= 0) close(e.reply.fd);
+      if (e.sink_fd >= 0) close(e.sink_fd);
+    }
+    close(l->control_fd);
+  }
+}
+
 // Root's nicd serves another uid without handing it a member: the lease
 // is forwarded (a channel per address; the process's own socket, at another
 // port, for sending), and a datagram for its lane arrives on the channel
@@ -270,7 +389,7 @@ TEST_F(NicdInProcess, AnotherUserIsForwardedThroughAChannelNeverAMember) {
     if (!lease->forwarded) _exit(12);
     const EndpointSockets* v4 = nullptr;
     for (const EndpointSockets& e : lease->endpoints) {
-      if (e.reply.fd >= 0 || e.forwarded.fd < 0) _exit(13);  // a member, or no channel
+      if (e.reply.fd >= 0 || e.sink_fd >= 0 || e.forwarded.fd < 0) _exit(13);  // a member, or no channel
       if (e.main.endpoint.port == port_) _exit(14);         // its own socket is not at the port
       if (e.main.endpoint.gid.IsV4Mapped() && v4 == nullptr) v4 = &e;
     }
