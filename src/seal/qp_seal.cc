@@ -28,9 +28,12 @@ bool KeyCipher(const DirectionSecret& direction, uint32_t epoch, Aes256Gcm* ciph
 }  // namespace
 
 std::unique_ptr<QpSeal> QpSeal::Create(std::span<const uint8_t> secret, uint32_t local_qpn,
-                                       uint32_t remote_qpn, unsigned epoch_shift) {
+                                       uint32_t remote_qpn, unsigned epoch_shift,
+                                       uint64_t epoch_bytes) {
   std::unique_ptr<QpSeal> s(new QpSeal());
-  if (!s->secrets_.ok() || epoch_shift == 0 || epoch_shift > 62) return nullptr;
+  if (!s->secrets_.ok() || epoch_shift == 0 || epoch_shift > 62 || epoch_bytes == 0)
+    return nullptr;
+  s->epoch_bytes_ = epoch_bytes;
   s->tx_ = new (s->secrets_.data()) DirectionSecret;
   s->rx_ = new (s->secrets_.data() + sizeof(DirectionSecret)) DirectionSecret;
   if (!DeriveDirection(secret, local_qpn, remote_qpn, s->tx_) ||
@@ -47,13 +50,22 @@ std::unique_ptr<QpSeal> QpSeal::Create(std::span<const uint8_t> secret, uint32_t
 
 bool QpSeal::Seal(uint8_t* packet, uint32_t header_length, const uint8_t* payload,
                   uint32_t payload_length, uint32_t pad_length) {
+  // A key that has encrypted its budget of bytes gives way to the next
+  // epoch's: the counter jumps to that epoch's first value, which the
+  // receiver follows with no message (it derives the epoch next to the
+  // last authentic one). Counters skipped are never used.
+  const uint64_t bytes = uint64_t{payload_length} + pad_length;
+  if (tx_cipher_.has_key() && tx_epoch_bytes_ + bytes > epoch_bytes_)
+    next_counter_ = ((next_counter_ >> epoch_shift_) + 1) << epoch_shift_;
   const uint64_t counter = next_counter_++;
   const auto epoch = static_cast<uint32_t>(counter >> epoch_shift_);
   if (!tx_cipher_.has_key() || epoch != tx_epoch_) {
     if (!KeyCipher(*tx_, epoch, &tx_cipher_)) return false;
     tx_epoch_ = epoch;
     ++tx_epochs_;
+    tx_epoch_bytes_ = 0;
   }
+  tx_epoch_bytes_ += bytes;
   SetTver(packet, kSealedTver);
   uint8_t nonce[kNonceBytes];
   MakeNonce(*tx_, counter, nonce);

@@ -24,6 +24,11 @@ namespace softrnic::seal {
 
 // Packets per AES key: 2^32 (the epoch is counter >> kEpochShift).
 inline constexpr unsigned kEpochShift = 32;
+// Bytes encrypted per AES key at most: 2^36 (64 GiB, 2^32 AES blocks), so
+// that GCM's bound on what an observer learns from one key's ciphertext,
+// about (blocks)^2 / 2^129, stays below 2^-64 (docs/sealed.md, "Keys").
+// The sender then moves its counter to the next epoch's first value.
+inline constexpr uint64_t kEpochBytes = uint64_t{1} << 36;
 
 enum class OpenResult : uint8_t {
   kOk = 0,
@@ -36,10 +41,11 @@ enum class OpenResult : uint8_t {
 
 class QpSeal {
  public:
-  // Null if the keys cannot be made (OpenSSL, libgcrypt or mmap failed). epoch_shift:
-  // tests only (a small one shows re-keying).
+  // Null if the keys cannot be made (OpenSSL, libgcrypt or mmap failed).
+  // epoch_shift and epoch_bytes: tests only (small ones show re-keying).
   static std::unique_ptr<QpSeal> Create(std::span<const uint8_t> secret, uint32_t local_qpn,
-                                        uint32_t remote_qpn, unsigned epoch_shift = kEpochShift);
+                                        uint32_t remote_qpn, unsigned epoch_shift = kEpochShift,
+                                        uint64_t epoch_bytes = kEpochBytes);
   // For tests: the first counter this side will send.
   void set_next_counter(uint64_t c) { next_counter_ = c; }
   uint64_t next_counter() const { return next_counter_; }
@@ -75,6 +81,8 @@ class QpSeal {
   Aes256Gcm tx_cipher_;
   uint32_t tx_epoch_ = 0;
   uint64_t tx_epochs_ = 0;  // keys made for sending (1 + re-keys)
+  uint64_t epoch_bytes_ = kEpochBytes;
+  uint64_t tx_epoch_bytes_ = 0;  // encrypted under the current key
 
   // Two receive keys: the last authentic epoch's and one more (the next,
   // or the previous for late packets).

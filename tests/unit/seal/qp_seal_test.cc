@@ -160,6 +160,39 @@ TEST(QpSeal, KeysChangeEveryEpochAndBothSidesFollow) {
   EXPECT_EQ(pair.a->epochs_sent(), 7u);  // counters 5..104: epochs 0..6
 }
 
+TEST(QpSeal, KeysChangeWhenAKeyHasEncryptedItsBudgetOfBytes) {
+  // 1,000 bytes per key; 300-byte payloads (plus pad): three packets fit,
+  // the fourth moves to the next epoch, at its first counter.
+  auto a = QpSeal::Create(Key(7), kQpnA, kQpnB, kEpochShift, 1000);
+  auto b = QpSeal::Create(Key(7), kQpnB, kQpnA, kEpochShift, 1000);
+  ASSERT_TRUE(a && b);
+  a->set_next_counter(40);
+  std::vector<uint64_t> counters;
+  for (int i = 0; i < 10; ++i) {
+    Packet p = MakeWrite(kQpnB, Pattern(300));
+    counters.push_back(a->next_counter());
+    ASSERT_TRUE(a->Seal(p.bytes.data(), kHeader, nullptr, p.payload, p.pad));
+    // The counter the packet carries, in its trailer.
+    uint64_t sent = 0;
+    const uint8_t* trailer = p.bytes.data() + kHeader + p.payload + p.pad;
+    for (int k = 0; k < 8; ++k) sent = (sent << 8) | trailer[k];
+    counters.back() = sent;
+    uint32_t opened = 0;
+    ASSERT_EQ(b->Open(p.bytes.data(), p.length(), kHeader, &opened), OpenResult::kOk) << i;
+    EXPECT_EQ(std::vector<uint8_t>(p.bytes.begin() + kHeader, p.bytes.begin() + kHeader + 300),
+              Pattern(300))
+        << i;
+  }
+  const uint64_t epoch = uint64_t{1} << kEpochShift;
+  EXPECT_EQ(counters[0], 40u);
+  EXPECT_EQ(counters[2], 42u);
+  EXPECT_EQ(counters[3], epoch);  // the first counter of epoch 1
+  EXPECT_EQ(counters[5], epoch + 2);
+  EXPECT_EQ(counters[6], 2 * epoch);
+  EXPECT_EQ(counters[9], 3 * epoch);
+  EXPECT_EQ(a->epochs_sent(), 4u);
+}
+
 TEST(QpSeal, AFarEpochIsRefusedOnceTheConnectionIsGoing) {
   Pair pair(Key(9), Key(9), /*epoch_shift=*/4);
   pair.a->set_next_counter(0);
