@@ -120,71 +120,65 @@ void Evp(benchmark::State& state, const EVP_CIPHER* cipher) {
 void OpensslAes256Gcm(benchmark::State& state) { Evp(state, EVP_aes_256_gcm()); }
 void OpensslChaCha20Poly1305(benchmark::State& state) { Evp(state, EVP_chacha20_poly1305()); }
 
+// One AEAD per packet: `encrypt(buf, len, tag, aad, nonce)` seals `buf` in
+// place under a new nonce; false stops the case with an error.
+template <class Encrypt>
+void AeadLoop(benchmark::State& state, Encrypt encrypt) {
+  const auto len = static_cast<size_t>(state.range(0));
+  uint8_t nonce[12] = {}, aad[kHeader] = {}, tag[16];
+  std::vector<uint8_t> buf(len, 0x5A);
+  uint32_t counter = 0;
+  for (auto _ : state) {
+    ++counter;
+    std::memcpy(nonce + 8, &counter, sizeof counter);
+    if (!encrypt(buf.data(), len, tag, aad, nonce)) return state.SkipWithError("seal failed");
+    benchmark::DoNotOptimize(tag);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * len));
+}
+
 void GcryptAes256Gcm(benchmark::State& state) {
   if (gcry_check_version(GCRYPT_VERSION) == nullptr)
     return state.SkipWithError("libgcrypt too old");
   gcry_cipher_hd_t h = nullptr;
   const uint8_t key[32] = {7};
-  if (gcry_cipher_open(&h, GCRY_CIPHER_AES256, GCRY_CIPHER_MODE_GCM, 0) != 0 ||
-      gcry_cipher_setkey(h, key, sizeof key) != 0)
+  if (gcry_cipher_open(&h, GCRY_CIPHER_AES256, GCRY_CIPHER_MODE_GCM, 0) != 0)
     return state.SkipWithError("libgcrypt init failed");
-  const auto len = static_cast<size_t>(state.range(0));
-  uint8_t nonce[12] = {}, aad[kHeader] = {}, tag[16];
-  std::vector<uint8_t> buf(len, 0x5A);
-  uint32_t counter = 0;
-  for (auto _ : state) {
-    ++counter;
-    std::memcpy(nonce + 8, &counter, sizeof counter);
-    if (gcry_cipher_setiv(h, nonce, sizeof nonce) != 0 ||
-        gcry_cipher_authenticate(h, aad, sizeof aad) != 0 ||
-        gcry_cipher_encrypt(h, buf.data(), len, nullptr, 0) != 0 ||
-        gcry_cipher_gettag(h, tag, sizeof tag) != 0) {
-      gcry_cipher_close(h);
-      return state.SkipWithError("libgcrypt failed");
-    }
-    benchmark::DoNotOptimize(tag);
+  if (gcry_cipher_setkey(h, key, sizeof key) == 0) {
+    AeadLoop(state, [h](uint8_t* buf, size_t len, uint8_t* tag, const uint8_t* aad,
+                        const uint8_t* nonce) {
+      return gcry_cipher_setiv(h, nonce, 12) == 0 &&
+             gcry_cipher_authenticate(h, aad, kHeader) == 0 &&
+             gcry_cipher_encrypt(h, buf, len, nullptr, 0) == 0 &&
+             gcry_cipher_gettag(h, tag, 16) == 0;
+    });
+  } else {
+    state.SkipWithError("libgcrypt setkey failed");
   }
   gcry_cipher_close(h);
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * len));
 }
 
 #ifdef SOFTRNIC_BENCH_SODIUM
-// One libsodium AEAD per packet: `encrypt(buf, len, tag, aad, nonce)`.
-template <class Encrypt>
-void SodiumLoop(benchmark::State& state, Encrypt encrypt) {
-  const auto len = static_cast<size_t>(state.range(0));
-  uint8_t nonce[12] = {}, aad[kHeader] = {}, tag[16];
-  std::vector<uint8_t> buf(len, 0x5A);
-  uint32_t counter = 0;
-  for (auto _ : state) {
-    ++counter;
-    std::memcpy(nonce + 8, &counter, sizeof counter);
-    encrypt(buf.data(), len, tag, aad, nonce);
-    benchmark::DoNotOptimize(tag);
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * len));
-}
-
 void SodiumAes256Gcm(benchmark::State& state) {
   if (sodium_init() < 0 || crypto_aead_aes256gcm_is_available() == 0)
     return state.SkipWithError("libsodium has no AES-256-GCM on this CPU");
   crypto_aead_aes256gcm_state st;
   const uint8_t key[32] = {7};
   crypto_aead_aes256gcm_beforenm(&st, key);
-  SodiumLoop(state, [&st](uint8_t* buf, size_t len, uint8_t* tag, const uint8_t* aad,
-                          const uint8_t* nonce) {
-    crypto_aead_aes256gcm_encrypt_detached_afternm(buf, tag, nullptr, buf, len, aad, kHeader,
-                                                   nullptr, nonce, &st);
+  AeadLoop(state, [&st](uint8_t* buf, size_t len, uint8_t* tag, const uint8_t* aad,
+                        const uint8_t* nonce) {
+    return crypto_aead_aes256gcm_encrypt_detached_afternm(buf, tag, nullptr, buf, len, aad,
+                                                          kHeader, nullptr, nonce, &st) == 0;
   });
 }
 
 void SodiumChaCha20Poly1305Ietf(benchmark::State& state) {
   if (sodium_init() < 0) return state.SkipWithError("sodium_init failed");
   const uint8_t key[32] = {7};
-  SodiumLoop(state, [&key](uint8_t* buf, size_t len, uint8_t* tag, const uint8_t* aad,
-                           const uint8_t* nonce) {
-    crypto_aead_chacha20poly1305_ietf_encrypt_detached(buf, tag, nullptr, buf, len, aad, kHeader,
-                                                       nullptr, nonce, key);
+  AeadLoop(state, [&key](uint8_t* buf, size_t len, uint8_t* tag, const uint8_t* aad,
+                         const uint8_t* nonce) {
+    return crypto_aead_chacha20poly1305_ietf_encrypt_detached(buf, tag, nullptr, buf, len, aad,
+                                                              kHeader, nullptr, nonce, key) == 0;
   });
 }
 #endif

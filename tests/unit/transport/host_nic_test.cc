@@ -151,6 +151,40 @@ TEST(SteeringProgram, StaysWithinTheKernelLimitAtItsLargest) {
   EXPECT_LE(BuildSteeringProgram(t).size(), static_cast<size_t>(BPF_MAXINSNS));
 }
 
+// nicd's control socket for `port`, bound and listening (the daemon takes it).
+int ListenControlSocket(uint16_t port) {
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  const std::string name = ControlSocketName(static_cast<uint32_t>(geteuid()), port);
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::memcpy(sa.sun_path + 1, name.data(), name.size());
+  if (bind(fd, reinterpret_cast<sockaddr*>(&sa),
+           static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size())) != 0 ||
+      listen(fd, 16) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Closes what a lease gave (as a process that ends does).
+void ReleaseLease(ClientLease& l) {
+  for (EndpointSockets& e : l.endpoints) {
+    close(e.main.fd);
+    if (e.reply.fd >= 0) close(e.reply.fd);
+    if (e.sink_fd >= 0) close(e.sink_fd);
+  }
+  close(l.control_fd);
+}
+
+// The lease's first IPv4 endpoint (reachable from this host), or null.
+const EndpointSockets* FirstIpv4(const ClientLease& l) {
+  for (const EndpointSockets& e : l.endpoints)
+    if (e.main.endpoint.gid.IsV4Mapped()) return &e;
+  return nullptr;
+}
+
 // nicd in a thread of this process, on its real control socket, serving
 // two leases at the host's loopback-reachable addresses. Skipped where the
 // host has no address of its own (nicd then serves none).
@@ -159,16 +193,8 @@ class NicdInProcess : public ::testing::Test {
   void SetUp() override {
     if (HostAddresses().empty()) GTEST_SKIP() << "no host address to share";
     port_ = static_cast<uint16_t>(20000 + SecureRandomBelow(20000));
-    const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    const int fd = ListenControlSocket(port_);
     ASSERT_GE(fd, 0);
-    const std::string name = ControlSocketName(static_cast<uint32_t>(geteuid()), port_);
-    sockaddr_un sa{};
-    sa.sun_family = AF_UNIX;
-    std::memcpy(sa.sun_path + 1, name.data(), name.size());
-    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&sa),
-                   static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size())),
-              0);
-    ASSERT_EQ(listen(fd, 16), 0);
     daemon_ = std::make_unique<NicDaemon>(fd, port_);
     thread_ = std::thread([this] { daemon_->Run(std::chrono::hours(1)); });
     sender_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -180,14 +206,7 @@ class NicdInProcess : public ::testing::Test {
     daemon_.reset();
     close(sender_);
   }
-  static void Release(ClientLease& l) {
-    for (EndpointSockets& e : l.endpoints) {
-      close(e.main.fd);
-      if (e.reply.fd >= 0) close(e.reply.fd);
-      if (e.sink_fd >= 0) close(e.sink_fd);
-    }
-    close(l.control_fd);
-  }
+  static void Release(ClientLease& l) { ReleaseLease(l); }
   uint16_t port_ = 0;
   int sender_ = -1;
   std::unique_ptr<NicDaemon> daemon_;
@@ -202,14 +221,8 @@ TEST_F(NicdInProcess, EachLeaseGetsItsLaneAndKeepsItAsOthersComeAndGo) {
   ASSERT_TRUE(b) << why;
   ASSERT_FALSE(a->endpoints.empty());
   EXPECT_NE(a->lane, b->lane);
-  // The first IPv4 host address: reachable from this host.
-  auto v4 = [](const ClientLease& l) -> const EndpointSockets* {
-    for (const EndpointSockets& e : l.endpoints)
-      if (e.main.endpoint.gid.IsV4Mapped()) return &e;
-    return nullptr;
-  };
-  const EndpointSockets* ea = v4(*a);
-  const EndpointSockets* eb = v4(*b);
+  const EndpointSockets* ea = FirstIpv4(*a);
+  const EndpointSockets* eb = FirstIpv4(*b);
   if (ea == nullptr || eb == nullptr) GTEST_SKIP() << "no IPv4 host address";
   ASSERT_GE(ea->reply.fd, 0);
   const Endpoint to = ea->main.endpoint;
@@ -242,7 +255,7 @@ TEST_F(NicdInProcess, EachLeaseGetsItsLaneAndKeepsItAsOthersComeAndGo) {
   ASSERT_TRUE(c) << why;
   EXPECT_NE(c->lane, lane_a);
   EXPECT_NE(c->lane, b->lane);
-  const EndpointSockets* ec = v4(*c);
+  const EndpointSockets* ec = FirstIpv4(*c);
   ASSERT_NE(ec, nullptr);
   const std::vector<int> fds_bc = {eb->main.fd, eb->reply.fd, ec->main.fd, ec->reply.fd};
   const uint32_t qc = uint32_t{c->lane} << 16 | 0x0077;
@@ -263,12 +276,8 @@ TEST_F(NicdInProcess, APacketForNoLiveLaneReachesNoProcess) {
   ASSERT_TRUE(a) << why;
   auto b = AcquireLease(port_, "/nonexistent", &why);
   ASSERT_TRUE(b) << why;
-  const EndpointSockets* ea = nullptr;
-  const EndpointSockets* eb = nullptr;
-  for (const EndpointSockets& e : a->endpoints)
-    if (e.main.endpoint.gid.IsV4Mapped() && ea == nullptr) ea = &e;
-  for (const EndpointSockets& e : b->endpoints)
-    if (e.main.endpoint.gid.IsV4Mapped() && eb == nullptr) eb = &e;
+  const EndpointSockets* ea = FirstIpv4(*a);
+  const EndpointSockets* eb = FirstIpv4(*b);
   if (ea == nullptr || eb == nullptr) GTEST_SKIP() << "no IPv4 host address";
   const Endpoint to = ea->main.endpoint;
   std::vector<int> fds = {ea->main.fd, ea->reply.fd, eb->main.fd, eb->reply.fd};
@@ -313,16 +322,8 @@ TEST_F(NicdInProcess, APacketForNoLiveLaneReachesNoProcess) {
 TEST(NicdKilled, EveryServedLaneStillReachesItsSockets) {
   if (HostAddresses().empty()) GTEST_SKIP() << "no host address to share";
   const auto port = static_cast<uint16_t>(20000 + SecureRandomBelow(20000));
-  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  const int fd = ListenControlSocket(port);
   ASSERT_GE(fd, 0);
-  const std::string name = ControlSocketName(static_cast<uint32_t>(geteuid()), port);
-  sockaddr_un sa{};
-  sa.sun_family = AF_UNIX;
-  std::memcpy(sa.sun_path + 1, name.data(), name.size());
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&sa),
-                 static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size())),
-            0);
-  ASSERT_EQ(listen(fd, 16), 0);
   const pid_t nicd = fork();
   ASSERT_GE(nicd, 0);
   if (nicd == 0) {
@@ -337,12 +338,8 @@ TEST(NicdKilled, EveryServedLaneStillReachesItsSockets) {
   int status = 0;
   ASSERT_EQ(waitpid(nicd, &status, 0), nicd);
   ASSERT_TRUE(a && b) << why;
-  const EndpointSockets* ea = nullptr;
-  const EndpointSockets* eb = nullptr;
-  for (const EndpointSockets& e : a->endpoints)
-    if (e.main.endpoint.gid.IsV4Mapped() && ea == nullptr) ea = &e;
-  for (const EndpointSockets& e : b->endpoints)
-    if (e.main.endpoint.gid.IsV4Mapped() && eb == nullptr) eb = &e;
+  const EndpointSockets* ea = FirstIpv4(*a);
+  const EndpointSockets* eb = FirstIpv4(*b);
   if (ea == nullptr || eb == nullptr) GTEST_SKIP() << "no IPv4 host address";
   EXPECT_GE(ea->sink_fd, 0);
   EXPECT_GE(eb->sink_fd, 0);
@@ -359,14 +356,8 @@ TEST(NicdKilled, EveryServedLaneStillReachesItsSockets) {
     EXPECT_EQ(ArrivesAt(s, ea->main.endpoint, Packet(kRcAtomicAck, qb), fds), 3);
     close(s);
   }
-  for (ClientLease* l : {&*a, &*b}) {
-    for (EndpointSockets& e : l->endpoints) {
-      close(e.main.fd);
-      if (e.reply.fd >= 0) close(e.reply.fd);
-      if (e.sink_fd >= 0) close(e.sink_fd);
-    }
-    close(l->control_fd);
-  }
+  ReleaseLease(*a);
+  ReleaseLease(*b);
 }
 
 // Root's nicd serves another uid without handing it a member: the lease
