@@ -387,6 +387,8 @@ void NicDaemon::Reprogram(Group& g, int without_client) {
   SteeringTable table;
   for (size_t i = 0; i < g.members.size(); ++i)
     if (g.members[i].client < 0) table.miss_index = static_cast<uint32_t>(i);
+  table.service_miss_index = table.miss_index;
+  bool forwarded_fallback = false;  // service_miss_index is a forwarded lane's
   for (const auto& [conn, c] : clients_) {
     if (conn == without_client || c.lane == 0) continue;
     LaneSockets l{c.lane, kNowhere, kNowhere};
@@ -396,6 +398,13 @@ void NicDaemon::Reprogram(Group& g, int without_client) {
     }
     if (l.main_index == kNowhere) continue;  // not served at this address
     if (l.reply_index == kNowhere) l.reply_index = l.main_index;
+    // A REQ for a service nobody listens on: to a process, whose CM
+    // rejects it; one of nicd's own user if there is one.
+    if (table.service_miss_index == table.miss_index ||
+        (!c.forwarded && forwarded_fallback)) {
+      table.service_miss_index = l.main_index;
+      forwarded_fallback = c.forwarded;
+    }
     table.lanes.push_back(l);
     for (const auto& [ps, port] : c.services) table.services.push_back({ps, port, l.main_index});
   }

@@ -135,12 +135,12 @@ std::vector<sock_filter> BuildSteeringProgram(const SteeringTable& table) {
 
   a.Bind(by_service);
   if (services.empty()) {
-    a.Return(table.miss_index);
+    a.Return(table.service_miss_index);
   } else {
     a.LoadWord(kCmServiceIdLow);  // port space << 16 | port (rdma_cm's service IDs)
     std::vector<uint32_t> keys;
     for (const ServiceSockets& s : services) keys.push_back(service_key(s));
-    EmitSearch(a, keys, 0, keys.size(), table.miss_index,
+    EmitSearch(a, keys, 0, keys.size(), table.service_miss_index,
                [&](size_t i) { a.Return(services[i].main_index); });
   }
 

@@ -69,6 +69,11 @@ struct SteeringTable {
   std::vector<ServiceSockets> services;
   // Where a packet goes that no lane or service claims.
   uint32_t miss_index = kNowhere;
+  // Where a CM REQ or SIDR_REQ goes whose service no process listens on:
+  // to a process, whose CM answers it (REJ, IBA 12.6.7 reason 8, or a
+  // SIDR_REP), as a host with an RNIC does; dropped, it would leave the
+  // connecting side waiting for its timeouts instead of ECONNREFUSED.
+  uint32_t service_miss_index = kNowhere;
 };
 
 // The program for `table`; entries in any order, no duplicate lanes or
