@@ -195,7 +195,7 @@ void Engine::CommitPacket(uint16_t local_index, const Gid& dst, const uint8_t* d
                           seal::QpSeal* seal) {
   last_tx_bytes_ = tx_.Commit(local_index, transport::Endpoint{dst, udp_port_}, direct, seal);
   if (last_tx_bytes_ == 0) {
-    ++stats_.tx_seal_errors;  // OpenSSL failed: not sent, RC recovery resends
+    ++stats_.tx_seal_errors;  // the cipher failed: not sent, RC recovery resends
     return;
   }
   if (seal != nullptr) ++stats_.tx_sealed_packets;

@@ -31,7 +31,7 @@ struct EngineStats {
   uint64_t rx_dropped_seal_replay = 0;      // counter seen before or older than the window
   uint64_t rx_dropped_unsealed = 0;         // plain packet to a sealed QP
   uint64_t rx_dropped_seal_unexpected = 0;  // sealed packet to a QP that is not sealed
-  uint64_t tx_seal_errors = 0;              // OpenSSL failed: packet not sent
+  uint64_t tx_seal_errors = 0;              // the cipher failed: packet not sent
   uint64_t cm_seal_exchanges = 0;           // rdma_cm connections keyed by an X25519 exchange
   uint64_t cm_seal_declined = 0;            // rdma_cm peers that offered no seal (prefer: plain)
   uint64_t cm_seal_refused = 0;             // rdma_cm peers without a seal refused (require)
