@@ -13,7 +13,12 @@
 # the live QPN (taken from ibv_rc_pingpong's output, as an on-path observer
 # would) with PSNs outside the live window. Neither may
 # disturb the transfer: blind ones die as unknown QPs, aimed ones at the
-# PSN checks.
+# PSN checks. Both ends run without the host NIC (SOFTRNIC_HOST_NIC=0),
+# so that every forged packet reaches the process and its engine's checks
+# are what is tested: with it, a blind packet for a lane no process holds
+# goes to nicd's sink and never reaches a process (session 38;
+# NicdInProcess.APacketForNoLiveLaneReachesNoProcess), and this test saw
+# no unknown QP at all.
 set -u
 source "${SOFTRNIC_INTEGRATION_LIB:-$(dirname "$0")/../../lib}/common.sh"
 softrnic_require_root
@@ -39,9 +44,9 @@ softrnic_env
 PORT=26101
 
 pingpong() {  # pingpong NAME ITERS: server in B, client in A, background (300 s at most)
-  start_bg "$1-server" 300 run_in_ns "$NS_B" env SOFTRNIC_STATS=1 stdbuf -oL ibv_rc_pingpong -g 0 -c -n "$2" -s 4096 -p "$PORT"
+  start_bg "$1-server" 300 run_in_ns "$NS_B" env SOFTRNIC_STATS=1 SOFTRNIC_HOST_NIC=0 stdbuf -oL ibv_rc_pingpong -g 0 -c -n "$2" -s 4096 -p "$PORT"
   wait_for_port -n "$NS_B" -p "$1-server" "$PORT" 10 || die "server did not listen"
-  start_bg "$1-client" 300 run_in_ns "$NS_A" env SOFTRNIC_STATS=1 stdbuf -oL ibv_rc_pingpong -g 0 -c -n "$2" -s 4096 -p "$PORT" "$IPB"
+  start_bg "$1-client" 300 run_in_ns "$NS_A" env SOFTRNIC_STATS=1 SOFTRNIC_HOST_NIC=0 stdbuf -oL ibv_rc_pingpong -g 0 -c -n "$2" -s 4096 -p "$PORT" "$IPB"
 }
 
 # Calibration: how many exchanges per second here (sanitizers, 2 shared
